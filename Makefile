@@ -1,0 +1,48 @@
+# kaleido-hw: set-up, tests, Verilog generation and reports.
+#   make install   create .venv and install everything (Python and, where apt is available, Debian tools)
+#   make test      the whole test suite (pytest: golden model, generator, cocotb benches on both simulators)
+#   make verilog   regenerate rtl_out/ (the main job)
+PYTHON  ?= python3
+VENV    := $(CURDIR)/.venv
+VPY     := $(VENV)/bin/python
+JOBS    ?= 2
+SEEDS   ?= 8
+
+# The repo's verilator wrapper must come before any system Verilator (5.006 is too old for cocotb 2.x).
+export PATH := $(CURDIR)/tools/bin:$(VENV)/bin:$(PATH)
+export KALEIDO_PYTHON := $(VPY)
+
+.PHONY: install test verilog lint bench synth regress report clean
+
+install:
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -e '.[test,sim,report]'
+	tools/install-system-deps
+	@verilator --version
+
+test:
+	$(VPY) -m pytest -n $(JOBS) --dist loadgroup
+
+verilog:
+	$(VPY) -m kaleido_hw generate --out rtl_out
+
+lint:
+	$(VPY) -m kaleido_hw lint --dir rtl_out
+
+bench:
+	$(VPY) -m kaleido_hw bench
+
+synth:
+	$(VPY) -m kaleido_hw synth
+
+regress:
+	KALEIDO_SEEDS=$(SEEDS) $(VPY) -m pytest -n $(JOBS) -m sim --dist loadgroup
+
+report:
+	$(VPY) -m kaleido_hw report
+
+clean:
+	rm -rf sim_build build report .pytest_cache .hypothesis
+	find sim -name sim_build -type d -prune -exec rm -rf {} +
+	find sim -name results.xml -delete

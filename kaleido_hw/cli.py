@@ -1,0 +1,37 @@
+"""``kaleido-hw``: the command line. Each command lives in its own module, which provides
+``add_arguments(parser)`` and ``run(args) -> int``; bad input exits 2 with one line that names
+the problem and the allowed values."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: (command, module, one-line help)
+COMMANDS = [
+    ("generate", "kaleido_hw.generate", "write the Verilog of every block and manifest.json to rtl_out/"),
+    ("lint", "kaleido_hw.lint", "run verilator --lint-only -Wall on the generated Verilog"),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kaleido-hw",
+        description="Generator, golden model and reports of the Kaleido vDiT reuse accelerator.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module, help_text in COMMANDS:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(_module=module)
+        importlib.import_module(module).add_arguments(p)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    module = importlib.import_module(args._module)
+    try:
+        return module.run(args)
+    except ValueError as e:   # ConfigError and every golden-model input check
+        print(f"kaleido-hw {args.command}: error: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,177 @@
+"""The one configuration that flows through the generator.
+
+:class:`KaleidoConfig` is a frozen dataclass. Every block's constructor takes it (or the
+fields it needs), the manifest records it, and ``kaleido-hw generate --config FILE`` loads
+it from TOML. It is validated as a whole when it is built, so an invalid value is rejected
+before any Verilog is written, with a message that names the key and its allowed values.
+
+TOML form: top-level keys with the field names below, e.g.::
+
+    acc_width = 24
+    preset = "wan2.1"
+    matcher_lookahead = 8
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from golden.numerics import PRESETS, ChannelGroups
+
+
+__all__ = ["ConfigError", "KaleidoConfig", "min_acc_width"]
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value; the message names the key and the allowed values."""
+
+
+#: Largest |a*b| of two int8 values: (-128) * (-128).
+MAX_PRODUCT = 128 * 128
+
+
+def min_acc_width(channels: int) -> int:
+    """Smallest signed accumulator width that holds any sum of ``channels`` int8 products.
+
+    Each product lies in [-16256, 16384]; the sum of ``n`` of them needs
+    ``2**(w-1) > n * 16384`` (the positive end is the tight one).
+    """
+    if channels < 1:
+        raise ConfigError(f"channels must be >= 1, got {channels}")
+    return (channels * MAX_PRODUCT).bit_length() + 1
+
+
+def _check_int(name, value, lo, hi, extra=""):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be an integer in [{lo}, {hi}]{extra}, got {value!r}")
+    if not lo <= value <= hi:
+        raise ConfigError(f"{name} must be in [{lo}, {hi}]{extra}, got {value}")
+
+
+@dataclass(frozen=True)
+class KaleidoConfig:
+    """Parameters of every generated block.
+
+    Numerics (``docs/numerics.md``)
+        preset : str
+            Channel partition whose largest group sizes the PE accumulators
+            (one of ``golden.PRESETS``).
+        full_bits, half_bits : int
+            Reuse thresholds: FULL when the top ``1 + full_bits`` bits agree, HALF when the
+            top ``1 + half_bits`` bits agree. ``3 <= half_bits < full_bits <= 7``: a HALF
+            follower computes the 4-bit low nibble itself, so its high nibble must agree.
+
+    Processing element (``docs/pe.md``)
+        acc_width : int
+            Width of R0/R1/R2, signed. At least :func:`min_acc_width` of the preset's largest
+            channel group (exact by construction), at most 48.
+
+    PE array
+        rows, cols : int
+            PEs per array (output-stationary, R x C), 1..16 each.
+
+    Dispatcher (``docs/dispatcher.md``)
+        sched_entries : int
+            Entries in one scheduler batch (the string queue), 4..256.
+        sched_pattern_width : int
+            Channels per pattern string, a multiple of 4 in 4..64.
+        sched_clusters : int
+            Cluster queues; must divide ``sched_entries``; 2..16.
+        sched_lfsr_seed : int
+            Non-zero seed of the pivot-selection LFSR, 16 bits.
+        matcher_lookahead : int
+            Pending channels the MergeMatcher may pair with the oldest one, 1..16.
+        matcher_channels : int
+            Channels of one cluster batch that the matcher walks, 1..64 (a multiple of
+            ``sched_pattern_width`` is not required; it is the row length of its buffer).
+    """
+
+    preset: str = "hunyuanvideo"
+    full_bits: int = 5
+    half_bits: int = 3
+    acc_width: int = 24
+    rows: int = 4
+    cols: int = 4
+    sched_entries: int = 64
+    sched_pattern_width: int = 16
+    sched_clusters: int = 4
+    sched_lfsr_seed: int = 0xACE1
+    matcher_lookahead: int = 4
+    matcher_channels: int = 16
+
+    def __post_init__(self):
+        if self.preset not in PRESETS:
+            raise ConfigError(
+                f"preset must be one of {', '.join(sorted(PRESETS))}, got {self.preset!r}")
+        _check_int("full_bits", self.full_bits, 4, 7)
+        _check_int("half_bits", self.half_bits, 3, 6,
+                   " (a HALF follower computes a 4-bit low nibble, so its high nibble must agree)")
+        if not self.half_bits < self.full_bits:
+            raise ConfigError(
+                f"full_bits must be greater than half_bits ({self.half_bits}), got {self.full_bits}")
+        need = min_acc_width(self.largest_group)
+        _check_int("acc_width", self.acc_width, need, 48,
+                   f" (exact for the {self.largest_group}-channel groups of preset {self.preset!r})")
+        _check_int("rows", self.rows, 1, 16)
+        _check_int("cols", self.cols, 1, 16)
+        _check_int("sched_entries", self.sched_entries, 4, 256)
+        _check_int("sched_pattern_width", self.sched_pattern_width, 4, 64)
+        if self.sched_pattern_width % 4:
+            raise ConfigError(
+                f"sched_pattern_width must be a multiple of 4 in [4, 64], got {self.sched_pattern_width}")
+        _check_int("sched_clusters", self.sched_clusters, 2, 16)
+        if self.sched_entries % self.sched_clusters:
+            raise ConfigError(
+                f"sched_clusters must divide sched_entries ({self.sched_entries}), "
+                f"got {self.sched_clusters}")
+        _check_int("sched_lfsr_seed", self.sched_lfsr_seed, 1, 0xFFFF)
+        _check_int("matcher_lookahead", self.matcher_lookahead, 1, 16)
+        _check_int("matcher_channels", self.matcher_channels, 1, 64)
+
+    @property
+    def groups(self) -> ChannelGroups:
+        return ChannelGroups.from_preset(self.preset)
+
+    @property
+    def largest_group(self) -> int:
+        return max(self.groups.sizes)
+
+    # -- (de)serialisation -------------------------------------------------------------------
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "KaleidoConfig":
+        unknown = sorted(set(values) - set(cls.keys()))
+        if unknown:
+            raise ConfigError(
+                f"unknown configuration key(s) {', '.join(unknown)}; "
+                f"allowed keys: {', '.join(cls.keys())}")
+        return cls(**values)
+
+    @classmethod
+    def from_toml(cls, path) -> "KaleidoConfig":
+        path = Path(path)
+        try:
+            values = tomllib.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"config file {path} is not valid TOML: {e}") from None
+        return cls.from_dict(values)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes) -> "KaleidoConfig":
+        return dataclasses.replace(self, **changes)

