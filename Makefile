@@ -37,7 +37,7 @@ synth:
 	$(VPY) -m kaleido_hw synth
 
 regress:
-	KALEIDO_SEEDS=$(SEEDS) $(VPY) -m pytest -n $(JOBS) -m sim --dist loadgroup
+	KALEIDO_SEEDS=$(SEEDS) $(VPY) tests/test_regress.py -n $(JOBS)
 
 report:
 	$(VPY) -m kaleido_hw report

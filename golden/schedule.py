@@ -303,6 +303,7 @@ def tile_counters(q, k, grid, groups, rows: int = 4, cols: int = 4, full_bits: i
     grid, plans = _plans(q, k, grid, groups, full_bits, half_bits, reuse)
     op_t = DECODE[0]
     c = TileCounters()
+    quad_steps = []
     for pl in plans:
         n = pl.channels.size
         U = pl.anchors.size
@@ -313,6 +314,7 @@ def tile_counters(q, k, grid, groups, rows: int = 4, cols: int = 4, full_bits: i
         kc = np.where(cb_real[..., None], pl.kc[np.minimum(cb_idx, U - 1)], 255)
         nrb, ncb = rb_idx.shape[0], cb_idx.shape[0]
         c.quads += nrb * ncb
+        steps = np.zeros((nrb, ncb), np.int64)                                  # per quad
         for p in range(PASSES):
             work = (op_t[p] != Op.IDLE)                       # (4, 4) over (qc, kc)
             # busy[rb, cb, ch] = number of (i, j) in the quad whose decode works.
@@ -325,22 +327,39 @@ def tile_counters(q, k, grid, groups, rows: int = 4, cols: int = 4, full_bits: i
             c.issued[p] += int(issued.sum())
             c.skipped[p] += int((n - issued).sum())
             c.bubbles += int(np.maximum(rows - issued, 0).sum())
-    c.cycles = timing.total(c.steps, rows, cols)
+            steps += np.maximum(issued, rows)
+        quad_steps.append(steps.ravel())          # run order: row block, then column block
+    c.cycles = timing.total(np.concatenate(quad_steps), rows, cols)
     return c
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Fixed latencies of the TileEngine pipeline (see ``docs/tiling.md``).
+    """Fixed latencies of the TileEngine pipeline (``docs/tiling.md``, "RTL: timing").
 
-    ``load``: cycles before the first step (first quad's operands read and codes formed);
-    later quads load while the previous one computes. ``tail``: cycles from the last step to
-    ``done`` (the final drain wave crosses the array and is written to the buffer), as a
-    function of the array size: ``tail_base + rows + cols``.
+    Cycle 0 is the cycle ``start`` is accepted; ``cycles`` counts the cycles after it up to
+    and including the one before ``done`` rises.
+
+    - ``load_base``: cycles before the first quad's operand reads (configuration latched,
+      then the sequencer starts).
+    - A quad's loads take ``2*max(R, C)`` reads plus one cycle for the last word (``gap``);
+      the next quad's loads start when a quad enters the stepper, so consecutive quads start
+      at least ``gap`` cycles apart: quad n occupies ``max(steps_n, gap)`` cycles, the last
+      one ``steps``.
+    - After the last step: one final step (drains tile 3 of the last quad), ``tail_base``
+      (the sequencer's output register) and ``R + C`` cycles for the drain wave to cross the
+      array and be written to the accumulation buffer.
     """
     load_base: int = 2
-    tail_base: int = 2
+    tail_base: int = 1
 
-    def total(self, steps: int, rows: int, cols: int) -> int:
-        load = self.load_base + 2 * max(rows, cols)
-        return load + steps + 1 + self.tail_base + rows + cols
+    @staticmethod
+    def gap(rows: int, cols: int) -> int:
+        return 2 * max(rows, cols) + 1
+
+    def total(self, quad_steps, rows: int, cols: int) -> int:
+        """Cycles of a run whose quads (in run order) take ``quad_steps`` steps each."""
+        steps = np.asarray(quad_steps, dtype=np.int64).ravel()
+        gap = self.gap(rows, cols)
+        body = int(np.maximum(steps[:-1], gap).sum() + steps[-1]) if steps.size else 0
+        return self.load_base + gap + body + 1 + self.tail_base + rows + cols

@@ -12,6 +12,11 @@ import sys
 COMMANDS = [
     ("generate", "kaleido_hw.generate", "write the Verilog of every block and manifest.json to rtl_out/"),
     ("lint", "kaleido_hw.lint", "run verilator --lint-only -Wall on the generated Verilog"),
+    ("analyze", "kaleido_hw.analyze", "reuse fractions, oracle QK^T reduction and quality of one attention head"),
+    ("bench", "kaleido_hw.bench", "time the golden model: 720p reuse analysis and exact S throughput"),
+    ("synth", "kaleido_hw.synth", "area (yosys cells, transistors), longest path and iCE40 LUT/FF/fmax of the PEs"),
+    ("dispatch-report", "kaleido_hw.dispatch_report", "Hamming spread and merge efficiency of the data dispatcher on the synthetic workloads"),
+    ("report", "kaleido_hw.report", "plots + JSON/CSV reproducing the paper's figures (reuse vs skip, thresholds, patterns, motion, array size, area)"),
 ]
 
 

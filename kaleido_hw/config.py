@@ -90,8 +90,11 @@ class KaleidoConfig:
         matcher_lookahead : int
             Pending channels the MergeMatcher may pair with the oldest one, 1..16.
         matcher_channels : int
-            Channels of one cluster batch that the matcher walks, 1..64 (a multiple of
-            ``sched_pattern_width`` is not required; it is the row length of its buffer).
+            Channels of one cluster batch that the matcher walks (its channel batch), 1..64;
+            must divide ``sched_pattern_width``.
+        token_id_width : int
+            Bits of the token id that travels with every dispatcher entry and slot, 1..32
+            (17 holds the 118,800 tokens of a 720p head).
     """
 
     preset: str = "hunyuanvideo"
@@ -106,6 +109,7 @@ class KaleidoConfig:
     sched_lfsr_seed: int = 0xACE1
     matcher_lookahead: int = 4
     matcher_channels: int = 16
+    token_id_width: int = 17
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -135,6 +139,11 @@ class KaleidoConfig:
         _check_int("sched_lfsr_seed", self.sched_lfsr_seed, 1, 0xFFFF)
         _check_int("matcher_lookahead", self.matcher_lookahead, 1, 16)
         _check_int("matcher_channels", self.matcher_channels, 1, 64)
+        if self.sched_pattern_width % self.matcher_channels:
+            raise ConfigError(
+                f"sched_pattern_width must be a multiple of the matcher's channel batch "
+                f"matcher_channels ({self.matcher_channels}), got {self.sched_pattern_width}")
+        _check_int("token_id_width", self.token_id_width, 1, 32)
 
     @property
     def groups(self) -> ChannelGroups:

@@ -47,6 +47,10 @@ class Top:
 
 #: Every top that ``generate`` writes, in manifest order. Add a block here when it lands.
 TOPS: list[Top] = [
+    Top("kaleido_pe", "kaleido_hw.pe:ReusePE", "reuse-aware PE: two 4x8 multipliers, accumulators R0-R2"),
+    Top("baseline_pe", "kaleido_hw.pe:BaselinePE", "plain 8-bit MAC PE: the area/timing reference"),
+    Top("cluster_scheduler", "kaleido_hw.scheduler:ClusterScheduler", "data dispatcher: Hamming-distance clustering scheduler"),
+    Top("merge_matcher", "kaleido_hw.matcher:MergeMatcher", "data dispatcher: greedy channel merge matcher of one PE array"),
 ]
 
 CLOCK_PORTS = {

