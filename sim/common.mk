@@ -4,6 +4,15 @@
 #     make -C sim/<bench> SIM=icarus
 #     make -C sim/<bench> WAVES=1            (FST waveform sim_build/<sim>-waves/<TOPLEVEL>.fst)
 REPO    := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
+
+# cocotb's makefiles find cocotb-config, python and the simulators with $(shell), which in
+# GNU make 4.3 ignores an `export PATH`: so run the real make once more with the repo's
+# verilator wrapper and the venv first on PATH (no need to activate the venv by hand).
+ifndef KALEIDO_SIM_ENV
+.PHONY: kaleido-sim $(MAKECMDGOALS)
+kaleido-sim $(MAKECMDGOALS):
+	+@KALEIDO_SIM_ENV=1 PATH="$(REPO)/tools/bin:$(REPO)/.venv/bin:$$PATH" $(MAKE) --no-print-directory $(MAKECMDGOALS)
+else
 SIM     ?= verilator
 RTL_DIR ?= $(REPO)/rtl_out
 
@@ -45,4 +54,11 @@ ifeq ($(SIM),icarus)
   endif
 endif
 
-include $(shell cocotb-config --makefiles)/Makefile.sim
+# Make 4.3's $(shell) does not see the exported PATH: name the venv's cocotb-config when there is one.
+COCOTB_CONFIG := $(firstword $(wildcard $(REPO)/.venv/bin/cocotb-config) cocotb-config)
+ifneq ($(wildcard $(REPO)/.venv/bin/python),)
+  PYTHON_BIN ?= $(REPO)/.venv/bin/python
+endif
+include $(shell $(COCOTB_CONFIG) --makefiles)/Makefile.sim
+
+endif
