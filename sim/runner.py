@@ -85,3 +85,17 @@ def run_bench(bench: str, toplevel: str, sim: str, *, sources=None, variant: str
     num_tests, num_failed = get_results(results)
     assert num_tests > 0, f"{bench}: no cocotb test ran"
     assert num_failed == 0, f"{bench} on {sim}: {num_failed} of {num_tests} cocotb tests failed"
+
+
+def run_variant(bench: str, toplevel: str, config, variant: str, sim: str = "icarus") -> None:
+    """Generate ``toplevel`` with a non-default ``config`` and run its bench on it.
+
+    The Verilog and its manifest go to ``sim_build/<bench>/rtl-<variant>``; benches that
+    read parameters from a manifest find it through ``KALEIDO_MANIFEST``.
+    """
+    from kaleido_hw.generate import TOPS, generate
+
+    out = REPO / "sim_build" / bench / f"rtl-{variant}"
+    generate(config, out, [t for t in TOPS if t.module == toplevel])
+    run_bench(bench, toplevel, sim, sources=[out / f"{toplevel}.v"], variant=variant,
+              extra_env={"KALEIDO_MANIFEST": str(out / "manifest.json")})

@@ -15,10 +15,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "sim"))
-from runner import SIMULATORS, run_bench  # noqa: E402
+from runner import SIMULATORS, run_bench, run_variant  # noqa: E402
 
 from kaleido_hw.config import KaleidoConfig  # noqa: E402
-from kaleido_hw.generate import TOPS, generate  # noqa: E402
 
 VARIANT = KaleidoConfig(sched_entries=24, sched_clusters=3, sched_pattern_width=12,
                         matcher_channels=6, matcher_lookahead=2, cols=3, token_id_width=10,
@@ -36,7 +35,4 @@ def test_dispatch_bench(bench, top, sim):
 @pytest.mark.sim
 @pytest.mark.parametrize("bench, top", BENCHES, ids=[b for b, _ in BENCHES])
 def test_dispatch_bench_variant(bench, top):
-    out = REPO / "sim_build" / bench / "rtl-variant"
-    generate(VARIANT, out, [t for t in TOPS if t.module == top])
-    run_bench(bench, top, "icarus", sources=[out / f"{top}.v"], variant="variant",
-              extra_env={"KALEIDO_MANIFEST": str(out / "manifest.json")})
+    run_variant(bench, top, VARIANT, "variant")

@@ -14,10 +14,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "sim"))
-from runner import SIMULATORS, run_bench  # noqa: E402
+from runner import SIMULATORS, run_bench, run_variant  # noqa: E402
 
 from kaleido_hw.config import KaleidoConfig  # noqa: E402
-from kaleido_hw.generate import TOPS, generate  # noqa: E402
 
 BENCHES = [("pe", "kaleido_pe"), ("baseline_pe", "baseline_pe")]
 
@@ -32,7 +31,4 @@ def test_pe_bench(bench, top, sim):
 @pytest.mark.sim
 @pytest.mark.parametrize("bench, top", BENCHES, ids=[b for b, _ in BENCHES])
 def test_pe_bench_narrow_accumulator(bench, top):
-    out = REPO / "sim_build" / bench / "rtl-acc20"
-    generate(KaleidoConfig(preset="cogvideox-5b", acc_width=20), out,
-             [t for t in TOPS if t.module == top])
-    run_bench(bench, top, "icarus", sources=[out / f"{top}.v"], variant="acc20")
+    run_variant(bench, top, KaleidoConfig(preset="cogvideox-5b", acc_width=20), "acc20")
