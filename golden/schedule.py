@@ -48,8 +48,8 @@ import numpy as np
 from .numerics import FULL, HALF, NONE, as_grid, _as_groups, reuse_masks, effective_operand
 
 __all__ = [
-    "ABSENT", "Op", "Split", "Sel", "MicroOp", "decode", "DECODE", "units", "TileCounters",
-    "tile_engine", "tile_counters",
+    "ABSENT", "Op", "Split", "Sel", "MicroOp", "decode", "DECODE", "SET_WORK", "units",
+    "TileCounters", "Timing", "tile_engine", "tile_counters",
 ]
 
 #: Code on the wires for "this unit has no follower" (an unpaired token).
@@ -293,49 +293,89 @@ def _blocks(n_units: int, size: int):
     return idx, idx < n_units
 
 
+def _code_sets(codes, size: int):
+    """(blocks, n) uint8: per block of ``size`` units and channel, the set of codes that
+    occur among the block's real units, as a 4-bit mask (bit v: code v occurs)."""
+    U = codes.shape[0]
+    idx, real = _blocks(U, size)
+    bits = np.where(real[..., None], np.left_shift(1, codes[np.minimum(idx, U - 1)]), 0)
+    return np.bitwise_or.reduce(bits, axis=1).astype(np.uint8)
+
+
+def _set_tables():
+    """(PASSES, 16, 16) bool: a channel has work in pass p for a quad whose row code set is A
+    and column code set is B iff some (u in A, v in B) has a non-idle decode entry."""
+    work = DECODE[0] != Op.IDLE                                    # (P, 4, 4)
+    member = (np.arange(16)[:, None] >> np.arange(4)) & 1          # (16, 4): set -> codes
+    t = np.einsum("au,puv,bv->pab", member, work.astype(np.int64), member)
+    return t > 0
+
+
+SET_WORK = _set_tables()
+
+#: Elements of one (row blocks x column blocks) chunk of the per-quad arrays.
+_CHUNK = 1 << 22
+
+
 def tile_counters(q, k, grid, groups, rows: int = 4, cols: int = 4, full_bits: int = 5,
                   half_bits: int = 3, reuse: bool = True, timing=None) -> TileCounters:
     """Counters of one TileEngine run, vectorized over tile quads.
+
+    Per group and pass, a channel step of a quad is issued iff some (row code, column code)
+    pair occurring in it has a non-idle decode entry: a function of the quad's row code set
+    and column code set at that channel (:data:`SET_WORK`). The issued count of every quad
+    is therefore a sum over channels of a 16 x 16 table lookup, computed as one matrix
+    product per column code set (exact in float32: counts < 2**24); busy PE-cycles
+    separate into per-channel code histograms of rows and columns. Memory is bounded by
+    processing row blocks in chunks, so full-size grids (e.g. 33x45x80) run in minutes.
 
     ``timing`` (a :class:`Timing`) holds the fixed latencies of the RTL's pipeline.
     """
     timing = timing or Timing()
     grid, plans = _plans(q, k, grid, groups, full_bits, half_bits, reuse)
-    op_t = DECODE[0]
+    work = (DECODE[0] != Op.IDLE).astype(np.int64)                 # (P, 4, 4)
+    gap = timing.gap(rows, cols)
     c = TileCounters()
-    quad_steps = []
+    body = 0                    # sum over quads of max(steps, gap)
+    last_steps = 0
     for pl in plans:
         n = pl.channels.size
-        U = pl.anchors.size
-        rb_idx, rb_real = _blocks(U, rows)
-        cb_idx, cb_real = _blocks(U, cols)
-        # (RB, R, n) and (CB, C, n) codes; padding rows/columns get a code that never works.
-        qc = np.where(rb_real[..., None], pl.qc[np.minimum(rb_idx, U - 1)], 255)
-        kc = np.where(cb_real[..., None], pl.kc[np.minimum(cb_idx, U - 1)], 255)
-        nrb, ncb = rb_idx.shape[0], cb_idx.shape[0]
+        qset = _code_sets(pl.qc, rows)                             # (RB, n)
+        kset = _code_sets(pl.kc, cols)                             # (CB, n)
+        nrb, ncb = qset.shape[0], kset.shape[0]
         c.quads += nrb * ncb
-        steps = np.zeros((nrb, ncb), np.int64)                                  # per quad
-        for p in range(PASSES):
-            work = (op_t[p] != Op.IDLE)                       # (4, 4) over (qc, kc)
-            # busy[rb, cb, ch] = number of (i, j) in the quad whose decode works.
-            # count codes per block and channel, then combine the 4x4 table.
-            qh = np.stack([(qc == v).sum(axis=1) for v in range(4)], axis=-1)   # (RB, n, 4)
-            kh = np.stack([(kc == v).sum(axis=1) for v in range(4)], axis=-1)   # (CB, n, 4)
-            busy = np.einsum("anu,bnv,uv->abn", qh, kh, work.astype(np.int64))
-            issued = (busy > 0).sum(axis=2)                                     # (RB, CB)
-            c.busy_pe_cycles += int(busy.sum())
-            c.issued[p] += int(issued.sum())
-            c.skipped[p] += int((n - issued).sum())
-            c.bubbles += int(np.maximum(rows - issued, 0).sum())
-            steps += np.maximum(issued, rows)
-        quad_steps.append(steps.ravel())          # run order: row block, then column block
-    c.cycles = timing.total(np.concatenate(quad_steps), rows, cols)
+        # Busy PE-cycles: sum over PEs of the table, separable into code histograms.
+        qh = np.stack([(pl.qc == v).sum(axis=0) for v in range(4)], axis=-1)   # (n, 4)
+        kh = np.stack([(pl.kc == v).sum(axis=0) for v in range(4)], axis=-1)
+        c.busy_pe_cycles += int(np.einsum("nu,puv,nv->", qh, work, kh))
+        # Pass 0 issues every channel of every quad.
+        c.issued[0] += n * nrb * ncb
+        c.bubbles += max(rows - n, 0) * nrb * ncb
+        k_masks = {int(b): (kset == b).astype(np.float32) for b in np.unique(kset)}
+        chunk = max(1, _CHUNK // max(ncb, 1))
+        for r0 in range(0, nrb, chunk):
+            qs = qset[r0:r0 + chunk]
+            steps = np.full((qs.shape[0], ncb), max(n, rows), np.int64)
+            for p in range(1, PASSES):
+                issued = np.zeros((qs.shape[0], ncb), np.float32)
+                for b, kmask in k_masks.items():
+                    issued += SET_WORK[p][qs, b].astype(np.float32) @ kmask.T
+                issued = issued.astype(np.int64)
+                c.issued[p] += int(issued.sum())
+                c.skipped[p] += int(n * issued.size - issued.sum())
+                c.bubbles += int(np.maximum(rows - issued, 0).sum())
+                steps += np.maximum(issued, rows)
+            body += int(np.maximum(steps, gap).sum())
+            last_steps = int(steps[-1, -1])          # run order: row block, then column block
+    body += last_steps - max(last_steps, gap)        # the last quad waits for no next load
+    c.cycles = timing.total_from_body(body, rows, cols)
     return c
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Fixed latencies of the TileEngine pipeline (``docs/tiling.md``, "RTL: timing").
+    """Fixed latencies of the TileEngine pipeline (``docs/tiling.md``, "Timing and the
+    cycle model").
 
     Cycle 0 is the cycle ``start`` is accepted; ``cycles`` counts the cycles after it up to
     and including the one before ``done`` rises.
@@ -362,4 +402,9 @@ class Timing:
         steps = np.asarray(quad_steps, dtype=np.int64).ravel()
         gap = self.gap(rows, cols)
         body = int(np.maximum(steps[:-1], gap).sum() + steps[-1]) if steps.size else 0
-        return self.load_base + gap + body + 1 + self.tail_base + rows + cols
+        return self.total_from_body(body, rows, cols)
+
+    def total_from_body(self, body: int, rows: int, cols: int) -> int:
+        """Cycles of a run whose quads occupy ``body`` cycles from the first quad's first
+        step to the last quad's last step."""
+        return self.load_base + self.gap(rows, cols) + body + 1 + self.tail_base + rows + cols

@@ -12,6 +12,7 @@ import sys
 COMMANDS = [
     ("generate", "kaleido_hw.generate", "write the Verilog of every block and manifest.json to rtl_out/"),
     ("lint", "kaleido_hw.lint", "run verilator --lint-only -Wall on the generated Verilog"),
+    ("tile-report", "kaleido_hw.tile_report", "single-array TileEngine: speedup, PE utilization and op reduction, RTL and cycle model"),
     ("analyze", "kaleido_hw.analyze", "reuse fractions, oracle QK^T reduction and quality of one attention head"),
     ("bench", "kaleido_hw.bench", "time the golden model: 720p reuse analysis and exact S throughput"),
     ("synth", "kaleido_hw.synth", "area (yosys cells, transistors), longest path and iCE40 LUT/FF/fmax of the PEs"),

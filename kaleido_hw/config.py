@@ -76,7 +76,12 @@ class KaleidoConfig:
 
     PE array
         rows, cols : int
-            PEs per array (output-stationary, R x C), 1..16 each.
+            PEs per array (output-stationary, R x C), 1..16 each (powers of two for the
+            TileEngine, whose accumulation buffer addresses by shifts).
+        engine_max_tokens : int
+            Tokens (T*H*W) the TileEngine's Q/K memories and accumulation buffer hold, 2..1024.
+        engine_max_head_dim : int
+            Channels per token the TileEngine holds, a multiple of 8 in 8..256.
 
     Dispatcher (``docs/dispatcher.md``)
         sched_entries : int
@@ -103,6 +108,8 @@ class KaleidoConfig:
     acc_width: int = 24
     rows: int = 4
     cols: int = 4
+    engine_max_tokens: int = 64
+    engine_max_head_dim: int = 128
     sched_entries: int = 64
     sched_pattern_width: int = 16
     sched_clusters: int = 4
@@ -126,6 +133,11 @@ class KaleidoConfig:
                    f" (exact for the {self.largest_group}-channel groups of preset {self.preset!r})")
         _check_int("rows", self.rows, 1, 16)
         _check_int("cols", self.cols, 1, 16)
+        _check_int("engine_max_tokens", self.engine_max_tokens, 2, 1024)
+        _check_int("engine_max_head_dim", self.engine_max_head_dim, 8, 256, " (a multiple of 8)")
+        if self.engine_max_head_dim % 8:
+            raise ConfigError(f"engine_max_head_dim must be a multiple of 8 in [8, 256], "
+                              f"got {self.engine_max_head_dim}")
         _check_int("sched_entries", self.sched_entries, 4, 256)
         _check_int("sched_pattern_width", self.sched_pattern_width, 4, 64)
         if self.sched_pattern_width % 4:

@@ -49,6 +49,9 @@ class Top:
 TOPS: list[Top] = [
     Top("kaleido_pe", "kaleido_hw.pe:ReusePE", "reuse-aware PE: two 4x8 multipliers, accumulators R0-R2"),
     Top("baseline_pe", "kaleido_hw.pe:BaselinePE", "plain 8-bit MAC PE: the area/timing reference"),
+    Top("pe_array", "kaleido_hw.array:PEArray", "R x C reuse-aware PE array: per-PE tile decoders, edge skew, drain read-out"),
+    Top("baseline_array", "kaleido_hw.array:BaselineArray", "R x C BaselinePE array with the PEArray's ports: the dense reference"),
+    Top("tile_engine", "kaleido_hw.tile_engine:TileEngine", "single-array engine: sequencer, on-chip codes, PE array, accumulation buffer, host interface, counters"),
     Top("cluster_scheduler", "kaleido_hw.scheduler:ClusterScheduler", "data dispatcher: Hamming-distance clustering scheduler"),
     Top("merge_matcher", "kaleido_hw.matcher:MergeMatcher", "data dispatcher: greedy channel merge matcher of one PE array"),
 ]

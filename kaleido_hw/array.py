@@ -1,0 +1,174 @@
+"""The output-stationary PE array of the TileEngine (``docs/tiling.md``, "Drain path and
+its cost").
+
+:class:`PEArray` is R x C :class:`~kaleido_hw.tile_decoder.TileCell` (decoder + ReusePE);
+:class:`BaselineArray` the same with :class:`~kaleido_hw.tile_decoder.BaselineCell`
+(BaselinePE), the dense reference, with the same ports.
+
+Data flow. A *step* (one channel of one pass, or a bubble) enters all rows and columns in
+the same cycle, unskewed; row r passes r skew registers and column j passes j, so PE (r, j)
+executes the step r + j cycles after it entered. Rows move right and columns down through
+the cells' forwarding registers, each cell decoding the step with its own codes.
+
+Drain path. The first step of a pass loads every PE's drain register with R0 (the tile the
+previous pass finished); the register then holds (``drain_in = drain_out``). Column j has one
+read-out port: ``j + 1`` cycles after the first step entered, it takes row 0, then one row
+per cycle, and presents them registered on ``drain[j]`` with the step's ``tag`` (the
+accumulation-buffer address information). PE (i, j)'s value is ready at ``i + j + 1`` and
+read at ``j + 1 + i``; it must survive until then, so first steps must be at least R cycles
+apart (a pass lasts at least R steps). A value reaches ``drain[j]`` ``i + j + 2`` cycles
+after its first step entered the array.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .bitops import popcount
+from .config import KaleidoConfig
+from .tile_decoder import BaselineCell, TileCell
+from .tile_layouts import (EngineGeometry, bits_for, describe_layout, drain_port_layout,
+                           step_col_layout, step_row_layout)
+
+
+__all__ = ["PEArray", "BaselineArray"]
+
+
+def _array_docs(cls_name: str) -> dict:
+    row, col = step_row_layout(), step_col_layout()
+    drain = drain_port_layout(24, 4, 8)
+    return {
+        "row": (f"the step's R rows, unskewed (row r at bits [r*{row.size}, (r+1)*{row.size})): "
+                f"{describe_layout(row)}; qc 3 = ABSENT"),
+        "col": (f"the step's C columns, unskewed (column j at bits [j*{col.size}, "
+                f"(j+1)*{col.size})): {describe_layout(col)}; kc 3 = ABSENT"),
+        "tag": "tag of the step (tag_width bits), read out with the tile its first step drains",
+        "drain": ("per column j a read-out record, column 0 at bit 0: valid, row (index i), data "
+                  "(R0 of PE (i, j), signed acc_width), tag; " + describe_layout(drain).replace(
+                      "[", "e.g. [") + " for acc_width 24, 4 rows, tag_width 8"),
+        "busy_count": f"{cls_name}: number of PEs that multiplied in the previous cycle",
+    }
+
+
+class _ArrayBase(wiring.Component):
+    """Shared structure of both arrays; subclasses choose the cell class."""
+
+    CELL = None
+
+    def __init__(self, config: KaleidoConfig, tag_width: int = 8):
+        geo = EngineGeometry.from_config(config, require_pow2=False)
+        self.config = config
+        self.rows, self.cols = R, C = geo.rows, geo.cols
+        self.acc_width = config.acc_width
+        self.tag_width = tag_width
+        super().__init__({
+            "row": In(data.ArrayLayout(step_row_layout(), R)),
+            "col": In(data.ArrayLayout(step_col_layout(), C)),
+            "tag": In(tag_width),
+            "drain": Out(data.ArrayLayout(drain_port_layout(config.acc_width, R, tag_width), C)),
+            "busy_count": Out(bits_for(R * C)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        R, C = self.rows, self.cols
+        cells = [[self.CELL(self.config) for _ in range(C)] for _ in range(R)]
+        for i in range(R):
+            for j in range(C):
+                m.submodules[f"pe_{i}_{j}"] = cells[i][j]
+
+        # Edge skew: row r is delayed r cycles, column j is delayed j cycles.
+        for i in range(R):
+            src = self.row[i]
+            for s in range(i):
+                reg = Signal(step_row_layout(), name=f"row_skew_{i}_{s}")
+                m.d.sync += reg.eq(src)
+                src = reg
+            m.d.comb += cells[i][0].row.eq(src)
+        for j in range(C):
+            src = self.col[j]
+            for s in range(j):
+                reg = Signal(step_col_layout(), name=f"col_skew_{j}_{s}")
+                m.d.sync += reg.eq(src)
+                src = reg
+            m.d.comb += cells[0][j].col.eq(src)
+        for i in range(R):
+            for j in range(C):
+                if j + 1 < C:
+                    m.d.comb += cells[i][j + 1].row.eq(cells[i][j].row_out)
+                if i + 1 < R:
+                    m.d.comb += cells[i + 1][j].col.eq(cells[i][j].col_out)
+
+        # Drain read-out: the first-step flag and the tag travel along a register chain,
+        # one stage per column; column j starts reading when its stage fires.
+        first = Signal(name="drain_first_0")
+        tag = Signal(self.tag_width, name="drain_tag_0")
+        m.d.sync += [first.eq(self.row[0].mode.first), tag.eq(self.tag)]
+        rw = bits_for(R - 1)
+        for j in range(C):
+            if j:
+                nf = Signal(name=f"drain_first_{j}")
+                nt = Signal(self.tag_width, name=f"drain_tag_{j}")
+                m.d.sync += [nf.eq(first), nt.eq(tag)]
+                first, tag = nf, nt
+            held_tag = Signal(self.tag_width, name=f"drain_held_tag_{j}")
+            count = Signal(rw, name=f"drain_row_{j}")
+            active = Signal(name=f"drain_active_{j}")
+            values = Array(cells[i][j].drain.data for i in range(R))
+            out = self.drain[j]
+            row_now = Signal(rw, name=f"drain_now_{j}")
+            m.d.comb += row_now.eq(0)
+            with m.If(first):
+                m.d.sync += [held_tag.eq(tag), out.valid.eq(1), out.row.eq(0),
+                             out.data.eq(values[0]), out.tag.eq(tag)]
+                if R > 1:
+                    m.d.sync += [count.eq(1), active.eq(1)]
+            with m.Elif(active):
+                m.d.sync += [out.valid.eq(1), out.row.eq(count), out.data.eq(values[count]),
+                             out.tag.eq(held_tag), count.eq(count + 1)]
+                with m.If(count == R - 1):
+                    m.d.sync += active.eq(0)
+            with m.Else():
+                m.d.sync += out.valid.eq(0)
+
+        m.d.comb += self.busy_count.eq(
+            popcount(Cat(*(cells[i][j].busy for i in range(R) for j in range(C)))))
+        return m
+
+
+class PEArray(_ArrayBase):
+    """R x C reuse-aware PEs (``config.rows`` x ``config.cols``), output-stationary.
+
+    Parameters
+    ----------
+    config : KaleidoConfig
+        ``rows``, ``cols`` and ``acc_width``.
+    tag_width : int
+        Width of the tag that a first step carries to the drain read-out (the engine passes
+        its accumulation-buffer address information; 8 for the standalone top).
+
+    Ports: ``row`` (R step rows), ``col`` (C step columns), ``tag``; ``drain`` (C read-out
+    records); ``busy_count``. See the module docstring for the timing.
+    """
+
+    CELL = TileCell
+    PORT_DOCS = _array_docs("PEArray")
+
+
+class BaselineArray(_ArrayBase):
+    """R x C plain 8-bit MACs with the ports and timing of :class:`PEArray`: the dense
+    reference (it computes a reuse-off schedule; see
+    :class:`~kaleido_hw.tile_decoder.BaselineDecoder`).
+
+    Parameters
+    ----------
+    config : KaleidoConfig
+        ``rows``, ``cols`` and ``acc_width``.
+    tag_width : int
+        As for :class:`PEArray`.
+    """
+
+    CELL = BaselineCell
+    PORT_DOCS = _array_docs("BaselineArray")

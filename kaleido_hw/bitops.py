@@ -1,0 +1,40 @@
+"""Small combinational bit helpers of the engine blocks: population count and the index of
+the lowest set bit (a priority encoder), both as balanced trees (log2(width) levels)."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Const, Mux, Signal, Value
+
+
+__all__ = ["popcount", "lowest_set"]
+
+
+def popcount(value) -> Value:
+    """Number of set bits of ``value``."""
+    value = Value.cast(value)
+    terms = [value[j] for j in range(len(value))]
+    if not terms:
+        return Const(0, 1)
+    while len(terms) > 1:
+        nxt = [terms[j] + terms[j + 1] for j in range(0, len(terms) - 1, 2)]
+        if len(terms) % 2:
+            nxt.append(terms[-1])
+        terms = nxt
+    return terms[0]
+
+
+def lowest_set(m, value, name: str = "lowest") -> tuple[Value, Value]:
+    """``(index, any)``: index of the lowest set bit of ``value`` (0 when none is set) and
+    whether any bit is set, as signals of module ``m``. Recursive halving: the low half wins
+    when it has a set bit (each node is a signal, so no subtree is emitted twice)."""
+    value = Value.cast(value)
+    width = len(value)
+    if width == 1:
+        return Const(0, 1), value[0]
+    half = 1 << ((width - 1).bit_length() - 1)     # largest power of two below width
+    lo_idx, lo_any = lowest_set(m, value[:half], name + "_l")
+    hi_idx, hi_any = lowest_set(m, value[half:], name + "_h")
+    idx = Signal((width - 1).bit_length(), name=name + "_idx")
+    any_ = Signal(name=name + "_any")
+    m.d.comb += [idx.eq(Mux(lo_any, lo_idx, hi_idx + half)), any_.eq(lo_any | hi_any)]
+    return idx, any_

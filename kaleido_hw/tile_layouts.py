@@ -1,0 +1,193 @@
+"""Geometry and data layouts shared by the blocks of the single-array engine (``docs/tiling.md``):
+the :class:`~kaleido_hw.sequencer.TileSequencer`, the :class:`~kaleido_hw.array.PEArray`,
+the :class:`~kaleido_hw.acc_buffer.AccumulationBuffer` and the
+:class:`~kaleido_hw.tile_engine.TileEngine`.
+
+Layouts pack from bit 0 in declaration order (``amaranth.lib.data``), so a packed port can be
+decoded by hand from the tables in ``docs/tiling.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from amaranth.hdl import signed, unsigned
+from amaranth.lib import data
+
+from .config import ConfigError, KaleidoConfig, min_acc_width
+
+
+__all__ = ["ABSENT", "EngineGeometry", "step_row_layout", "step_col_layout", "mode_layout",
+           "run_config_layout", "drain_tag_layout", "drain_port_layout", "bits_for",
+           "describe_layout"]
+
+#: Code of a unit without follower (an unpaired token) on the wires of the array: the PE's
+#: 2-bit code encoding 3, which the PE treats like NONE and the decoder as "no follower".
+ABSENT = 3
+
+
+def bits_for(value: int) -> int:
+    """Bits of an unsigned field that holds ``0..value`` (at least 1)."""
+    return max(1, int(value).bit_length())
+
+
+def describe_layout(layout, prefix: str = "") -> str:
+    """``"a [0:8], qc [8:10], ..."``: every leaf field of a StructLayout with its bit range."""
+    parts = []
+    for name, field in layout:
+        shape = field.shape
+        if isinstance(shape, data.StructLayout):
+            inner = describe_layout(shape, f"{prefix}{name}.")
+            parts.append(", ".join(f"{p.split(' [')[0]} [{_shift(p, field.offset)}]"
+                                   for p in inner.split(", ")))
+        else:
+            parts.append(f"{prefix}{name} [{field.offset}:{field.offset + field.width}]")
+    return ", ".join(parts)
+
+
+def _shift(part: str, offset: int) -> str:
+    lo, hi = part.split(" [")[1].rstrip("]").split(":")
+    return f"{int(lo) + offset}:{int(hi) + offset}"
+
+
+def _is_pow2(v: int) -> bool:
+    return v >= 1 and v & (v - 1) == 0
+
+
+@dataclass(frozen=True)
+class EngineGeometry:
+    """Sizes derived from a :class:`KaleidoConfig` for the engine blocks.
+
+    ``kb`` is the number of buffer words per Q token in one bank: two per column block
+    (anchor, follower), rounded up to a power of two so the address is a concatenation.
+    """
+    rows: int
+    cols: int
+    max_tokens: int
+    max_dim: int
+    acc_width: int
+
+    @classmethod
+    def from_config(cls, config: KaleidoConfig, require_pow2: bool = True) -> "EngineGeometry":
+        if not isinstance(config, KaleidoConfig):
+            raise TypeError(f"expected a KaleidoConfig, got {type(config).__name__}")
+        if require_pow2:
+            for key in ("rows", "cols"):
+                v = getattr(config, key)
+                if not _is_pow2(v):
+                    raise ConfigError(
+                        f"{key} must be a power of two (1, 2, 4, 8 or 16) for the TileEngine "
+                        f"(its accumulation buffer addresses by shifts), got {v}")
+        return cls(config.rows, config.cols, config.engine_max_tokens,
+                   config.engine_max_head_dim, config.acc_width)
+
+    # -- widths ---------------------------------------------------------------------------------
+    @property
+    def tok_width(self) -> int:          # a token index 0..max_tokens-1
+        return bits_for(self.max_tokens - 1)
+
+    @property
+    def size_width(self) -> int:         # a grid length or token count 0..max_tokens
+        return bits_for(self.max_tokens)
+
+    @property
+    def ch_width(self) -> int:           # a channel index 0..max_dim-1
+        return bits_for(self.max_dim - 1)
+
+    @property
+    def dim_width(self) -> int:          # a channel count 0..max_dim
+        return bits_for(self.max_dim)
+
+    @property
+    def row_width(self) -> int:          # a row index of the array
+        return bits_for(self.rows - 1)
+
+    @property
+    def max_group_channels(self) -> int:
+        """Largest channel group whose sums R0/R1/R2 hold exactly (``min_acc_width``)."""
+        n = self.max_dim
+        while n > 1 and min_acc_width(n) > self.acc_width:
+            n -= 1
+        return n
+
+    # -- accumulation buffer ---------------------------------------------------------------------
+    @property
+    def col_blocks(self) -> int:
+        """Column blocks of the largest group: at most max_tokens units, C per block."""
+        return -(-self.max_tokens // self.cols)
+
+    @property
+    def kb_width(self) -> int:
+        return max(1, (2 * self.col_blocks - 1).bit_length())
+
+    @property
+    def kb(self) -> int:
+        return 1 << self.kb_width
+
+    @property
+    def cb_width(self) -> int:
+        return max(1, self.kb_width - 1)
+
+    @property
+    def bank_depth(self) -> int:
+        return self.max_tokens * self.kb
+
+    @property
+    def bank_addr_width(self) -> int:
+        return bits_for(self.bank_depth - 1)
+
+
+def mode_layout() -> data.StructLayout:
+    """What every PE of a row does in a step: the pass, whether it is the pass's first step
+    (drain R0, bring the pass's tile into R0) and whether a channel is issued (else a bubble)."""
+    return data.StructLayout({"pass_idx": unsigned(2), "first": unsigned(1), "issue": unsigned(1)})
+
+
+def step_row_layout() -> data.StructLayout:
+    """One row of a step at the array's left edge: the Q value, the code of the row unit's
+    follower (FULL/HALF/NONE/ABSENT), the row valid bit (0: padding row) and the mode."""
+    return data.StructLayout({"a": signed(8), "qc": unsigned(2), "valid": unsigned(1),
+                              "mode": mode_layout()})
+
+
+def step_col_layout() -> data.StructLayout:
+    """One column of a step at the array's top edge: K value, follower code, valid bit."""
+    return data.StructLayout({"b": signed(8), "kc": unsigned(2), "valid": unsigned(1)})
+
+
+def drain_tag_layout(geo: EngineGeometry) -> data.StructLayout:
+    """Where the tile drained by a pass's first step goes in the accumulation buffer.
+
+    ``plane``: the channel group; ``cb``: column block of the quad; ``kf``: the tile's
+    columns are K followers; ``rtok[i]``: Q token of row i; ``rwe``/``cwe``: which rows and
+    columns hold a real result (padding units and absent followers are not written).
+    """
+    return data.StructLayout({
+        "plane": unsigned(2),
+        "cb": unsigned(geo.cb_width),
+        "kf": unsigned(1),
+        "rtok": data.ArrayLayout(unsigned(geo.tok_width), geo.rows),
+        "rwe": unsigned(geo.rows),
+        "cwe": unsigned(geo.cols),
+    })
+
+
+def drain_port_layout(acc_width: int, rows: int, tag_width: int) -> data.StructLayout:
+    """One column's read-out of the drain path: row ``row`` of the tile tagged ``tag``."""
+    return data.StructLayout({"valid": unsigned(1), "row": unsigned(bits_for(rows - 1)),
+                              "data": signed(acc_width), "tag": unsigned(tag_width)})
+
+
+def run_config_layout(geo: EngineGeometry) -> data.StructLayout:
+    """The configuration of one run, latched at start (derived values included)."""
+    sw = geo.size_width
+    return data.StructLayout({
+        "t": unsigned(sw), "h": unsigned(sw), "w": unsigned(sw),
+        "hw": unsigned(sw), "n": unsigned(sw),
+        "dirs": data.ArrayLayout(unsigned(2), 3),
+        "gmask": data.ArrayLayout(unsigned(geo.max_dim), 3),
+        "gsize": data.ArrayLayout(unsigned(geo.dim_width), 3),
+        "full_mask": unsigned(8),
+        "half_mask": unsigned(8),
+        "reuse": unsigned(1),
+    })
