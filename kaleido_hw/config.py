@@ -27,12 +27,15 @@ else:  # pragma: no cover
 from golden.numerics import PRESETS, ChannelGroups
 
 
-__all__ = ["ConfigError", "KaleidoConfig", "min_acc_width"]
+__all__ = ["ConfigError", "ENGINE_DISPATCHERS", "KaleidoConfig", "min_acc_width"]
 
 
 class ConfigError(ValueError):
     """An invalid configuration value; the message names the key and the allowed values."""
 
+
+#: Dispatcher hardware a KaleidoEngine can be built with (``engine_dispatcher``).
+ENGINE_DISPATCHERS = ("none", "scheduler", "matcher", "full")
 
 #: Largest |a*b| of two int8 values: (-128) * (-128).
 MAX_PRODUCT = 128 * 128
@@ -83,6 +86,14 @@ class KaleidoConfig:
         engine_max_head_dim : int
             Channels per token the TileEngine holds, a multiple of 8 in 8..256.
 
+    Multi-array engine (``docs/engine.md``)
+        engine_arrays : int
+            PE arrays of the KaleidoEngine (P), 1..64.
+        engine_dispatcher : str
+            Dispatcher hardware built into the KaleidoEngine: ``"none"`` (Kaleido-pe),
+            ``"scheduler"`` (pe-sh), ``"matcher"`` (pe-m) or ``"full"`` (both); the run-time
+            ``schedule``/``match`` bits can only switch off what is built.
+
     Dispatcher (``docs/dispatcher.md``)
         sched_entries : int
             Entries in one scheduler batch (the string queue), 4..256.
@@ -110,6 +121,8 @@ class KaleidoConfig:
     cols: int = 4
     engine_max_tokens: int = 64
     engine_max_head_dim: int = 128
+    engine_arrays: int = 4
+    engine_dispatcher: str = "full"
     sched_entries: int = 64
     sched_pattern_width: int = 16
     sched_clusters: int = 4
@@ -138,6 +151,10 @@ class KaleidoConfig:
         if self.engine_max_head_dim % 8:
             raise ConfigError(f"engine_max_head_dim must be a multiple of 8 in [8, 256], "
                               f"got {self.engine_max_head_dim}")
+        _check_int("engine_arrays", self.engine_arrays, 1, 64)
+        if self.engine_dispatcher not in ENGINE_DISPATCHERS:
+            raise ConfigError(f"engine_dispatcher must be one of {', '.join(ENGINE_DISPATCHERS)}, "
+                              f"got {self.engine_dispatcher!r}")
         _check_int("sched_entries", self.sched_entries, 4, 256)
         _check_int("sched_pattern_width", self.sched_pattern_width, 4, 64)
         if self.sched_pattern_width % 4:

@@ -35,6 +35,8 @@ def test_min_acc_width_is_tight(channels, width):
     ("sched_clusters", 5, "sched_clusters must divide sched_entries (64)"),
     ("sched_lfsr_seed", 0, "sched_lfsr_seed must be in [1, 65535]"),
     ("matcher_lookahead", 0, "matcher_lookahead must be in [1, 16]"),
+    ("engine_arrays", 65, "engine_arrays must be in [1, 64]"),
+    ("engine_dispatcher", "scheduler+matcher", "engine_dispatcher must be one of none, scheduler, matcher, full"),
 ])
 def test_bad_values_name_the_key_and_range(key, value, needle):
     if needle is None:
