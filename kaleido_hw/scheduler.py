@@ -12,23 +12,11 @@ from amaranth.lib.wiring import In, Out
 from golden.dispatch import LFSR_WIDTH, draw_pivot_offsets, lfsr_advance
 
 from .config import KaleidoConfig
+from .bitops import popcount
 from .dispatch_layouts import index_width, sched_entry_layout, sched_out_layout
 
 
 __all__ = ["ClusterScheduler", "popcount", "lfsr_jump"]
-
-
-def popcount(value) -> "Value":
-    """Number of set bits of ``value`` as a balanced adder tree (log2(width) levels)."""
-    terms = [value[j] for j in range(len(value))]
-    if not terms:
-        return Const(0, 1)
-    while len(terms) > 1:
-        nxt = [terms[j] + terms[j + 1] for j in range(0, len(terms) - 1, 2)]
-        if len(terms) % 2:
-            nxt.append(terms[-1])
-        terms = nxt
-    return terms[0]
 
 
 def lfsr_jump(state, steps: int):
