@@ -192,8 +192,10 @@ class ClusterScheduler(wiring.Component):
         m.submodules.banks = banks = memory.Memory(shape=entry_layout, depth=2 * E, init=[])
         bw = banks.write_port()
         br = banks.read_port()
-        base = Array([Const(k * Q, range(E)) for k in range(K)])
-        cnt_arr = Array(cnt_eff)
+        # Both lookups padded to a power of two: a partial case is a Verilator CASEINCOMPLETE.
+        pad = (1 << len(best)) - K
+        base = Array([Const(k * Q, range(E)) for k in range(K)] + [Const(0, range(E))] * pad)
+        cnt_arr = Array(cnt_eff + [Const(0, range(Q + 1))] * pad)
         write = Signal()
         m.d.comb += [
             write.eq(a_valid & adv),
