@@ -147,6 +147,7 @@ class SchedulerParams:
 
     @property
     def capacity(self) -> int:
+        """Entries per cluster queue, Q = E / K."""
         return self.entries // self.clusters
 
     @classmethod
@@ -259,6 +260,7 @@ def schedule(patterns, params: SchedulerParams = SchedulerParams(), state: int |
 #: 1 (batch-complete flag), E (one read per entry), 1 (distance stage), 1 (assign/write
 #: stage), 1 (drain read into the output register).
 def scheduler_first_out_latency(params: SchedulerParams) -> int:
+    """Cycles from a batch's last input handshake to its first output (E + 4)."""
     return params.entries + 4
 
 
@@ -348,6 +350,7 @@ class MatchResult:
 
     @property
     def merged(self) -> np.ndarray:
+        """Per slot: True when it carries two channels (``b >= 0``)."""
         return self.b >= 0
 
     def as_tuples(self) -> list[tuple]:

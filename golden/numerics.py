@@ -95,10 +95,12 @@ class VideoGrid:
 
     @property
     def shape(self) -> tuple[int, int, int]:
+        """``(T, H, W)``."""
         return (self.t, self.h, self.w)
 
     @property
     def n(self) -> int:
+        """Number of tokens, T*H*W."""
         return self.t * self.h * self.w
 
     def __str__(self):
@@ -143,6 +145,7 @@ class ChannelGroups:
 
     @classmethod
     def from_preset(cls, name: str, directions=DEFAULT_DIRECTIONS) -> "ChannelGroups":
+        """The channel partition of a named preset (``PRESETS``): t-, then y-, then x-channels."""
         if name not in PRESETS:
             raise ValueError(f"preset must be one of {', '.join(sorted(PRESETS))}, got {name!r}")
         p = PRESETS[name]
@@ -158,14 +161,17 @@ class ChannelGroups:
 
     @property
     def head_dim(self) -> int:
+        """Channels per token, d."""
         return len(self.group_of)
 
     @property
     def group_array(self) -> np.ndarray:
+        """Group of every channel as an int64 array (0 t, 1 y, 2 x)."""
         return np.asarray(self.group_of, dtype=np.int64)
 
     @property
     def sizes(self) -> tuple[int, int, int]:
+        """Channels in the t, y and x groups."""
         g = self.group_array
         return tuple(int((g == i).sum()) for i in range(3))
 

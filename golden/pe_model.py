@@ -152,10 +152,12 @@ class Sel:
     col: ColCond = ColCond.ANY
 
     def pack(self) -> int:
+        """The 6-bit selector field (part, row condition, column condition)."""
         return _pack(SEL_FIELDS, {"part": self.part, "row": self.row, "col": self.col})
 
     @classmethod
     def unpack(cls, word: int) -> "Sel":
+        """Decode a 6-bit selector field."""
         f = _unpack(SEL_FIELDS, word)
         return cls(Part(f["part"]), RowCond(f["row"]), ColCond(f["col"]))
 
@@ -185,9 +187,11 @@ class Ctrl:
 
     @property
     def sels(self) -> tuple[Sel, Sel, Sel]:
+        """The selectors of R0, R1, R2."""
         return (self.sel0, self.sel1, self.sel2)
 
     def pack(self) -> int:
+        """The 29-bit control word of ``kaleido_pe`` (``row__ctrl``)."""
         return _pack(CTRL_FIELDS, {
             "op": self.op, "split": self.split, "sel0": self.sel0.pack(),
             "sel1": self.sel1.pack(), "sel2": self.sel2.pack(), "clear": self.clear,
@@ -195,11 +199,13 @@ class Ctrl:
 
     @classmethod
     def unpack(cls, word: int) -> "Ctrl":
+        """Decode a 29-bit ReusePE control word."""
         f = _unpack(CTRL_FIELDS, word)
         return cls(Op(f["op"]), Split(f["split"]), Sel.unpack(f["sel0"]), Sel.unpack(f["sel1"]),
                    Sel.unpack(f["sel2"]), f["clear"], Move(f["move"]), Drain(f["drain"]))
 
     def with_(self, **changes) -> "Ctrl":
+        """A copy with the given fields replaced."""
         return replace(self, **changes)
 
 
@@ -211,11 +217,13 @@ class BaselineCtrl:
     drain: int = 0
 
     def pack(self) -> int:
+        """The 3-bit control word of ``baseline_pe`` (``row__ctrl``)."""
         return _pack(BASELINE_CTRL_FIELDS, {"acc": self.acc, "clear": self.clear,
                                             "drain": self.drain})
 
     @classmethod
     def unpack(cls, word: int) -> "BaselineCtrl":
+        """Decode a BaselinePE control word."""
         return cls(**_unpack(BASELINE_CTRL_FIELDS, word))
 
 
@@ -409,6 +417,7 @@ class ReusePEModel:
         self.reset()
 
     def reset(self):
+        """State after ``rst``: every register 0."""
         self.r = [0, 0, 0]
         self.row_out = {"a0": 0, "a1": 0, "qc0": 0, "qc1": 0, "ctrl": 0}
         self.col_out = {"b": 0, "kc0": 0, "kc1": 0}
@@ -416,6 +425,7 @@ class ReusePEModel:
         self.busy = 0
 
     def step(self, inputs: PEInputs | None = None, **kw) -> dict:
+        """Advance one clock edge with ``inputs`` (or keyword inputs); return the new outputs."""
         x = inputs if inputs is not None else PEInputs(**kw)
         if x.rst:
             self.reset()
@@ -438,6 +448,7 @@ class ReusePEModel:
         return self.outputs()
 
     def outputs(self) -> dict:
+        """Current outputs, keyed by the Verilog port names of ``kaleido_pe``."""
         out = {"r0": self.r[0], "r1": self.r[1], "r2": self.r[2], "busy": self.busy,
                "drain_out__valid": self.drain_valid, "drain_out__data": self.drain_data}
         out.update({f"row_out__{k}": v for k, v in self.row_out.items()})
@@ -472,6 +483,7 @@ class BaselinePEModel:
         self.reset()
 
     def reset(self):
+        """State after ``rst``: every register 0."""
         self.r0 = 0
         self.row_out = {"a0": 0, "ctrl": 0}
         self.col_out = {"b": 0}
@@ -479,6 +491,7 @@ class BaselinePEModel:
         self.busy = 0
 
     def step(self, inputs: BaselineInputs | None = None, **kw) -> dict:
+        """Advance one clock edge with ``inputs`` (or keyword inputs); return the new outputs."""
         x = inputs if inputs is not None else BaselineInputs(**kw)
         if x.rst:
             self.reset()
@@ -496,6 +509,7 @@ class BaselinePEModel:
         return self.outputs()
 
     def outputs(self) -> dict:
+        """Current outputs, keyed by the Verilog port names of ``baseline_pe``."""
         out = {"r0": self.r0, "busy": self.busy,
                "drain_out__valid": self.drain_valid, "drain_out__data": self.drain_data}
         out.update({f"row_out__{k}": v for k, v in self.row_out.items()})

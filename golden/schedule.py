@@ -61,19 +61,23 @@ REGISTER_TILE = ((0, 1, 2), (1, 3, 2), (2, 3, None), (3, None, None))
 
 
 class Op:
+    """Operations of the decode table: IDLE, MUL, LOWc (column low nibble), LOWr (row)."""
     IDLE, MUL, LOW_COL, LOW_ROW = 0, 1, 2, 3
 
 
 class Split:
+    """Operand whose nibbles split a MUL: COL (column value) or ROW (row value)."""
     COL, ROW = 0, 1
 
 
 class Sel:
+    """What a register receives: nothing, the product P, its high part H or its low part L."""
     NONE, PROD, HIGH, LOWPART = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
 class MicroOp:
+    """One decode-table entry: operation, split and the selections of R0, R1, R2."""
     op: int = Op.IDLE
     split: int = Split.COL
     sel: tuple = (Sel.NONE, Sel.NONE, Sel.NONE)
@@ -279,9 +283,11 @@ class TileCounters:
 
     @property
     def steps(self) -> int:
+        """Steps fed to the array: issued channel steps plus bubbles."""
         return sum(self.issued) + self.bubbles
 
     def as_dict(self) -> dict:
+        """The counters as a JSON-friendly dict."""
         return {"cycles": self.cycles, "busy_pe_cycles": self.busy_pe_cycles,
                 "issued": list(self.issued), "skipped": list(self.skipped),
                 "bubbles": self.bubbles, "quads": self.quads}
@@ -395,6 +401,7 @@ class Timing:
 
     @staticmethod
     def gap(rows: int, cols: int) -> int:
+        """Minimum cycles between quad starts: ``2*max(R, C)`` reads plus one."""
         return 2 * max(rows, cols) + 1
 
     def total(self, quad_steps, rows: int, cols: int) -> int:

@@ -191,9 +191,9 @@ class QKV(tuple):
             scale, scales, grid, preset, knobs)
         return self
 
-    q = property(lambda self: self[0])
-    k = property(lambda self: self[1])
-    v = property(lambda self: self[2])
+    q = property(lambda self: self[0], doc="Queries, (N, head_dim) int8.")
+    k = property(lambda self: self[1], doc="Keys, (N, head_dim) int8.")
+    v = property(lambda self: self[2], doc="Values, (N, head_dim) int8.")
 
 
 def _knobs(motion, noise, smooth, grain, channels, channel_spread, bias, logit_std):

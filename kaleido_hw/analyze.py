@@ -28,6 +28,7 @@ AUTO_SCORES = 1 << 24
 
 
 def add_arguments(parser):
+    """Options of ``kaleido-hw analyze``."""
     parser.add_argument("--model", default="hunyuanvideo",
                         help="preset (channel partition of the head); default hunyuanvideo")
     parser.add_argument("--grid", default="8x16x16",
@@ -98,6 +99,7 @@ def _fractions(counts, followers):
 
 
 def analyze(args) -> dict:
+    """Reuse fractions per group, oracle QK^T reduction and quality of one synthetic head."""
     grid = grid_named(args.grid)
     directions = _directions(args.directions)
     groups = ChannelGroups.from_preset(args.model, directions)
@@ -157,6 +159,7 @@ def _num(x, fmt):
 
 
 def format_table(r: dict) -> str:
+    """The result of :func:`analyze` as a readable table."""
     lines = [
         f"kaleido-hw analyze: {r['model']}, grid {r['grid']} ({r['tokens']} tokens), "
         f"head_dim {r['head_dim']}",
@@ -209,6 +212,7 @@ def _jsonable(x):
 
 
 def run(args) -> int:
+    """``kaleido-hw analyze``: print the table (or JSON with ``--json``)."""
     result = analyze(args)
     print(json.dumps(_jsonable(result), indent=2) if args.json else format_table(result))
     return 0

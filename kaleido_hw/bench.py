@@ -26,6 +26,7 @@ from golden.workloads import grid_named, make_qkv
 
 
 def add_arguments(parser):
+    """Options of ``kaleido-hw bench``."""
     parser.add_argument("--model", default="hunyuanvideo", help="preset; default hunyuanvideo")
     parser.add_argument("--grid", default="hunyuanvideo-720p",
                         help="grid of the reuse analysis; default hunyuanvideo-720p (33x45x80)")
@@ -49,6 +50,7 @@ def _times(fn, repeat):
 
 
 def bench(args) -> dict:
+    """Time the reuse analysis of a full head and the exact-S throughput; check bit-exactness."""
     if not 1 <= args.repeat <= 100:
         raise ValueError(f"repeat must be in [1, 100], got {args.repeat}")
     if not args.budget > 0:
@@ -106,6 +108,7 @@ def bench(args) -> dict:
 
 
 def format_report(r: dict) -> str:
+    """The result of :func:`bench` as readable text."""
     a, s = r["analysis"], r["scores"]
     verdict = "within" if a["within_budget"] else "OVER"
     lines = [
@@ -129,6 +132,7 @@ def format_report(r: dict) -> str:
 
 
 def run(args) -> int:
+    """``kaleido-hw bench``: exit 1 if S is not bit-exact, or (``--strict``) over budget."""
     result = bench(args)
     print(json.dumps(result, indent=2) if args.json else format_report(result))
     if not result["scores"]["all_bit_exact"]:

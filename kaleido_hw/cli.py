@@ -15,16 +15,33 @@ COMMANDS = [
     ("tile-report", "kaleido_hw.tile_report", "single-array TileEngine: speedup, PE utilization and op reduction, RTL and cycle model"),
     ("analyze", "kaleido_hw.analyze", "reuse fractions, oracle QK^T reduction and quality of one attention head"),
     ("bench", "kaleido_hw.bench", "time the golden model: 720p reuse analysis and exact S throughput"),
-    ("synth", "kaleido_hw.synth", "area (yosys cells, transistors), longest path and iCE40 LUT/FF/fmax of the PEs"),
+    ("synth", "kaleido_hw.synth", "area (yosys cells, transistors), longest path and iCE40 LUT/FF/fmax of the PEs and dispatcher blocks"),
+    ("engine-report", "kaleido_hw.engine_report", "multi-array KaleidoEngine: ablation of the dispatcher variants, array scaling, the paper-scale head (cycle model)"),
+    ("linear-report", "kaleido_hw.linear_report", "linear layers on the arrays: speedup alone and with attention (paper Fig. 20 analogue)"),
     ("dispatch-report", "kaleido_hw.dispatch_report", "Hamming spread and merge efficiency of the data dispatcher on the synthetic workloads"),
     ("report", "kaleido_hw.report", "plots + JSON/CSV reproducing the paper's figures (reuse vs skip, thresholds, patterns, motion, array size, area)"),
 ]
 
 
+class _OneLineHelp(argparse.HelpFormatter):
+    """Help formatter that puts each command and its help on one line, whatever the terminal."""
+
+    def __init__(self, prog):
+        super().__init__(prog, max_help_position=40, width=1000)
+
+    def add_argument(self, action):
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction):
+            # argparse measures the command names one indentation level too shallow
+            self._action_max_length += self._indent_increment
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The ``kaleido-hw`` parser: one sub-command per entry of :data:`COMMANDS`."""
     parser = argparse.ArgumentParser(
-        prog="kaleido-hw",
-        description="Generator, golden model and reports of the Kaleido vDiT reuse accelerator.")
+        prog="kaleido-hw", formatter_class=_OneLineHelp,
+        description="Generator, golden model and reports of the Kaleido vDiT reuse accelerator.",
+        epilog="Run 'kaleido-hw COMMAND --help' for the options of a command.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module, help_text in COMMANDS:
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -34,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv``); return the exit status."""
     args = build_parser().parse_args(argv)
     module = importlib.import_module(args._module)
     try:

@@ -176,20 +176,24 @@ class KaleidoConfig:
 
     @property
     def groups(self) -> ChannelGroups:
+        """The channel partition of ``preset``."""
         return ChannelGroups.from_preset(self.preset)
 
     @property
     def largest_group(self) -> int:
+        """Channels in the preset's largest group (sizes ``acc_width``)."""
         return max(self.groups.sizes)
 
     # -- (de)serialisation -------------------------------------------------------------------
 
     @classmethod
     def keys(cls) -> list[str]:
+        """Every configuration key, in field order."""
         return [f.name for f in dataclasses.fields(cls)]
 
     @classmethod
     def from_dict(cls, values: dict) -> "KaleidoConfig":
+        """Build from a dict; unknown keys raise :class:`ConfigError` naming them."""
         unknown = sorted(set(values) - set(cls.keys()))
         if unknown:
             raise ConfigError(
@@ -199,6 +203,7 @@ class KaleidoConfig:
 
     @classmethod
     def from_toml(cls, path) -> "KaleidoConfig":
+        """Load a TOML file of configuration keys; errors name the file or the key."""
         path = Path(path)
         try:
             values = tomllib.loads(path.read_text())
@@ -209,7 +214,9 @@ class KaleidoConfig:
         return cls.from_dict(values)
 
     def to_dict(self) -> dict:
+        """Every key with its value (the manifest's ``config``)."""
         return dataclasses.asdict(self)
 
     def replace(self, **changes) -> "KaleidoConfig":
+        """A validated copy with the given keys changed."""
         return dataclasses.replace(self, **changes)

@@ -128,6 +128,7 @@ def dispatch_stats(codes: np.ndarray, followers: np.ndarray, config: KaleidoConf
 # -- CLI ----------------------------------------------------------------------------------------
 
 def add_arguments(parser):
+    """Options of ``kaleido-hw dispatch-report``."""
     parser.add_argument("--preset", action="append", metavar="NAME",
                         help=f"preset (repeatable; default: {', '.join(DEFAULT_PRESETS)})")
     parser.add_argument("--grid", default="hunyuanvideo-480p",
@@ -143,6 +144,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    """``kaleido-hw dispatch-report``: measure the dispatcher on synthetic heads, print tables."""
     from golden.numerics import ChannelGroups, follower_mask, reuse_masks
     from golden.workloads import grid_named, make_qkv
 
@@ -182,6 +184,7 @@ def run(args) -> int:
 
 
 def format_report(results: dict, lookaheads) -> str:
+    """The dispatcher figures as readable tables."""
     cfg = results["config"]
     lines = [
         f"Data dispatcher on synthetic workloads: grid {results['grid']}, seed {results['seed']}, "

@@ -38,9 +38,11 @@ class Top:
 
     @property
     def filename(self) -> str:
+        """The Verilog file name, ``<module>.v``."""
         return f"{self.module}.v"
 
     def component_class(self):
+        """Import and return the Amaranth class named by ``target``."""
         mod, _, cls = self.target.partition(":")
         return getattr(importlib.import_module(mod), cls)
 
@@ -54,6 +56,7 @@ TOPS: list[Top] = [
     Top("tile_engine", "kaleido_hw.tile_engine:TileEngine", "single-array engine: sequencer, on-chip codes, PE array, accumulation buffer, host interface, counters"),
     Top("cluster_scheduler", "kaleido_hw.scheduler:ClusterScheduler", "data dispatcher: Hamming-distance clustering scheduler"),
     Top("merge_matcher", "kaleido_hw.matcher:MergeMatcher", "data dispatcher: greedy channel merge matcher of one PE array"),
+    Top("kaleido_engine", "kaleido_hw.kaleido_engine:KaleidoEngine", "multi-array engine: P PE arrays with sequencers, chunk controller and barrier, banked accumulation buffer, host interface, counters"),
 ]
 
 CLOCK_PORTS = {
@@ -63,6 +66,7 @@ CLOCK_PORTS = {
 
 
 def build_top(top: Top, config: KaleidoConfig) -> wiring.Component:
+    """Build the component of ``top`` from ``config``."""
     return top.component_class()(config)
 
 
@@ -130,6 +134,7 @@ def generate(config: KaleidoConfig, out_dir, tops=None) -> dict:
 # -- CLI ----------------------------------------------------------------------------------------
 
 def add_arguments(parser):
+    """Options of ``kaleido-hw generate``."""
     parser.add_argument("--config", metavar="FILE",
                         help="TOML file with KaleidoConfig keys (default: built-in defaults)")
     parser.add_argument("--out", metavar="DIR", default="rtl_out",
@@ -139,6 +144,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    """``kaleido-hw generate``: write the selected tops and the manifest."""
     config = KaleidoConfig.from_toml(args.config) if args.config else KaleidoConfig()
     tops = TOPS
     if args.top:

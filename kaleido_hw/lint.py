@@ -14,6 +14,7 @@ WAIVERS = Path(__file__).with_name("lint_waivers.vlt")
 
 
 def lint_file(path, top: str) -> subprocess.CompletedProcess:
+    """Run ``verilator --lint-only -Wall`` with the waiver file on one Verilog file."""
     exe = shutil.which("verilator")
     if exe is None:
         raise FileNotFoundError("verilator not found on PATH; run 'make install' and use the "
@@ -23,10 +24,12 @@ def lint_file(path, top: str) -> subprocess.CompletedProcess:
 
 
 def add_arguments(parser):
+    """Options of ``kaleido-hw lint``."""
     parser.add_argument("--dir", default="rtl_out", help="folder with manifest.json (default: rtl_out)")
 
 
 def run(args) -> int:
+    """``kaleido-hw lint``: lint every top of the manifest; exit 1 if any is not clean."""
     manifest = Path(args.dir) / "manifest.json"
     if not manifest.exists():
         raise ValueError(f"--dir must hold a manifest.json from 'kaleido-hw generate'; none in {args.dir}")

@@ -18,6 +18,9 @@ report             paper       what
 ``array-size``     Fig. 21     speedup and PE utilization of one R x C array, 2x2 to 8x8
 ``area``           Table 2     yosys area of ReusePE, BaselinePE and the dispatcher blocks
                                (``kaleido_hw.synth``; only with ``--area`` or ``--only area``)
+``ablation``       Fig. 19     the multi-array engine's variants dense, pe, pe-sh, pe-m, full
+                               (``golden.engine``; same rows as ``kaleido-hw engine-report``)
+``scaling``        Fig. 21/22  the engine on 1..64 arrays, and 2x2/4x4/8x8 arrays at 256 PEs
 =================  ==========  ====================================================================
 
 Speedup is ``cycles(dense) / cycles(reuse)`` of ``golden.schedule.tile_counters`` on the same
@@ -74,10 +77,10 @@ QUALITY_SCORES = 1 << 24
 S_TOKENS = 2048
 #: Frames shown side by side in the ``patterns`` group maps.
 MAP_FRAMES = 8
-ENGINE_NOTE = ("Multi-array scaling (paper Fig. 21/22 with P arrays) and the hardware ablation "
-               "(Fig. 19: dense, pe, pe-sh, pe-m, full) arrive with the engine issue; this report "
-               "measures one R x C array of the TileEngine (cycle model golden.schedule."
-               "tile_counters), dense and reuse on the same array and data.")
+ENGINE_NOTE = ("This report measures one R x C array of the TileEngine without the dispatcher "
+               "(cycle model golden.schedule.tile_counters), dense and reuse on the same array "
+               "and data; the multi-array engine with the dispatcher is in the ablation and "
+               "scaling reports (Fig. 19, 21/22).")
 
 
 # -- settings and workload sources ----------------------------------------------------------------
@@ -796,6 +799,126 @@ def report_array_size(ctx: Context, plt) -> Result:
     return r
 
 
+def _engine_heads(ctx: Context):
+    """Heads of the engine reports: the user's workload or one synthetic head per preset,
+    limited to ``--max-tokens`` like the other cycle-model reports."""
+    from .engine_report import Head
+    s = ctx.settings
+    srcs = ([ctx.workload] if ctx.workload is not None else
+            [Source(p, s.grid, 0, label=f"{p} seed 0") for p in s.presets])
+    heads = []
+    for src in srcs:
+        part = src.first_frames(s.max_tokens)
+        if part.grid != src.grid:
+            ctx.notes.append(f"The engine model ran on the first {part.grid.t} frames "
+                             f"({part.grid}) of {src.grid} (--max-tokens {s.max_tokens}).")
+        q, k = part.load()[:2]
+        heads.append(Head(part.preset, part.grid, q, k))
+    return heads
+
+
+def _engine_config(ctx: Context) -> KaleidoConfig:
+    s = ctx.settings
+    return replace(KaleidoConfig(), rows=s.rows, cols=s.cols, full_bits=s.full_bits,
+                   half_bits=s.half_bits)
+
+
+def report_ablation(ctx: Context, plt) -> Result:
+    """Fig. 19: every engine variant per preset on the configured P arrays."""
+    from golden.engine import VARIANTS
+    from .engine_report import ablation, format_table, targets
+    cfg = _engine_config(ctx)
+    r = Result("ablation")
+    r.rows = ablation_rows = ablation(_engine_heads(ctx), cfg.engine_arrays, cfg)
+    r.table = format_table(ablation_rows)
+    r.lines = targets(ablation_rows)
+    r.notes.append(f"KaleidoEngine cycle model (golden.engine.engine_counters), "
+                   f"{cfg.engine_arrays} arrays of {cfg.rows}x{cfg.cols}; speedup = dense "
+                   f"cycles / cycles on the same hardware; kaleido-hw engine-report prints "
+                   f"the same table (and --paper the 720p head on 16,384 arrays).")
+    for row in ablation_rows:
+        r.summary.setdefault(row["preset"], {})[row["variant"]] = {
+            k: row[k] for k in ("speedup", "utilization", "hw_op_reduction", "hw_of_oracle")}
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    heads = list(dict.fromkeys(row["preset"] for row in ablation_rows))
+    width = 0.8 / max(len(heads), 1)
+    x = np.arange(len(VARIANTS))
+    for i, preset in enumerate(heads):
+        rows = {row["variant"]: row for row in ablation_rows if row["preset"] == preset}
+        axes[0].bar(x + i * width, [rows[v]["speedup"] for v in VARIANTS], width, label=preset)
+        axes[1].bar(x + i * width, [100 * rows[v]["utilization"] for v in VARIANTS], width,
+                    label=preset)
+    axes[0].set_ylabel("speedup over dense (x)")
+    axes[1].set_ylabel("PE utilization (%)")
+    for ax in axes:
+        ax.set_xticks(x + 0.4 - width / 2, VARIANTS)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"Ablation (Fig. 19): {cfg.engine_arrays} x {cfg.rows}x{cfg.cols} arrays, "
+                 f"grid {ablation_rows[0]['grid']}", fontsize=10)
+    fig.tight_layout()
+    r.figures[""] = fig
+    return r
+
+
+def report_scaling(ctx: Context, plt) -> Result:
+    """Fig. 21/22: the engine on 1..64 arrays, and 2x2/4x4/8x8 arrays at 256 PEs."""
+    from .engine_report import format_table, scaling
+    cfg = _engine_config(ctx)
+    r = Result("scaling")
+    head = _engine_heads(ctx)[0]
+    r.rows = scaling(head, cfg)
+    r.table = format_table(r.rows)
+    r.notes.append("KaleidoEngine cycle model: arrays 1..64 of 4x4, and 2x2/4x4/8x8 arrays at "
+                   "256 PEs in all; speedup over dense on the same hardware.")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
+    for variant in ("pe", "full"):
+        rows = [row for row in r.rows if row["variant"] == variant and row["sweep"] == "arrays"]
+        axes[0].plot([row["arrays"] for row in rows], [row["speedup"] for row in rows], "o-",
+                     label=variant)
+        size = [row for row in r.rows if row["variant"] == variant and row["sweep"] == "size"]
+        axes[1].plot([row["array"] for row in size], [100 * row["utilization"] for row in size],
+                     "o-", label=variant)
+        r.summary[variant] = {f"{row['arrays']}x{row['array']}": row["speedup"]
+                              for row in rows + size}
+    axes[0].set_xscale("log", base=2)
+    axes[0].set_xlabel("arrays (4x4 each)")
+    axes[0].set_ylabel("speedup over dense on the same arrays (x)")
+    axes[1].set_xlabel("array size (256 PEs in all)")
+    axes[1].set_ylabel("PE utilization (%)")
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Scaling (Fig. 21/22): {head.preset}, grid {head.grid}", fontsize=10)
+    fig.tight_layout()
+    r.figures[""] = fig
+    return r
+
+
+def report_linear(ctx: Context, plt) -> Result:
+    """Fig. 20: linear layers with window reuse, alone and together with attention."""
+    from .linear_report import COLUMNS, linear_figures, plot_linear
+    st = ctx.settings
+    r = Result("linear")
+    if ctx.workload is not None:
+        r.skipped = ("the linear layers need activations and weights of a whole block, which a "
+                     "--workload file (Q/K/V of one head) does not hold")
+        return r
+    res = linear_figures(None, grid=st.grid, heads=2 if st.quick else 4, rows=st.rows,
+                         cols=st.cols, full_bits=st.full_bits, half_bits=st.half_bits)
+    r.rows = [{k: row[k] for k in COLUMNS} for row in res["layers"]]
+    r.summary = res["summary"]
+    keys = ("linear_speedup", "attention_speedup", "attention_only_speedup", "combined_speedup")
+    r.table = "| preset | " + " | ".join(keys) + " |\n|---|" + "---|" * len(keys) + "\n" + "".join(
+        f"| {p} | " + " | ".join(f"{v[k]:.3f}x" for k in keys) + " |\n" for p, v in r.summary.items())
+    r.notes.append("Linear layers: golden.linear_engine.linear_counters (docs/linear.md), one "
+                   "transformer block at reduced width (QKV, output projection, MLP up/down), "
+                   "window 2 along t; attention: golden.engine.engine_counters, full vs dense; "
+                   "kaleido-hw linear-report has the options.")
+    r.figures[""] = plot_linear(res, plt)
+    return r
+
+
 def area_task(top: str):
     """Generic-gate figures of one top (``kaleido_hw.synth.synth_top``, no iCE40 runs)."""
     from .synth import synth_top
@@ -876,6 +999,9 @@ REPORTS: dict[str, Report] = {rep.name: rep for rep in (
     Report("motion", "Fig. 24", "Fast vs slow motion", report_motion),
     Report("array-size", "Fig. 21 (one array)", "Per-array PE size", report_array_size),
     Report("area", "Table 2 (analogue)", "Area of the PEs and the dispatcher", report_area),
+    Report("ablation", "Fig. 19", "Engine ablation: dense, pe, pe-sh, pe-m, full", report_ablation),
+    Report("scaling", "Fig. 21/22", "Engine scaling: arrays and array size", report_scaling),
+    Report("linear", "Fig. 20", "Linear layers: alone and with attention", report_linear),
 )}
 #: Reports that only run when asked for (``--area`` or ``--only``).
 ON_REQUEST = ("area",)

@@ -52,6 +52,7 @@ DEVICES = {"up5k": ("--up5k", "sg48"), "hx8k": ("--hx8k", "ct256")}
 
 @dataclass
 class UnitArea:
+    """Area of one submodule of a top (from ``synth`` without ``-flatten``)."""
     module: str
     cells: int
     ffs: int
@@ -257,6 +258,7 @@ def _ratio(a, b):
 
 
 def format_report(results: list[SynthResult], device: str = "up5k") -> str:
+    """The synthesis results as a table, followed by the ratios of :data:`RATIOS`."""
     cols = ("top", "cells", "FFs", "transistors", "path", f"LUT4", "SB_FF", "carry",
             f"fmax {device} MHz")
     rows = [cols]
@@ -299,6 +301,7 @@ def format_report(results: list[SynthResult], device: str = "up5k") -> str:
 # -- CLI ----------------------------------------------------------------------------------------
 
 def add_arguments(parser):
+    """Options of ``kaleido-hw synth``."""
     parser.add_argument("--config", metavar="FILE",
                         help="TOML file with KaleidoConfig keys (default: built-in defaults)")
     parser.add_argument("--top", action="append", metavar="MODULE",
@@ -312,6 +315,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
+    """``kaleido-hw synth``: synthesize the selected tops, print (and optionally save) the figures."""
     config = KaleidoConfig.from_toml(args.config) if args.config else KaleidoConfig()
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")

@@ -39,6 +39,7 @@ COLUMNS = ("preset", "grid", "source", "dense_cycles", "reuse_cycles", "speedup"
 
 
 def add_arguments(parser):
+    """Options of ``kaleido-hw tile-report``."""
     parser.add_argument("--presets", default="hunyuanvideo,wan2.1",
                         help="comma-separated presets; default hunyuanvideo,wan2.1")
     parser.add_argument("--grids", default="2x4x8,small,medium,full",
@@ -74,6 +75,7 @@ def _oracle(q, k, grid, groups):
 
 
 def model_row(preset, grid, config, seed):
+    """One report row from the cycle model: dense and reuse counters of a synthetic head."""
     groups = ChannelGroups.from_preset(preset)
     q, k, _ = make_qkv(preset, grid, seed=seed)
     t0 = time.time()
@@ -157,6 +159,7 @@ def _print(rows, config):
 
 
 def run(args) -> int:
+    """``kaleido-hw tile-report``: print the table of RTL and cycle-model rows."""
     config = _config()
     presets = [p.strip() for p in args.presets.split(",") if p.strip()]
     for p in presets:

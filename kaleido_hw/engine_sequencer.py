@@ -1,0 +1,396 @@
+"""Sequencer of one array of the multi-array engine (``docs/engine.md``, "Arrays and their
+work" and section "RTL").
+
+:class:`ArraySequencer` is the TileSequencer's loader / double-buffered slot / stepper
+(``docs/tiling.md``, "Sequencer") with three changes:
+
+* it runs **chunk by chunk**: the engine's controller hands it a chunk (group, channel
+  bitmap of at most W channels, plane) with a ``go`` pulse; the stepper issues only the
+  chunk's channels; when the chunk's last step has issued the sequencer reports
+  ``chunk_done`` and waits (the barrier);
+* array ``a`` of P takes the column blocks ``cb = a, a+P, a+2P, ...`` of the chunk and, for
+  each, every row block: quads in the order (cb, rb);
+* units are addressed by **index** (row unit ``rb*R + s``, column unit ``cb*C + s``): a
+  unit's anchor token comes from its index by a division in the grid whose length on the
+  group's direction is halved (``u // (h2*w2)``, ``u mod (h2*w2)``, ``// w2``, ``mod w2``),
+  so an array can start anywhere (column block ``a``) without walking there; the same path
+  takes a scheduler's order (a permutation of unit indices) later.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .bitops import lowest_set, popcount
+from .code_unit import CodeUnit, work_bitmap
+from .config import KaleidoConfig
+from .engine_layouts import KaleidoGeometry, chunk_layout, engine_run_layout, engine_tag_layout
+from .sequencer import counters_layout
+from .tile_layouts import bits_for, step_col_layout, step_row_layout
+
+
+__all__ = ["ArraySequencer", "unit_tokens"]
+
+AXIS_T, AXIS_Y, AXIS_X = 0, 1, 2
+
+
+def unit_tokens(m, geo: KaleidoGeometry, cfg, group, unit, name: str):
+    """``(anchor, follower, has_follower, valid)`` of unit index ``unit`` of ``group``:
+    the unit's coordinates in the grid with the group's direction halved, the anchor's
+    coordinate on that direction doubled. ``valid``: ``unit`` < the group's unit count;
+    the tokens of an invalid unit are 0 (a harmless in-range read)."""
+    t = geo.tile
+    sw, tw = t.size_width, t.tok_width
+    d = Signal(2, name=f"{name}_dir")
+    hw2 = Signal(sw, name=f"{name}_hw2")
+    w2 = Signal(sw, name=f"{name}_w2")
+    m.d.comb += [d.eq(cfg.dirs[group]), hw2.eq(cfg.hw2[group]), w2.eq(cfg.w2[group])]
+    t2, rem, y2, x2 = (Signal(sw, name=f"{name}_{v}") for v in ("t2", "rem", "y2", "x2"))
+    m.d.comb += [t2.eq(unit // hw2), rem.eq(unit % hw2), y2.eq(rem // w2), x2.eq(rem % w2)]
+    tc = Mux(d == AXIS_T, t2 << 1, t2)
+    yc = Mux(d == AXIS_Y, y2 << 1, y2)
+    xc = Mux(d == AXIS_X, x2 << 1, x2)
+    valid = Signal(name=f"{name}_valid")
+    anchor = Signal(tw, name=f"{name}_anchor")
+    follower = Signal(tw, name=f"{name}_follower")
+    hasf = Signal(name=f"{name}_hasf")
+    tok = (tc * cfg.hw + yc * cfg.w + xc)[:tw]
+    stride = Mux(d == AXIS_X, 1, Mux(d == AXIS_Y, cfg.w, cfg.hw))
+    m.d.comb += [
+        valid.eq(unit < cfg.units[group]),
+        anchor.eq(Mux(valid, tok, 0)),
+        hasf.eq(valid & Mux(d == AXIS_X, xc + 1 < cfg.w,
+                            Mux(d == AXIS_Y, yc + 1 < cfg.h, tc + 1 < cfg.t))),
+        follower.eq(Mux(hasf, (tok + stride)[:tw], 0)),
+    ]
+    return anchor, follower, hasf, valid
+
+
+class _Slot:
+    """One operand slot: what the stepper needs about a tile quad."""
+
+    def __init__(self, name: str, geo: KaleidoGeometry):
+        t = geo.tile
+        R, C, D = t.rows, t.cols, t.max_dim
+        S = lambda shape, n: Signal(shape, name=f"{name}_{n}")  # noqa: E731
+        self.qa = [S(8 * D, f"qa{r}") for r in range(R)]        # Q anchors
+        self.qf = [S(8 * D, f"qf{r}") for r in range(R)]        # effective Q followers
+        self.qlo = [S(D, f"qlo{r}") for r in range(R)]           # code bit 0 per channel
+        self.qhi = [S(D, f"qhi{r}") for r in range(R)]           # code bit 1 per channel
+        self.ka = [S(8 * D, f"ka{j}") for j in range(C)]
+        self.kf = [S(8 * D, f"kf{j}") for j in range(C)]
+        self.klo = [S(D, f"klo{j}") for j in range(C)]
+        self.khi = [S(D, f"khi{j}") for j in range(C)]
+        self.qs = [S(D, f"qset{v}") for v in range(4)]          # code v occurs among real rows
+        self.ks = [S(D, f"kset{v}") for v in range(4)]
+        self.rtok_a = [S(t.tok_width, f"rtok_a{r}") for r in range(R)]
+        self.rtok_f = [S(t.tok_width, f"rtok_f{r}") for r in range(R)]
+        self.rvalid = S(R, "rvalid")
+        self.rhasf = S(R, "rhasf")
+        self.cvalid = S(C, "cvalid")
+        self.chasf = S(C, "chasf")
+        self.plane = S(geo.plane_width, "plane")
+        self.cbp = S(geo.cbp_width, "cbp")
+
+    def fields(self):
+        return [*self.qa, *self.qf, *self.qlo, *self.qhi, *self.ka, *self.kf, *self.klo,
+                *self.khi, *self.qs, *self.ks, *self.rtok_a, *self.rtok_f, self.rvalid,
+                self.rhasf, self.cvalid, self.chasf, self.plane, self.cbp]
+
+    def copy(self, other: "_Slot"):
+        return [a.eq(b) for a, b in zip(self.fields(), other.fields())]
+
+
+class ArraySequencer(wiring.Component):
+    """Loader, double-buffered operand slot and pass/channel stepper of array ``index``.
+
+    Parameters
+    ----------
+    config : KaleidoConfig
+        ``rows``/``cols`` (R, C), ``engine_max_tokens``, ``engine_max_head_dim``,
+        ``engine_arrays`` (P), ``sched_pattern_width``.
+    index : int
+        This array's number a (0..P-1): it takes column blocks ``a, a+P, ...``.
+
+    Ports
+    -----
+    ``start`` (in): pulse at the start of a run (resets the counters and the state);
+    ``cfg``: the run's configuration (valid for the whole run).
+    ``go`` (in): pulse: start the chunk in ``chunk`` (held until the next ``go``); the first
+    read is in the cycle of ``go``. ``chunk_done`` (out): the chunk's last step has issued (or
+    the array has no quad in it) and nothing is in flight; the engine's barrier waits for
+    every array's. With ``chunk.last`` the sequencer then emits the final (drain-only) step
+    and ``finished`` (registered, one cycle, with that step).
+    ``q_*``/``k_*``: synchronous read ports of this array's copy of the Q and K memories.
+    ``row``, ``col``, ``tag`` (registered): the step for the PE array, as in the
+    TileSequencer (``tag`` = :func:`engine_tag_layout`). ``stepping`` (out): a step (issued
+    channel or bubble) leaves this cycle. ``counters``: valid after ``finished``.
+
+    Timing within a chunk is the TileSequencer's: quad 0's reads start with ``go``, a quad's
+    steps follow its swap, a swap needs ``2*max(R, C) + 1`` cycles since the previous one; the
+    array's last step is ``T = gap + sum_{n<m} max(s_n, gap) + s_m`` cycles after ``go``.
+    """
+
+    def __init__(self, config: KaleidoConfig, index: int = 0):
+        self.geo = geo = KaleidoGeometry.from_config(config)
+        self.config = config
+        if not 0 <= index < geo.arrays:
+            raise ValueError(f"index must be in 0..{geo.arrays - 1}, got {index}")
+        self.index = index
+        t = geo.tile
+        R, C, D = t.rows, t.cols, t.max_dim
+        super().__init__({
+            "start": In(1),
+            "cfg": In(engine_run_layout(geo)),
+            "go": In(1),
+            "chunk": In(chunk_layout(geo)),
+            "chunk_done": Out(1),
+            "q_addr": Out(t.tok_width), "q_en": Out(1), "q_data": In(8 * D),
+            "k_addr": Out(t.tok_width), "k_en": Out(1), "k_data": In(8 * D),
+            "row": Out(data.ArrayLayout(step_row_layout(), R)),
+            "col": Out(data.ArrayLayout(step_col_layout(), C)),
+            "tag": Out(engine_tag_layout(geo)),
+            "stepping": Out(1),
+            "finished": Out(1),
+            "counters": Out(counters_layout()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        geo, cfg, chunk = self.geo, self.cfg, self.chunk
+        t = geo.tile
+        R, C, D = t.rows, t.cols, t.max_dim
+        M = max(R, C)
+        PC = geo.banks
+        first_col = self.index * C
+        uw = geo.unit_width
+
+        running = Signal()
+        loader_done = Signal()
+        slot_full = Signal()
+        swap = Signal()
+        units = Signal(t.size_width)
+        m.d.comb += units.eq(cfg.units[chunk.group])
+
+        # -- loader: quads (cb, rb) of this array, by unit index -------------------------------
+        r0 = Signal(uw)                       # first row unit of the row block being loaded
+        c0 = Signal(uw, init=first_col)       # first column unit of the column block
+        cbp = Signal(geo.cbp_width)           # local column block: cb // P
+        ld = _Slot("ld", geo)
+        cp = _Slot("cp", geo)
+
+        rd_active = Signal()
+        rd_unit = Signal(bits_for(M - 1))
+        rd_phase = Signal()                   # 0 anchor, 1 follower
+        load_go = Signal()
+        pend = Signal()
+        pend_unit = Signal(bits_for(M - 1))
+        pend_phase = Signal()
+        pend_last = Signal()
+        pend_q = Signal(2)                    # (valid, has follower) of the row unit
+        pend_k = Signal(2)
+        has_work = Signal()
+        m.d.comb += [
+            has_work.eq(first_col < units),
+            load_go.eq(Mux(self.go, has_work,
+                           running & ~loader_done & ~rd_active & ~pend & (~slot_full | swap))),
+        ]
+
+        reading = rd_active | load_go
+        unit = Mux(rd_active, rd_unit, 0)
+        phase = Mux(rd_active, rd_phase, 0)
+        q_anchor, q_follow, q_hasf, q_valid = unit_tokens(m, geo, cfg, chunk.group,
+                                                          r0 + unit, "q_unit")
+        k_anchor, k_follow, k_hasf, k_valid = unit_tokens(m, geo, cfg, chunk.group,
+                                                          c0 + unit, "k_unit")
+        m.d.comb += [
+            self.q_addr.eq(Mux(phase, q_follow, q_anchor)),
+            self.k_addr.eq(Mux(phase, k_follow, k_anchor)),
+            self.q_en.eq(reading & (unit < R)),
+            self.k_en.eq(reading & (unit < C)),
+        ]
+        last_read = reading & phase & (unit == M - 1)
+        m.d.sync += [pend.eq(reading), pend_unit.eq(unit), pend_phase.eq(phase),
+                     pend_last.eq(last_read),
+                     pend_q.eq(Cat(q_valid, q_hasf)), pend_k.eq(Cat(k_valid, k_hasf))]
+        with m.If(reading):
+            with m.If(phase):
+                m.d.sync += rd_phase.eq(0)
+                with m.If(unit == M - 1):
+                    m.d.sync += rd_active.eq(0)
+                with m.Else():
+                    m.d.sync += [rd_active.eq(1), rd_unit.eq(unit + 1)]
+            with m.Else():
+                m.d.sync += [rd_active.eq(1), rd_unit.eq(unit), rd_phase.eq(1)]
+                for r in range(R):
+                    with m.If(unit == r):
+                        m.d.sync += [ld.rtok_a[r].eq(q_anchor), ld.rtok_f[r].eq(q_follow),
+                                     ld.rvalid[r].eq(q_valid), ld.rhasf[r].eq(q_hasf)]
+                for j in range(C):
+                    with m.If(unit == j):
+                        m.d.sync += [ld.cvalid[j].eq(k_valid), ld.chasf[j].eq(k_hasf)]
+        with m.If(load_go):
+            m.d.sync += [ld.plane.eq(chunk.plane), ld.cbp.eq(cbp)]
+            m.d.sync += [s.eq(0) for s in ld.qs + ld.ks]
+
+        # Arriving words: anchors are kept for the follower's comparison.
+        m.submodules.q_codes = qcu = CodeUnit(D)
+        m.submodules.k_codes = kcu = CodeUnit(D)
+        q_hold = Signal(8 * D)
+        k_hold = Signal(8 * D)
+        for cu, hold, data_in, pq in ((qcu, q_hold, self.q_data, pend_q),
+                                      (kcu, k_hold, self.k_data, pend_k)):
+            m.d.comb += [cu.anchor.eq(hold), cu.follower.eq(data_in), cu.present.eq(pq[1]),
+                         cu.reuse.eq(cfg.reuse), cu.full_mask.eq(cfg.full_mask),
+                         cu.half_mask.eq(cfg.half_mask)]
+        with m.If(pend & ~pend_phase):
+            m.d.sync += [q_hold.eq(self.q_data), k_hold.eq(self.k_data)]
+        for n, words, fwords, los, his, sets, cu, data_in, pv in (
+                (R, ld.qa, ld.qf, ld.qlo, ld.qhi, ld.qs, qcu, self.q_data, pend_q),
+                (C, ld.ka, ld.kf, ld.klo, ld.khi, ld.ks, kcu, self.k_data, pend_k)):
+            for u in range(n):
+                with m.If(pend & (pend_unit == u)):
+                    with m.If(~pend_phase):
+                        m.d.sync += words[u].eq(data_in)
+                    with m.Else():
+                        m.d.sync += [fwords[u].eq(cu.effective), los[u].eq(cu.code_lo),
+                                     his[u].eq(cu.code_hi)]
+            with m.If(pend & pend_phase & (pend_unit < n) & pv[0]):
+                m.d.sync += [sets[v].eq(sets[v] | cu.is_code[v]) for v in range(4)]
+
+        # Last word of the quad: the slot is full; move to the next quad of this array:
+        # the next row block, else row block 0 of column block cb + P, else the chunk is loaded.
+        with m.If(pend_last):
+            m.d.sync += slot_full.eq(1)
+            with m.If(r0 + R < units):
+                m.d.sync += r0.eq(r0 + R)
+            with m.Else():
+                m.d.sync += r0.eq(0)
+                with m.If(c0 + PC < units):
+                    m.d.sync += [c0.eq(c0 + PC), cbp.eq(cbp + 1)]
+                with m.Else():
+                    m.d.sync += [loader_done.eq(1), c0.eq(first_col), cbp.eq(0)]
+        with m.If(self.go):
+            m.d.sync += loader_done.eq(~has_work)
+
+        # -- stepper --------------------------------------------------------------------------
+        cur_valid = Signal()
+        pass_idx = Signal(2)
+        first = Signal()
+        remaining = Signal(D)
+        left = Signal(bits_for(max(D, R)))
+        gmask = Signal(D)
+        gsize = Signal(t.dim_width)
+        m.d.comb += [gmask.eq(chunk.mask), gsize.eq(chunk.size)]
+        work = Array([gmask] + [work_bitmap(p, cp.qs, cp.ks) & gmask for p in (1, 2, 3)])
+        cur = Signal(D)
+        m.d.comb += cur.eq(Mux(first, work[pass_idx], remaining))
+        chan, issue = lowest_set(m, cur, "chan")
+        count = Signal(bits_for(D))
+        m.d.comb += count.eq(popcount(cur))
+        steps_now = Signal(bits_for(max(D, R)))
+        m.d.comb += steps_now.eq(Mux(first, Mux(count > R, count, R), left))
+        last_step = steps_now == 1
+        step = Signal()
+        final = Signal()
+        done_now = Signal()
+        m.d.comb += [
+            step.eq(running & cur_valid),
+            done_now.eq(loader_done & ~rd_active & ~pend & ~slot_full & ~cur_valid),
+            self.chunk_done.eq(done_now),
+            final.eq(running & done_now & chunk.last & ~self.go),
+            swap.eq(running & slot_full & (~cur_valid | (step & last_step & (pass_idx == 3)))),
+            self.stepping.eq(step),
+        ]
+
+        with m.If(step):
+            with m.If(last_step):
+                m.d.sync += [first.eq(1), pass_idx.eq(pass_idx + 1)]
+                with m.If(pass_idx == 3):
+                    m.d.sync += cur_valid.eq(swap)
+            with m.Else():
+                m.d.sync += [first.eq(0), remaining.eq(cur & (cur - 1)), left.eq(steps_now - 1)]
+        with m.Elif(swap):
+            m.d.sync += [cur_valid.eq(1), pass_idx.eq(0), first.eq(1)]
+        with m.If(swap):
+            m.d.sync += cp.copy(ld)
+            m.d.sync += slot_full.eq(0)
+
+        # Drain tags: the tile in R0 at a pass's first step is the previous pass's tile.
+        tag_layout = engine_tag_layout(geo)
+        t3 = Signal(tag_layout)
+        t3_valid = Signal()
+
+        def tile_tag(tile):
+            follower_rows = tile in (2, 3)
+            follower_cols = tile in (1, 3)
+            return {
+                "plane": cp.plane, "cbp": cp.cbp, "kf": int(follower_cols),
+                "rtok": Cat(*(cp.rtok_f if follower_rows else cp.rtok_a)),
+                "rwe": cp.rvalid & cp.rhasf if follower_rows else cp.rvalid,
+                "cwe": cp.cvalid & cp.chasf if follower_cols else cp.cvalid,
+            }
+
+        def set_tag(target, fields):
+            return [target[k].eq(v) for k, v in fields.items()]
+
+        # -- outputs (registered) -------------------------------------------------------------
+        m.d.sync += [self.row.eq(0), self.finished.eq(0)]
+        with m.If(step):
+            for r in range(R):
+                value = Mux(pass_idx[1], cp.qf[r].word_select(chan, 8),
+                            cp.qa[r].word_select(chan, 8))
+                m.d.sync += [self.row[r].a.eq(value),
+                             self.row[r].qc.eq(Cat(cp.qlo[r].bit_select(chan, 1),
+                                                   cp.qhi[r].bit_select(chan, 1))),
+                             self.row[r].valid.eq(cp.rvalid[r]),
+                             self.row[r].mode.pass_idx.eq(pass_idx),
+                             self.row[r].mode.first.eq(first),
+                             self.row[r].mode.issue.eq(issue)]
+            for j in range(C):
+                value = Mux(pass_idx[0], cp.kf[j].word_select(chan, 8),
+                            cp.ka[j].word_select(chan, 8))
+                m.d.sync += [self.col[j].b.eq(value),
+                             self.col[j].kc.eq(Cat(cp.klo[j].bit_select(chan, 1),
+                                                   cp.khi[j].bit_select(chan, 1))),
+                             self.col[j].valid.eq(cp.cvalid[j])]
+            with m.If(first):
+                with m.Switch(pass_idx):
+                    with m.Case(0):
+                        m.d.sync += self.tag.eq(t3)
+                        with m.If(~t3_valid):
+                            m.d.sync += [self.tag.rwe.eq(0), self.tag.cwe.eq(0)]
+                    for p in (1, 2, 3):
+                        with m.Case(p):
+                            m.d.sync += set_tag(self.tag, tile_tag(p - 1))
+                    with m.Default():
+                        pass
+                with m.If(pass_idx == 3):
+                    m.d.sync += set_tag(t3, tile_tag(3)) + [t3_valid.eq(1)]
+        with m.Elif(final):
+            for r in range(R):
+                m.d.sync += [self.row[r].mode.first.eq(1), self.row[r].mode.pass_idx.eq(0)]
+            m.d.sync += [self.tag.eq(t3), self.finished.eq(1), running.eq(0)]
+            with m.If(~t3_valid):
+                m.d.sync += [self.tag.rwe.eq(0), self.tag.cwe.eq(0)]
+
+        # -- counters ---------------------------------------------------------------------------
+        cnt = self.counters
+        with m.If(step):
+            with m.If(issue):
+                m.d.sync += cnt.issued[pass_idx].eq(cnt.issued[pass_idx] + 1)
+            with m.Else():
+                m.d.sync += cnt.bubbles.eq(cnt.bubbles + 1)
+            with m.If(first):
+                m.d.sync += cnt.skipped[pass_idx].eq(cnt.skipped[pass_idx] + gsize - count)
+        with m.If(swap):
+            m.d.sync += cnt.quads.eq(cnt.quads + 1)
+
+        # -- run start --------------------------------------------------------------------------
+        with m.If(self.start):
+            m.d.sync += [running.eq(1), loader_done.eq(1), slot_full.eq(0), cur_valid.eq(0),
+                         rd_active.eq(0), t3_valid.eq(0), r0.eq(0), c0.eq(first_col),
+                         cbp.eq(0), cnt.eq(0)]
+        return m

@@ -1,0 +1,182 @@
+"""cocotb bench of ``kaleido_engine`` (``docs/engine.md``): S bit-exact against
+``golden.attention_scores`` (variant pe) and ``Q @ K^T`` (dense), every engine and per-array
+counter equal to ``golden.engine.engine_counters``, the S read-out under random
+back-pressure, and the error flags (including a dispatcher variant this RTL does not build).
+
+``make -C sim/kaleido_engine [SIM=icarus]`` runs on ``rtl_out/kaleido_engine.v``; the pytest
+wrappers (``tests/test_kaleido_engine_sim.py``) run it on small generated variants
+(``KALEIDO_MANIFEST`` names the variant's manifest). ``KALEIDO_SEEDS=N`` runs N seeds;
+``KALEIDO_ENGINE_SET=quick`` keeps only the 2x4x4 runs of the small-grid test (Icarus in
+``make test``), ``full`` (the default) runs them all.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import zlib
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ClockCycles
+
+from golden.numerics import ChannelGroups, VideoGrid, attention_scores
+from golden.workloads import make_qkv
+from kaleido_engine_host import KaleidoEngineHost, error_names, load_config, model_counters
+from kaleido_hw.kaleido_engine import ERROR_BITS, check_engine_run, engine_ports
+from simlib import seeds_requested, start_clock_and_reset
+
+CFG = load_config()
+SMALL_GROUPS = ChannelGroups.from_sizes(4, 6, 6)
+SMALL_GRIDS = (VideoGrid(2, 4, 4), VideoGrid(3, 5, 4))
+#: (grid, data kind, variant) of the small-grid test.
+SMALL_RUNS = [(SMALL_GRIDS[0], "random", "pe"), (SMALL_GRIDS[0], "smooth", "pe"),
+              (SMALL_GRIDS[0], "random", "dense"), (SMALL_GRIDS[1], "smooth", "pe"),
+              (SMALL_GRIDS[1], "equal", "pe"), (SMALL_GRIDS[1], "alternating", "dense")]
+SET = os.environ.get("KALEIDO_ENGINE_SET", "full")
+if SET not in ("quick", "full"):
+    raise ValueError(f"KALEIDO_ENGINE_SET must be quick or full, got {SET!r}")
+if SET == "quick":
+    SMALL_RUNS = [r for r in SMALL_RUNS if r[0] == SMALL_GRIDS[0]]
+
+
+def rng_for(test: str, n: int = 0) -> np.random.Generator:
+    return np.random.default_rng([zlib.crc32(test.encode()), n, int(cocotb.RANDOM_SEED)])
+
+
+def operands(kind: str, grid: VideoGrid, d: int, rng: np.random.Generator):
+    """(q, k) int8: random, smooth (random walk along tokens: much reuse), equal (every
+    follower FULL), alternating (the sign flips between neighbours: every follower NONE)."""
+    shape = (grid.n, d)
+    if kind == "random":
+        return tuple(rng.integers(-128, 128, shape).astype(np.int8) for _ in range(2))
+    if kind == "smooth":
+        return tuple(np.clip(np.cumsum(rng.integers(-3, 4, shape), 0), -128, 127).astype(np.int8)
+                     for _ in range(2))
+    if kind == "equal":
+        return tuple(np.full(shape, int(rng.integers(-128, 128)), np.int8) for _ in range(2))
+    if kind == "alternating":
+        parity = (grid.coords().sum(axis=1) % 2).astype(bool)[:, None]
+        out = []
+        for _ in range(2):
+            v = rng.integers(0, 128, shape).astype(np.int8)
+            out.append(np.where(parity, v, ~v).astype(np.int8))
+        return tuple(out)
+    raise ValueError(kind)
+
+
+async def verify_run(host: KaleidoEngineHost, q, k, grid, groups, *, variant: str,
+                     full_bits: int = 5, half_bits: int = 3, stall: float = 0.0,
+                     label: str = "") -> dict:
+    """One run: S and every counter against the golden models."""
+    want = model_counters(CFG, q, k, grid, groups, variant, full_bits, half_bits)
+    result = await host.run(q, k, grid, groups, variant=variant, full_bits=full_bits,
+                            half_bits=half_bits, max_cycles=want["cycles"] + 1000)
+    assert result["error"] == 0, f"{label}: rejected: {error_names(result['error'])}"
+    got_s = await host.read_scores(grid.n, stall=stall, rng=random.Random(label))
+    if variant == "dense":
+        want_s = q.astype(np.int64) @ k.astype(np.int64).T
+    else:
+        want_s = attention_scores(q, k, grid, groups, full_bits, half_bits)
+    if not np.array_equal(got_s, want_s):
+        bad = np.argwhere(got_s != want_s)
+        i, j = bad[0]
+        raise AssertionError(f"{label}: S differs at {len(bad)} of {grid.n ** 2} entries; first "
+                             f"S[{i}][{j}] = {got_s[i, j]}, expected {want_s[i, j]}")
+    diff = {key: (result["counters"][key], want[key]) for key in want
+            if result["counters"][key] != want[key]}
+    assert not diff, f"{label}: counters differ (rtl, model): {diff}"
+    return result["counters"]
+
+
+@cocotb.test()
+async def test_small_grids(dut):
+    """Grids 2x4x4 and 3x5x4 (odd: unpaired tokens), d = 16 in groups 4/6/6; random, smooth,
+    all-equal and alternating-sign data; pe and dense; S read out under back-pressure."""
+    await start_clock_and_reset(dut)
+    host = KaleidoEngineHost(dut, CFG)
+    for seed in range(seeds_requested()):
+        for grid, kind, variant in SMALL_RUNS:
+            q, k = operands(kind, grid, 16, rng_for(f"{grid}-{kind}", seed))
+            label = f"{grid} {kind} {variant} seed={seed}"
+            cnt = await verify_run(host, q, k, grid, SMALL_GROUPS, variant=variant,
+                                   stall=0.3 if kind == "smooth" else 0.0, label=label)
+            dut._log.info(f"{label}: {cnt['cycles']} cycles, {cnt['chunks']} chunks")
+
+
+@cocotb.test()
+async def test_directions_and_thresholds(dut):
+    """Other reuse directions, a channel map that interleaves the groups, an empty group, and
+    other full_bits/half_bits."""
+    await start_clock_and_reset(dut)
+    host = KaleidoEngineHost(dut, CFG)
+    grid = VideoGrid(3, 3, 2)
+    rng = rng_for("directions")
+    gmap = tuple(int(g) for g in rng.permutation([0] * 5 + [1] * 5 + [2] * 6))
+    cases = [
+        (ChannelGroups(gmap, (0, 2, 1)), 5, 3),
+        (ChannelGroups.from_sizes(0, 8, 8, directions=(1, 1, 0)), 6, 4),
+        (ChannelGroups.from_sizes(16, 0, 0, directions=(2, 2, 2)), 4, 3),
+    ]
+    for groups, full_bits, half_bits in cases:
+        q, k = operands("smooth", grid, groups.head_dim, rng)
+        await verify_run(host, q, k, grid, groups, variant="pe", full_bits=full_bits,
+                         half_bits=half_bits, label=f"{groups.directions} {full_bits}/{half_bits}")
+
+
+@cocotb.test(skip=SET == "quick" or CFG.engine_max_head_dim < 128
+             or CFG.engine_max_tokens < 64)
+async def test_hunyuanvideo_head(dut):
+    """A hunyuanvideo head (d = 128, groups 16/56/56: 9 chunks) on a 2x4x8 grid, synthetic
+    workload data, pe and dense; the cycles of both give the speedup (needs an engine with
+    engine_max_head_dim >= 128 and 64 tokens, e.g. rtl_out/kaleido_engine.v)."""
+    await start_clock_and_reset(dut)
+    host = KaleidoEngineHost(dut, CFG)
+    grid = VideoGrid(2, 4, 8)
+    groups = ChannelGroups.from_preset("hunyuanvideo")
+    seed = int(cocotb.RANDOM_SEED) % 1000
+    q, k, _ = make_qkv("hunyuanvideo", grid, seed=seed)
+    reuse = await verify_run(host, q, k, grid, groups, variant="pe", stall=0.2, label="hunyuan")
+    dense = await verify_run(host, q, k, grid, groups, variant="dense", label="hunyuan dense")
+    busy = sum(reuse[f"a{a}__busy_pe_cycles"] for a in range(CFG.engine_arrays))
+    util = busy / (CFG.engine_arrays * CFG.rows * CFG.cols * reuse["cycles"])
+    dut._log.info(f"hunyuanvideo 2x4x8 (make_qkv seed {seed}) on {CFG.engine_arrays} arrays: dense {dense['cycles']} / "
+                  f"pe {reuse['cycles']} cycles = {dense['cycles'] / reuse['cycles']:.3f}x; "
+                  f"PE utilization (pe) {util:.1%}")
+
+
+@cocotb.test()
+async def test_rejected_configurations(dut):
+    """Every error bit: the engine finishes at once with the bit set, and the next valid run
+    is unaffected. The Python check rejects the same jobs before simulation."""
+    await start_clock_and_reset(dut)
+    host = KaleidoEngineHost(dut, CFG)
+    grid, groups = VideoGrid(2, 4, 4), SMALL_GROUPS
+    good = engine_ports(CFG, grid, groups)
+    n_max = CFG.engine_max_tokens
+    bad = {
+        "grid": [{"cfg__t": 0}, {"cfg__t": 2, "cfg__h": 8, "cfg__w": n_max // 8}],
+        "head_dim": [{"cfg__head_dim": 0}],
+        "group_map": [{"cfg__group_map": good["cfg__group_map"] | 3 << 10}],
+        "bits": [{"cfg__full_bits": 3, "cfg__half_bits": 3}, {"cfg__half_bits": 2}],
+        "directions": [{"cfg__directions": 3 << 2}],
+        "dispatcher": [{"cfg__schedule": 1}, {"cfg__match": 1}],
+    }
+    for name, variants in bad.items():
+        bit = [n for n, _ in ERROR_BITS].index(name)
+        for change in variants:
+            host.configure({**good, **change})
+            result = await host.start(max_cycles=10)
+            assert result["busy"] == 0 and result["error"] == 1 << bit, (
+                f"{change}: error mask {result['error']:#x}, expected bit {bit} ({name})")
+    for variant in ("pe-sh", "pe-m", "full"):
+        try:
+            check_engine_run(CFG, grid, groups, variant=variant)
+        except ValueError as e:
+            assert "scheduler or matcher" in str(e)
+        else:
+            raise AssertionError(f"check_engine_run accepted variant {variant}")
+    rng = rng_for("after-errors")
+    q, k = operands("random", grid, 16, rng)
+    await ClockCycles(dut.clk, 3)
+    await verify_run(host, q, k, grid, groups, variant="pe", label="after errors")

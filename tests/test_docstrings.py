@@ -1,0 +1,148 @@
+"""Every public function, class, method and property of ``kaleido_hw`` and ``golden`` has a
+docstring (issue 7: every public Python function has help text).
+
+Public: defined in the module itself, name not starting with ``_``. Methods named
+``elaborate`` are Amaranth's elaboration protocol, explained by their class's docstring, and
+are not listed. The modules in EXCLUDED_MODULES were being written by others when this test was
+added; remove them from the set when they land. KNOWN_MISSING lists what was still missing in
+files whose owners were busy elsewhere: it may only shrink (a stale entry gives a warning).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import pkgutil
+import warnings
+
+import golden
+import kaleido_hw
+
+EXCLUDED_MODULES = {
+    "kaleido_hw.__main__",            # runs the CLI on import
+    "golden.engine", "golden.linear_engine",
+    "kaleido_hw.kaleido_engine", "kaleido_hw.order_unit", "kaleido_hw.slot_unit",
+    "kaleido_hw.merged_cell", "kaleido_hw.linear_report", "kaleido_hw.engine_report",
+}
+EXCLUDED_PREFIXES = ("kaleido_hw.engine_",)
+PROTOCOL_METHODS = {"elaborate"}
+
+#: Still without a docstring, in files outside the docs helper's edit rights (to be filled in
+#: by their owners; delete the entry when its docstring lands).
+KNOWN_MISSING = {
+    "kaleido_hw.pe_layouts.BaselineRowSignature", "kaleido_hw.pe_layouts.BaselineColSignature",
+    "kaleido_hw.report.Settings.make", "kaleido_hw.report.Settings.as_dict",
+    "kaleido_hw.report.Progress.advance", "kaleido_hw.report.Progress.close",
+    "kaleido_hw.report.Pool.map", "kaleido_hw.report.Pool.close",
+    "kaleido_hw.report.report_reuse_vs_skip", "kaleido_hw.report.report_thresholds",
+    "kaleido_hw.report.report_patterns", "kaleido_hw.report.report_motion",
+    "kaleido_hw.report.report_array_size", "kaleido_hw.report.report_area",
+    "kaleido_hw.report.Report", "kaleido_hw.report.add_arguments", "kaleido_hw.report.run",
+    "kaleido_hw.tile_layouts.EngineGeometry.from_config",
+    "kaleido_hw.tile_layouts.EngineGeometry.tok_width",
+    "kaleido_hw.tile_layouts.EngineGeometry.size_width",
+    "kaleido_hw.tile_layouts.EngineGeometry.ch_width",
+    "kaleido_hw.tile_layouts.EngineGeometry.dim_width",
+    "kaleido_hw.tile_layouts.EngineGeometry.row_width",
+    "kaleido_hw.tile_layouts.EngineGeometry.kb_width",
+    "kaleido_hw.tile_layouts.EngineGeometry.kb",
+    "kaleido_hw.tile_layouts.EngineGeometry.cb_width",
+    "kaleido_hw.tile_layouts.EngineGeometry.bank_depth",
+    "kaleido_hw.tile_layouts.EngineGeometry.bank_addr_width",
+}
+
+
+def _excluded(module: str) -> bool:
+    return module in EXCLUDED_MODULES or module.startswith(EXCLUDED_PREFIXES)
+
+
+def _own_doc(obj) -> str:
+    """The docstring written for ``obj`` itself (not inherited, not dataclass-generated)."""
+    if inspect.isclass(obj):
+        doc = obj.__dict__.get("__doc__") or ""
+        if dataclasses.is_dataclass(obj) and doc.startswith(obj.__name__ + "("):
+            return ""   # the signature text dataclasses put there when there is no docstring
+        return doc.strip()
+    return (getattr(obj, "__doc__", None) or "").strip()
+
+
+def _members(cls):
+    """Public methods and properties defined in ``cls`` itself: (name, function)."""
+    for name, attr in vars(cls).items():
+        if name.startswith("_") or name in PROTOCOL_METHODS:
+            continue
+        if isinstance(attr, property):
+            yield name, attr
+        elif isinstance(attr, (staticmethod, classmethod)):
+            yield name, attr.__func__
+        elif inspect.isfunction(attr):
+            yield name, attr
+
+
+def undocumented(module) -> list[str]:
+    """Qualified names of the public callables of ``module`` that lack a docstring."""
+    name = module.__name__
+    missing = [] if (module.__doc__ or "").strip() else [name]
+    for attr, obj in vars(module).items():
+        if attr.startswith("_") or getattr(obj, "__module__", None) != name:
+            continue
+        if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+            continue
+        if not _own_doc(obj):
+            missing.append(f"{name}.{attr}")
+        if inspect.isclass(obj):
+            missing += [f"{name}.{attr}.{m}" for m, f in _members(obj) if not _own_doc(f)]
+    return missing
+
+
+def public_modules():
+    """Every module of the two packages, except the excluded ones."""
+    for pkg in (kaleido_hw, golden):
+        for info in pkgutil.iter_modules(pkg.__path__):
+            name = f"{pkg.__name__}.{info.name}"
+            if not _excluded(name):
+                yield importlib.import_module(name)
+
+
+def test_every_public_callable_has_a_docstring():
+    missing = sorted({m for mod in public_modules() for m in undocumented(mod)})
+    new = [m for m in missing if m not in KNOWN_MISSING]
+    assert not new, "public callables without a docstring:\n  " + "\n  ".join(new)
+    stale = sorted(KNOWN_MISSING - set(missing))
+    if stale:
+        warnings.warn("documented or gone now, delete from KNOWN_MISSING in "
+                      "tests/test_docstrings.py: " + ", ".join(stale))
+
+
+def test_the_scan_sees_a_missing_docstring():
+    """The scan can fail: undocumented functions, classes, methods and properties are found."""
+    import types
+
+    mod = types.ModuleType("fake_mod")
+    mod.__doc__ = "A module."
+
+    def f():
+        pass
+
+    @dataclasses.dataclass
+    class D:
+        x: int = 0
+
+        @property
+        def p(self):
+            return 1
+
+        def elaborate(self, platform):
+            return None
+
+    class Documented:
+        """Has one."""
+
+        def method(self):
+            """Also has one."""
+
+    for obj in (f, D, Documented):
+        obj.__module__ = "fake_mod"
+        setattr(mod, obj.__name__, obj)
+    assert undocumented(mod) == ["fake_mod.f", "fake_mod.D", "fake_mod.D.p"]

@@ -1,0 +1,221 @@
+"""Amaranth-simulator tests of the multi-array KaleidoEngine (``docs/engine.md``, section
+"RTL"): whole runs of small engines (P = 1, 2 and 3 arrays of 2 x 2 PEs) with S bit-exact
+against ``golden.attention_scores`` / ``q @ k.T`` and every counter (engine and per array)
+equal to ``golden.engine.engine_counters``; the unit arithmetic against ``golden.schedule.units``;
+the chunk count bound; configuration errors. The cocotb benches
+(``tests/test_kaleido_engine_sim.py``) run the generated Verilog."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.sim import Simulator
+
+from golden.engine import EngineParams, EngineTiming, chunks, engine_counters
+from golden.numerics import ChannelGroups, VideoGrid, attention_scores
+from golden.schedule import units
+from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.engine_layouts import KaleidoGeometry, engine_run_layout, max_chunks
+from kaleido_hw.engine_sequencer import unit_tokens
+from kaleido_hw.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
+                                       KaleidoEngine, check_engine_run, engine_ports,
+                                       operand_writes)
+
+
+def simulate(dut, bench):
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def model_counters(cfg, q, k, grid, groups, variant):
+    """``engine_counters`` as the RTL's counter names (``cycles``, ``chunks``, ``a<k>__<c>``)."""
+    c = engine_counters(q, k, grid, groups, EngineParams.from_config(cfg), variant)
+    out = {"cycles": int(c.cycles), "chunks": int(c.chunks)}
+    for a in range(cfg.engine_arrays):
+        vals = {"busy_pe_cycles": c.busy_pe_cycles[a], "merged": c.merged[a],
+                "bubbles": c.bubbles[a], "quads": c.quads[a], "idle": c.idle[a]}
+        for p in range(4):
+            vals[f"issued{p}"] = c.issued[a, p]
+            vals[f"skipped{p}"] = c.skipped[a, p]
+        out.update({f"a{a}__{name}": int(vals[name]) for name in ARRAY_COUNTERS})
+    return out
+
+
+def run_engine(cfg, q, k, grid, groups, variant="pe", stall_every=0, ports=None):
+    dut = KaleidoEngine(cfg)
+    ports = ports or engine_ports(cfg, grid, groups, variant=variant)
+    out = {}
+
+    async def bench(ctx):
+        for sel, x in ((0, q), (1, k)):
+            for tok, lane, value, strobe in operand_writes(x):
+                ctx.set(dut.wr.en, 1)
+                ctx.set(dut.wr.sel, sel)
+                ctx.set(dut.wr.token, tok)
+                ctx.set(dut.wr.lane, lane)
+                ctx.set(dut.wr.data, value)
+                ctx.set(dut.wr.strobe, strobe)
+                await ctx.tick()
+        ctx.set(dut.wr.en, 0)
+        for name, value in ports.items():
+            ctx.set(getattr(dut.cfg, name.split("__")[1]), value)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        await ctx.tick().until(dut.done)
+        out["error"] = ctx.get(dut.error)
+        if out["error"]:
+            return
+        cnt = {name: ctx.get(getattr(dut.cnt, name)) for name in ENGINE_COUNTERS}
+        for a in range(cfg.engine_arrays):
+            arr = getattr(dut.cnt, f"a{a}")
+            cnt.update({f"a{a}__{name}": ctx.get(getattr(arr, name)) for name in ARRAY_COUNTERS})
+        out["counters"] = cnt
+        ctx.set(dut.read, 1)
+        await ctx.tick()
+        ctx.set(dut.read, 0)
+        s, cycle = [], 0
+        while len(s) < grid.n ** 2:
+            ready = not (stall_every and cycle % stall_every == 0)
+            ctx.set(dut.s.ready, ready)
+            await ctx.delay(1e-9)
+            if ready and ctx.get(dut.s.valid):
+                s.append(ctx.get(dut.s.payload))
+            await ctx.tick()
+            cycle += 1
+        ctx.set(dut.s.ready, 0)
+        for _ in range(4):
+            await ctx.tick()
+            assert not ctx.get(dut.s.valid), "S read-out gave more than N*N values"
+        out["S"] = np.array(s, np.int64).reshape(grid.n, grid.n)
+
+    simulate(dut, bench)
+    return out
+
+
+def smooth(grid, d, rng):
+    return tuple(np.clip(np.cumsum(rng.integers(-4, 5, (grid.n, d)), 0), -128, 127)
+                 .astype(np.int8) for _ in range(2))
+
+
+@pytest.mark.parametrize("arrays", [1, 3])
+def test_small_engine_runs(arrays):
+    """Whole runs of P arrays of 2 x 2 PEs (chunks of 4 channels: groups of 3/5/4 give
+    1 + 2 + 1 chunks; odd grid; smooth data), pe and dense: S bit-exact, every counter equal
+    to the cycle model, S read out under back-pressure. P = 3: 6 banks per plane, not a
+    power of two (bank and block of the read-out are a modulo and a division)."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=arrays, engine_max_tokens=16,
+                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4)
+    grid, groups = VideoGrid(2, 3, 2), ChannelGroups.from_sizes(3, 5, 4, directions=(2, 1, 0))
+    rng = np.random.default_rng(arrays)
+    q, k = smooth(grid, 12, rng)
+    for variant in ("pe", "dense"):
+        out = run_engine(cfg, q, k, grid, groups, variant, stall_every=3)
+        assert out["error"] == 0
+        want_s = (attention_scores(q, k, grid, groups) if variant == "pe"
+                  else q.astype(np.int64) @ k.astype(np.int64).T)
+        assert np.array_equal(out["S"], want_s), f"{variant}: S differs"
+        want = model_counters(cfg, q, k, grid, groups, variant)
+        assert out["counters"] == want, f"{variant}:\n rtl   {out['counters']}\n model {want}"
+
+
+def test_engine_with_idle_arrays_and_empty_group():
+    """P = 2 arrays with more arrays than column blocks in some chunks (the extra array
+    idles, counted), an empty group, and an interleaved channel map: S and counters."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
+                        engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4)
+    grid = VideoGrid(1, 2, 3)
+    groups = ChannelGroups((2, 0, 2, 0, 0, 2, 2, 2), (0, 1, 1))
+    rng = np.random.default_rng(7)
+    q, k = smooth(grid, 8, rng)
+    out = run_engine(cfg, q, k, grid, groups, "pe")
+    assert np.array_equal(out["S"], attention_scores(q, k, grid, groups))
+    want = model_counters(cfg, q, k, grid, groups, "pe")
+    assert out["counters"] == want
+    assert want["a1__quads"] < want["a0__quads"]
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 4), (2, 3, 2), (1, 1, 7), (5, 1, 1)])
+def test_unit_tokens_match_golden_units(shape):
+    """The sequencer's index-to-token arithmetic (division in the halved grid) gives, for
+    every unit of every direction, the anchor and follower of ``golden.schedule.units``, and
+    marks indices past the last unit invalid."""
+    cfg = KaleidoConfig(engine_max_tokens=64, engine_max_head_dim=8)
+    geo = KaleidoGeometry.from_config(cfg)
+    grid = VideoGrid(*shape)
+    m = Module()
+    run = Signal(engine_run_layout(geo))
+    group = Signal(2)
+    unit = Signal(geo.unit_width)
+    outs = unit_tokens(m, geo, run, group, unit, "u")
+
+    async def bench(ctx):
+        t, h, w = shape
+        ctx.set(run.t, t)
+        ctx.set(run.h, h)
+        ctx.set(run.w, w)
+        ctx.set(run.hw, h * w)
+        for g in range(3):
+            ctx.set(run.dirs[g], g)
+            dims = [t, h, w]
+            dims[g] = -(-dims[g] // 2)
+            ctx.set(run.w2[g], dims[2])
+            ctx.set(run.hw2[g], dims[1] * dims[2])
+            ctx.set(run.units[g], dims[0] * dims[1] * dims[2])
+        for g in range(3):
+            anchors, followers = units(grid, g)
+            ctx.set(group, g)
+            for u in range(anchors.size + 2):
+                ctx.set(unit, u)
+                anchor, follower, hasf, valid = (ctx.get(x) for x in outs)
+                if u >= anchors.size:
+                    assert not valid and not hasf
+                    continue
+                assert valid and anchor == anchors[u], (g, u)
+                assert hasf == (followers[u] >= 0), (g, u)
+                if hasf:
+                    assert follower == followers[u], (g, u)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_chunk_bound_and_geometry():
+    """The buffer has a plane for the most chunks any head can have, and the bank address
+    fields of docs/engine.md."""
+    assert max_chunks(16, 16) == 3 and max_chunks(128, 16) == 10 and max_chunks(8, 4) == 4
+    for sizes in [(16, 56, 56), (1, 1, 126), (17, 17, 94)]:
+        assert len(chunks(ChannelGroups.from_sizes(*sizes), 16)) <= max_chunks(128, 16)
+    geo = KaleidoGeometry.from_config(KaleidoConfig())
+    assert geo.banks == 16 and geo.planes == 10
+    assert 1 << geo.kb_width == 8                 # KB = 2^ceil(log2(2 * ceil(64 / 16)))
+    assert geo.bank_depth == 64 * 8
+
+
+def test_rejected_starts_and_python_check():
+    """Error bits of a few bad configurations (the dispatcher bit included), and the Python
+    check before simulation."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
+                        engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4)
+    grid, groups = VideoGrid(1, 2, 2), ChannelGroups.from_sizes(2, 3, 3)
+    q = k = np.zeros((grid.n, 8), np.int8)
+    good = engine_ports(cfg, grid, groups)
+    names = [n for n, _ in ERROR_BITS]
+    for change, name in [({"cfg__t": 0}, "grid"), ({"cfg__head_dim": 9}, "head_dim"),
+                         ({"cfg__half_bits": 5}, "bits"), ({"cfg__schedule": 1}, "dispatcher"),
+                         ({"cfg__match": 1}, "dispatcher")]:
+        out = run_engine(cfg, q, k, grid, groups, ports={**good, **change})
+        assert out["error"] == 1 << names.index(name), change
+    dense_sched = run_engine(cfg, q, k, grid, groups, ports={**good, "cfg__reuse": 0,
+                                                             "cfg__schedule": 1})
+    assert dense_sched["error"] == 0        # dense ignores the dispatcher bits
+    with pytest.raises(ValueError, match="engine_max_tokens"):
+        check_engine_run(cfg, VideoGrid(1, 1, 17), groups)
+    with pytest.raises(ValueError, match="scheduler or matcher"):
+        check_engine_run(cfg, grid, groups, variant="full")
+    with pytest.raises(ValueError, match="variant must be one of"):
+        check_engine_run(cfg, grid, groups, variant="fast")
