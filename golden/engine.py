@@ -127,13 +127,15 @@ class EngineTiming:
     - ``pre_base``: the scheduler pre-pass of a chunk of U units takes
       ``(ceil(U/E) + 2) * E + pre_base`` cycles: one unit per cycle in (padded to whole
       batches), then the last batch's E reads and E outputs, plus ``pre_base`` cycles of
-      pipeline (the scheduler's fixed ``+4`` less one, and the order-memory write).
+      pipeline (set from the RTL: two cycles from the chunk's pre-pass start to its first
+      unit in the OrderUnit, whose order is complete ``N + 2E + 3`` cycles later, and one
+      cycle to register the chunk's ``go``).
     - ``barrier``: cycles from the end of a chunk (every array issued its last step) to the
       start of the next one.
     """
     load_base: int = 2
     tail_base: int = 1
-    pre_base: int = 4
+    pre_base: int = 6
     barrier: int = 2
 
     @staticmethod

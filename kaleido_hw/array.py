@@ -57,15 +57,21 @@ class _ArrayBase(wiring.Component):
 
     CELL = None
 
-    def __init__(self, config: KaleidoConfig, tag_width: int = 8):
+    def __init__(self, config: KaleidoConfig, tag_width: int = 8, cell=None,
+                 row_layout=None, col_layout=None):
         geo = EngineGeometry.from_config(config, require_pow2=False)
         self.config = config
+        # The cell class and its step layouts (the multi-array engine's MergedCell has wider
+        # ones whose leading fields are the TileCell's).
+        self.cell = cell or self.CELL
+        self.row_layout = row_layout or step_row_layout()
+        self.col_layout = col_layout or step_col_layout()
         self.rows, self.cols = R, C = geo.rows, geo.cols
         self.acc_width = config.acc_width
         self.tag_width = tag_width
         super().__init__({
-            "row": In(data.ArrayLayout(step_row_layout(), R)),
-            "col": In(data.ArrayLayout(step_col_layout(), C)),
+            "row": In(data.ArrayLayout(self.row_layout, R)),
+            "col": In(data.ArrayLayout(self.col_layout, C)),
             "tag": In(tag_width),
             "drain": Out(data.ArrayLayout(drain_port_layout(config.acc_width, R, tag_width), C)),
             "busy_count": Out(bits_for(R * C)),
@@ -74,7 +80,7 @@ class _ArrayBase(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         R, C = self.rows, self.cols
-        cells = [[self.CELL(self.config) for _ in range(C)] for _ in range(R)]
+        cells = [[self.cell(self.config) for _ in range(C)] for _ in range(R)]
         for i in range(R):
             for j in range(C):
                 m.submodules[f"pe_{i}_{j}"] = cells[i][j]
@@ -83,14 +89,14 @@ class _ArrayBase(wiring.Component):
         for i in range(R):
             src = self.row[i]
             for s in range(i):
-                reg = Signal(step_row_layout(), name=f"row_skew_{i}_{s}")
+                reg = Signal(self.row_layout, name=f"row_skew_{i}_{s}")
                 m.d.sync += reg.eq(src)
                 src = reg
             m.d.comb += cells[i][0].row.eq(src)
         for j in range(C):
             src = self.col[j]
             for s in range(j):
-                reg = Signal(step_col_layout(), name=f"col_skew_{j}_{s}")
+                reg = Signal(self.col_layout, name=f"col_skew_{j}_{s}")
                 m.d.sync += reg.eq(src)
                 src = reg
             m.d.comb += cells[0][j].col.eq(src)
@@ -148,6 +154,10 @@ class PEArray(_ArrayBase):
     tag_width : int
         Width of the tag that a first step carries to the drain read-out (the engine passes
         its accumulation-buffer address information; 8 for the standalone top).
+    cell, row_layout, col_layout : optional
+        The cell class and its row / column step layouts (default TileCell with
+        ``step_row_layout`` / ``step_col_layout``; the KaleidoEngine's matcher passes
+        :class:`~kaleido_hw.merged_cell.MergedCell` with its merged layouts).
 
     Ports: ``row`` (R step rows), ``col`` (C step columns), ``tag``; ``drain`` (C read-out
     records); ``busy_count``. See the module docstring for the timing.

@@ -14,7 +14,8 @@ no arbitration, no read-modify-write, no clearing.
 
 Read-out: S streams row-major (Q token i, then K token k) on ``s``. For each group the unit
 of k along the group's direction is kept by counters as k advances (as in the TileEngine's
-buffer); without a scheduler the position of a unit is the unit itself. Every plane reads the
+buffer); without a scheduler the position of a unit is the unit itself, with it the plane's
+inverse order gives it (one read per plane, one pipeline stage). Every plane reads the
 address of its chunk's group in all its banks; the registered bank selects pick the words,
 and the sum over the planes written in this run is ``s.payload``.
 """
@@ -29,6 +30,7 @@ from .acc_buffer import S_WIDTH
 from .config import KaleidoConfig
 from .engine_layouts import (KaleidoGeometry, engine_run_layout, engine_tag_layout,
                              plane_info_layout)
+from .order_unit import OrderReadSignature
 from .tile_layouts import bits_for, drain_port_layout
 
 
@@ -65,7 +67,11 @@ class EngineBuffer(wiring.Component):
     Ports: ``wr`` (per array, its C drain records; tag = :func:`engine_tag_layout`);
     ``cfg`` (the run: grid, directions); ``planes`` (per plane: written in this run, group
     of its chunk); ``read`` (pulse: start the read-out); ``s`` (signed 32-bit S, row-major);
-    ``reading``.
+    ``reading``. With the scheduler built (``engine_dispatcher`` "scheduler" or "full"):
+    ``inv[k]`` reads plane k's inverse K order (bank k of the K OrderUnit's inverse memory:
+    the position of a unit in chunk k's column order), used when ``cfg.schedule``.
+    Read-out pipeline: counters -> inverse read -> bank read -> ``s``, every stage
+    advancing when ``s`` is not stalled.
     """
 
     def __init__(self, config: KaleidoConfig):
@@ -74,7 +80,12 @@ class EngineBuffer(wiring.Component):
         t = geo.tile
         tag_width = engine_tag_layout(geo).size
         port = drain_port_layout(t.acc_width, t.rows, tag_width)
+        self.scheduler = config.engine_dispatcher in ("scheduler", "full")
+        ow = bits_for(t.max_tokens - 1)
+        extra = ({"inv": Out(OrderReadSignature(bits_for(geo.planes - 1), ow, ow)).array(
+            geo.planes)} if self.scheduler else {})
         super().__init__({
+            **extra,
             "wr": In(data.ArrayLayout(data.ArrayLayout(port, t.cols), geo.arrays)),
             "cfg": In(engine_run_layout(geo)),
             "planes": In(data.ArrayLayout(plane_info_layout(), geo.planes)),
@@ -119,47 +130,64 @@ class EngineBuffer(wiring.Component):
         uy_row = Signal(sw)
         active = Signal()
         out_valid = Signal()
+        valid1 = Signal()                     # stage 1 holds a word's position
         advance = Signal()
         m.d.comb += [advance.eq(~out_valid | self.s.ready), self.s.valid.eq(out_valid),
-                     self.reading.eq(active | out_valid)]
+                     self.reading.eq(active | valid1 | out_valid)]
 
         row_end = x + 1 == cfg.w
         frame_end = row_end & (y + 1 == cfg.h)
         all_end = frame_end & (tt + 1 == cfg.t)
         coords = [tt, y, x]
 
-        # Per group: the address and bank of k's word (position = unit, no scheduler).
+        # Stage 0 (counters): per group, the unit of k and the follower bit; each plane asks
+        # its inverse order for the unit's position. Stage 1: position -> bank and address.
         bw = bits_for(PC - 1)
-        g_addr, g_bank = [], []
-        for g in range(3):
-            d = cfg.dirs[g]
-            unit = Signal(sw, name=f"rd_unit{g}")
-            m.d.comb += unit.eq(_by_axis(d, u))
-            f = _by_axis(d, [c[0] for c in coords])
-            addr = Signal(geo.tile.tok_width + geo.kb_width, name=f"rd_addr{g}")
-            bank = Signal(bw, name=f"rd_bank{g}")
-            block = Signal(sw, name=f"rd_block{g}")
-            m.d.comb += [block.eq(unit // Const(PC)), bank.eq(unit % Const(PC)),
-                         addr.eq(Cat(f, block[:kcb], i[:t.tok_width]))]
-            g_addr.append(addr)
-            g_bank.append(bank)
+        unit1 = [Signal(sw, name=f"rd_unit{g}") for g in range(3)]
+        f1 = [Signal(name=f"rd_f{g}") for g in range(3)]
+        i1 = Signal(sw)
+        with m.If(advance):
+            m.d.sync += [valid1.eq(active), i1.eq(i)]
+            for g in range(3):
+                d = cfg.dirs[g]
+                m.d.sync += [unit1[g].eq(_by_axis(d, u)),
+                             f1[g].eq(_by_axis(d, [c[0] for c in coords]))]
 
         total = 0
         for k in range(NP):
             info = self.planes[k]
+            pos = Signal(sw, name=f"rd_pos{k}")
+            if self.scheduler:
+                inv = self.inv[k]
+                m.d.comb += [inv.bank.eq(k), inv.addr.eq(_by_axis(info.group, [
+                    _by_axis(cfg.dirs[g], u) for g in range(3)]))]
+                # The read port has no enable: keep the position read in the last advance.
+                held = Signal(len(inv.data), name=f"rd_inv{k}")
+                fresh = Signal(name=f"rd_inv_fresh{k}")
+                m.d.sync += fresh.eq(advance)
+                with m.If(fresh):
+                    m.d.sync += held.eq(inv.data)
+                ipos = Mux(fresh, inv.data, held)
+                m.d.comb += pos.eq(Mux(cfg.schedule, ipos, _by_axis(info.group, unit1)))
+            else:
+                m.d.comb += pos.eq(_by_axis(info.group, unit1))
+            block = Signal(sw, name=f"rd_block{k}")
+            bank = Signal(bw, name=f"rd_bank{k}")
+            m.d.comb += [block.eq(pos // Const(PC)), bank.eq(pos % Const(PC))]
+            addr = Cat(_by_axis(info.group, f1), block[:kcb], i1[:t.tok_width])
             sel = Signal(bw, name=f"bank_sel{k}")
             on = Signal(name=f"plane_on{k}")
             ports = [banks[k][b].read_port(domain="sync", transparent_for=()) for b in range(PC)]
             for p in ports:
-                m.d.comb += [p.addr.eq(_by_axis(info.group, g_addr)), p.en.eq(advance)]
+                m.d.comb += [p.addr.eq(addr), p.en.eq(advance)]
             with m.If(advance):
-                m.d.sync += [sel.eq(_by_axis(info.group, g_bank)), on.eq(info.on)]
+                m.d.sync += [sel.eq(bank), on.eq(info.on)]
             word = pick((p.data for p in ports), sel)
             total = total + Mux(on, word, 0)
         m.d.comb += self.s.payload.eq(total)
 
         with m.If(advance):
-            m.d.sync += out_valid.eq(active)
+            m.d.sync += out_valid.eq(valid1)
             with m.If(active):
                 with m.If(all_end):
                     m.d.sync += [tt.eq(0), y.eq(0), x.eq(0), ut_frame.eq(0), uy_row.eq(0),
@@ -185,7 +213,7 @@ class EngineBuffer(wiring.Component):
                     m.d.sync += [x.eq(x + 1), u[AXIS_X].eq(u[AXIS_X] + x[0]),
                                  u[AXIS_Y].eq(u[AXIS_Y] + 1), u[AXIS_T].eq(u[AXIS_T] + 1)]
 
-        with m.If(self.read & ~active & ~out_valid):
+        with m.If(self.read & ~active & ~valid1 & ~out_valid):
             m.d.sync += [active.eq(1), i.eq(0), tt.eq(0), y.eq(0), x.eq(0), ut_frame.eq(0),
                          uy_row.eq(0)] + [v.eq(0) for v in u]
         return m

@@ -111,6 +111,8 @@ def engine_run_layout(geo: KaleidoGeometry) -> data.StructLayout:
         "full_mask": unsigned(8),
         "half_mask": unsigned(8),
         "reuse": unsigned(1),
+        "schedule": unsigned(1),
+        "match": unsigned(1),
     })
 
 

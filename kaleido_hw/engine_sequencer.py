@@ -2,7 +2,7 @@
 work" and section "RTL").
 
 :class:`ArraySequencer` is the TileSequencer's loader / double-buffered slot / stepper
-(``docs/tiling.md``, "Sequencer") with three changes:
+(``docs/tiling.md``, "Sequencer") with these changes:
 
 * it runs **chunk by chunk**: the engine's controller hands it a chunk (group, channel
   bitmap of at most W channels, plane) with a ``go`` pulse; the stepper issues only the
@@ -13,8 +13,11 @@ work" and section "RTL").
 * units are addressed by **index** (row unit ``rb*R + s``, column unit ``cb*C + s``): a
   unit's anchor token comes from its index by a division in the grid whose length on the
   group's direction is halved (``u // (h2*w2)``, ``u mod (h2*w2)``, ``// w2``, ``mod w2``),
-  so an array can start anywhere (column block ``a``) without walking there; the same path
-  takes a scheduler's order (a permutation of unit indices) later.
+  so an array can start anywhere (column block ``a``) without walking there; with the
+  scheduler the index is first looked up in the chunk's order (a permutation of unit
+  indices), one cycle ahead of the memory read;
+* with the matcher, pass 3 replays the column block's MergeMatcher slots (an embedded
+  SlotUnit) instead of walking the channel bitmap.
 """
 
 from __future__ import annotations
@@ -26,8 +29,12 @@ from amaranth.lib.wiring import In, Out
 from .bitops import lowest_set, popcount
 from .code_unit import CodeUnit, work_bitmap
 from .config import KaleidoConfig
+from .dispatch_layouts import Sel
 from .engine_layouts import KaleidoGeometry, chunk_layout, engine_run_layout, engine_tag_layout
-from .sequencer import counters_layout
+from .merged_cell import merged_col_layout, merged_row_layout
+from .order_unit import OrderReadSignature
+from .sequencer import COUNTER_WIDTH, counters_layout
+from .slot_unit import SlotUnit
 from .tile_layouts import bits_for, step_col_layout, step_row_layout
 
 
@@ -93,11 +100,14 @@ class _Slot:
         self.chasf = S(C, "chasf")
         self.plane = S(geo.plane_width, "plane")
         self.cbp = S(geo.cbp_width, "cbp")
+        self.first_rb = S(1, "first_rb")                        # row block 0 of its column block
+        self.last_rb = S(1, "last_rb")                          # last row block of it
 
     def fields(self):
         return [*self.qa, *self.qf, *self.qlo, *self.qhi, *self.ka, *self.kf, *self.klo,
                 *self.khi, *self.qs, *self.ks, *self.rtok_a, *self.rtok_f, self.rvalid,
-                self.rhasf, self.cvalid, self.chasf, self.plane, self.cbp]
+                self.rhasf, self.cvalid, self.chasf, self.plane, self.cbp, self.first_rb,
+                self.last_rb]
 
     def copy(self, other: "_Slot"):
         return [a.eq(b) for a, b in zip(self.fields(), other.fields())]
@@ -125,12 +135,25 @@ class ArraySequencer(wiring.Component):
     and ``finished`` (registered, one cycle, with that step).
     ``q_*``/``k_*``: synchronous read ports of this array's copy of the Q and K memories.
     ``row``, ``col``, ``tag`` (registered): the step for the PE array, as in the
-    TileSequencer (``tag`` = :func:`engine_tag_layout`). ``stepping`` (out): a step (issued
-    channel or bubble) leaves this cycle. ``counters``: valid after ``finished``.
+    TileSequencer (``tag`` = :func:`engine_tag_layout`); with the matcher built
+    (``engine_dispatcher`` "matcher" or "full") in the merged layouts of
+    :class:`~kaleido_hw.merged_cell.MergedCell`. ``merged`` (out): issued two-channel
+    slots. ``stepping`` (out): a step (issued channel or bubble) leaves this cycle. ``counters``: valid after ``finished``.
 
     Timing within a chunk is the TileSequencer's: quad 0's reads start with ``go``, a quad's
     steps follow its swap, a swap needs ``2*max(R, C) + 1`` cycles since the previous one; the
     array's last step is ``T = gap + sum_{n<m} max(s_n, gap) + s_m`` cycles after ``go``.
+
+    Matcher (built with ``engine_dispatcher`` "matcher"/"full", used when ``cfg.match``):
+    an embedded :class:`~kaleido_hw.slot_unit.SlotUnit`. One cycle after the last word of
+    a column block's first quad arrives, the block's pass-3 classes (the K followers' codes
+    at the chunk's channels 0..W-1, found by compacting ``chunk.mask``) are latched and
+    offered to it; from the cycle after a quad's swap, its request (the real rows'
+    HALF/NONE channels) is. Pass 3 of the quad then replays the slot items, one per step,
+    and lasts ``max(count, R)`` steps. The SlotUnit's latencies are hidden: a block is
+    matched within ``n + 3`` cycles of its first quad's last word, and pass 3 starts at least
+    ``max(n, R) + 2R + 1`` cycles after the swap (the order of the arguments is in the
+    class docstring of SlotUnit), so the timing is the one of the cycle model.
     """
 
     def __init__(self, config: KaleidoConfig, index: int = 0):
@@ -139,8 +162,16 @@ class ArraySequencer(wiring.Component):
         if not 0 <= index < geo.arrays:
             raise ValueError(f"index must be in 0..{geo.arrays - 1}, got {index}")
         self.index = index
+        self.matcher = config.engine_dispatcher in ("matcher", "full")
+        self.scheduler = config.engine_dispatcher in ("scheduler", "full")
+        ow = bits_for(geo.tile.max_tokens - 1)
+        orders = ({"q_ord": Out(OrderReadSignature(1, ow, ow)),
+                   "k_ord": Out(OrderReadSignature(1, ow, ow)),
+                   "next_bank": In(1)} if self.scheduler else {})
         t = geo.tile
         R, C, D = t.rows, t.cols, t.max_dim
+        row_layout = merged_row_layout() if self.matcher else step_row_layout()
+        col_layout = merged_col_layout() if self.matcher else step_col_layout()
         super().__init__({
             "start": In(1),
             "cfg": In(engine_run_layout(geo)),
@@ -149,12 +180,14 @@ class ArraySequencer(wiring.Component):
             "chunk_done": Out(1),
             "q_addr": Out(t.tok_width), "q_en": Out(1), "q_data": In(8 * D),
             "k_addr": Out(t.tok_width), "k_en": Out(1), "k_data": In(8 * D),
-            "row": Out(data.ArrayLayout(step_row_layout(), R)),
-            "col": Out(data.ArrayLayout(step_col_layout(), C)),
+            "row": Out(data.ArrayLayout(row_layout, R)),
+            "col": Out(data.ArrayLayout(col_layout, C)),
             "tag": Out(engine_tag_layout(geo)),
             "stepping": Out(1),
             "finished": Out(1),
             "counters": Out(counters_layout()),
+            "merged": Out(COUNTER_WIDTH),
+            **orders,
         })
 
     def elaborate(self, platform):
@@ -201,10 +234,17 @@ class ArraySequencer(wiring.Component):
         reading = rd_active | load_go
         unit = Mux(rd_active, rd_unit, 0)
         phase = Mux(rd_active, rd_phase, 0)
+        q_pos = Signal(uw)
+        k_pos = Signal(uw)
+        m.d.comb += [q_pos.eq(r0 + unit), k_pos.eq(c0 + unit)]
+        q_idx, k_idx = q_pos, k_pos
+        if self.scheduler:
+            q_idx, k_idx = self._order_lookup(m, reading, unit, phase, q_pos, k_pos, r0, c0,
+                                              units, pend_last, loader_done)
         q_anchor, q_follow, q_hasf, q_valid = unit_tokens(m, geo, cfg, chunk.group,
-                                                          r0 + unit, "q_unit")
+                                                          q_idx, "q_unit")
         k_anchor, k_follow, k_hasf, k_valid = unit_tokens(m, geo, cfg, chunk.group,
-                                                          c0 + unit, "k_unit")
+                                                          k_idx, "k_unit")
         m.d.comb += [
             self.q_addr.eq(Mux(phase, q_follow, q_anchor)),
             self.k_addr.eq(Mux(phase, k_follow, k_anchor)),
@@ -232,7 +272,8 @@ class ArraySequencer(wiring.Component):
                     with m.If(unit == j):
                         m.d.sync += [ld.cvalid[j].eq(k_valid), ld.chasf[j].eq(k_hasf)]
         with m.If(load_go):
-            m.d.sync += [ld.plane.eq(chunk.plane), ld.cbp.eq(cbp)]
+            m.d.sync += [ld.plane.eq(chunk.plane), ld.cbp.eq(cbp), ld.first_rb.eq(r0 == 0),
+                         ld.last_rb.eq(r0 + R >= units)]
             m.d.sync += [s.eq(0) for s in ld.qs + ld.ks]
 
         # Arriving words: anchors are kept for the follower's comparison.
@@ -287,13 +328,29 @@ class ArraySequencer(wiring.Component):
         work = Array([gmask] + [work_bitmap(p, cp.qs, cp.ks) & gmask for p in (1, 2, 3)])
         cur = Signal(D)
         m.d.comb += cur.eq(Mux(first, work[pass_idx], remaining))
-        chan, issue = lowest_set(m, cur, "chan")
-        count = Signal(bits_for(D))
-        m.d.comb += count.eq(popcount(cur))
+        chan, ch_issue = lowest_set(m, cur, "chan")
+        ch_count = Signal(bits_for(D))
+        m.d.comb += ch_count.eq(popcount(cur))
+        # Pass 3 with the matcher: the SlotUnit's items replace the channel bitmap.
+        slot_pass = Signal()
+        issue = Signal()
+        count = Signal(bits_for(D))         # steps that carry work in this pass
+        carried = Signal(bits_for(D))       # channels they carry (skipped = size - carried)
+        step = Signal()
+        slot_item = None
+        if self.matcher:
+            slot_item = self._matcher(m, ld, cp, slot_pass, step, swap, pend_last)
+            m.d.comb += [
+                slot_pass.eq(cfg.match & (pass_idx == 3)),
+                issue.eq(Mux(slot_pass, slot_item.valid & ~slot_item.payload.empty, ch_issue)),
+                count.eq(Mux(slot_pass, slot_item.payload.count, ch_count)),
+                carried.eq(Mux(slot_pass, slot_item.payload.carried, ch_count)),
+            ]
+        else:
+            m.d.comb += [issue.eq(ch_issue), count.eq(ch_count), carried.eq(ch_count)]
         steps_now = Signal(bits_for(max(D, R)))
         m.d.comb += steps_now.eq(Mux(first, Mux(count > R, count, R), left))
         last_step = steps_now == 1
-        step = Signal()
         final = Signal()
         done_now = Signal()
         m.d.comb += [
@@ -338,7 +395,10 @@ class ArraySequencer(wiring.Component):
 
         # -- outputs (registered) -------------------------------------------------------------
         m.d.sync += [self.row.eq(0), self.finished.eq(0)]
-        with m.If(step):
+        with m.If(step & slot_pass):
+            if self.matcher:
+                self._slot_step(m, cp, slot_item, first, issue)
+        with m.Elif(step):
             for r in range(R):
                 value = Mux(pass_idx[1], cp.qf[r].word_select(chan, 8),
                             cp.qa[r].word_select(chan, 8))
@@ -356,6 +416,10 @@ class ArraySequencer(wiring.Component):
                              self.col[j].kc.eq(Cat(cp.klo[j].bit_select(chan, 1),
                                                    cp.khi[j].bit_select(chan, 1))),
                              self.col[j].valid.eq(cp.cvalid[j])]
+            if self.matcher:
+                m.d.sync += [self.row[r].slot.eq(0) for r in range(R)]
+                m.d.sync += [self.col[j].sel.eq(Sel.NONE) for j in range(C)]
+        with m.If(step):
             with m.If(first):
                 with m.Switch(pass_idx):
                     with m.Case(0):
@@ -383,8 +447,11 @@ class ArraySequencer(wiring.Component):
                 m.d.sync += cnt.issued[pass_idx].eq(cnt.issued[pass_idx] + 1)
             with m.Else():
                 m.d.sync += cnt.bubbles.eq(cnt.bubbles + 1)
+            if self.matcher:
+                with m.If(slot_pass & issue & slot_item.payload.merged):
+                    m.d.sync += self.merged.eq(self.merged + 1)
             with m.If(first):
-                m.d.sync += cnt.skipped[pass_idx].eq(cnt.skipped[pass_idx] + gsize - count)
+                m.d.sync += cnt.skipped[pass_idx].eq(cnt.skipped[pass_idx] + gsize - carried)
         with m.If(swap):
             m.d.sync += cnt.quads.eq(cnt.quads + 1)
 
@@ -392,5 +459,128 @@ class ArraySequencer(wiring.Component):
         with m.If(self.start):
             m.d.sync += [running.eq(1), loader_done.eq(1), slot_full.eq(0), cur_valid.eq(0),
                          rd_active.eq(0), t3_valid.eq(0), r0.eq(0), c0.eq(first_col),
-                         cbp.eq(0), cnt.eq(0)]
+                         cbp.eq(0), cnt.eq(0), self.merged.eq(0)]
         return m
+
+    def _order_lookup(self, m, reading, unit, phase, q_pos, k_pos, r0, c0, units, pend_last,
+                      loader_done):
+        """Scheduler: the unit at order position ``pos`` is read from the chunk's order bank
+        one cycle ahead of its memory reads (the position read next cycle is known: the same
+        unit after an anchor, the next one after a follower, else unit 0 of the next quad,
+        whose base is the one the loader moves to at ``pend_last``). Positions past the unit
+        count stay themselves (padding). Returns the unit indices for the Q and K reads."""
+        cfg, chunk = self.cfg, self.chunk
+        t = self.geo.tile
+        R, PC = t.rows, self.geo.banks
+        first_col = self.index * t.cols
+        nxt = Mux(reading, Mux(phase, unit + 1, unit), 0)
+        r_more = r0 + R < units
+        r_next = Mux(pend_last, Mux(r_more, r0 + R, 0), r0)
+        c_next = Mux(pend_last, Mux(r_more, c0, Mux(c0 + PC < units, c0 + PC, first_col)), c0)
+        # Between chunks the next lookup is for the next chunk (its bank: next_bank).
+        bank = Mux(loader_done & ~self.go, self.next_bank, chunk.plane[0])
+        m.d.comb += [
+            self.q_ord.bank.eq(bank), self.k_ord.bank.eq(bank),
+            self.q_ord.addr.eq(Mux(reading, r0 + nxt, r_next)),
+            self.k_ord.addr.eq(Mux(reading, c0 + nxt, c_next)),
+        ]
+        q_idx = Signal(len(q_pos), name="q_unit_idx")
+        k_idx = Signal(len(k_pos), name="k_unit_idx")
+        m.d.comb += [
+            q_idx.eq(Mux(cfg.schedule & (q_pos < units), self.q_ord.data, q_pos)),
+            k_idx.eq(Mux(cfg.schedule & (k_pos < units), self.k_ord.data, k_pos)),
+        ]
+        return q_idx, k_idx
+
+    def _matcher(self, m, ld, cp, slot_pass, step, swap, pend_last):
+        """The SlotUnit and its feeding: the chunk's channel list, a column block's classes
+        (latched one cycle after its first quad's last word), each quad's request (from
+        the cycle after its swap). Returns the SlotUnit's item stream."""
+        cfg, chunk, config = self.cfg, self.chunk, self.config
+        t = self.geo.tile
+        C, D = t.cols, t.max_dim
+        W = config.sched_pattern_width
+        m.submodules.slots = su = SlotUnit(config)
+
+        # Chunk channel j is the j-th lowest set bit of the chunk's mask (j < chunk.size).
+        self._chan = chan_of = []
+        rest = chunk.mask
+        for j in range(W):
+            idx, _ = lowest_set(m, rest, f"chunk_ch{j}")
+            chan_of.append(idx)
+            nxt = Signal(D, name=f"chunk_rest{j}")
+            m.d.comb += nxt.eq(rest & (rest - 1))
+            rest = nxt
+        in_chunk = [chunk.size > j for j in range(W)]
+
+        # Column block: pass-3 class of each column at each chunk channel (FULL/ABSENT 0,
+        # HALF 1, NONE 2; padding columns and channels past the chunk 0).
+        blk_load = Signal()
+        blk_pending = Signal()
+        blk = Signal(su.blk.payload.shape())
+        m.d.sync += blk_load.eq(pend_last & ld.first_rb & cfg.match)
+        with m.If(su.blk.valid & su.blk.ready):
+            m.d.sync += blk_pending.eq(0)
+        with m.If(blk_load):
+            m.d.sync += blk_pending.eq(1)
+            for c in range(C):
+                for j in range(W):
+                    code = _code_at(ld.klo[c], ld.khi[c], chan_of[j])
+                    m.d.sync += blk.codes[c][j].eq(
+                        Mux(ld.cvalid[c] & in_chunk[j], Cat(code == 1, code == 2), 0))
+        m.d.comb += [su.blk.valid.eq(blk_pending), su.blk.payload.eq(blk)]
+
+        # Quad request: channels where some real row has a HALF or NONE Q follower.
+        req = Signal()
+        with m.If(su.quad.valid & su.quad.ready):
+            m.d.sync += req.eq(0)
+        with m.If(swap & cfg.match):
+            m.d.sync += req.eq(1)
+        hn = Signal(D)
+        m.d.comb += [
+            hn.eq(cp.qs[1] | cp.qs[2]),
+            su.quad.valid.eq(req),
+            su.quad.payload.work.eq(Cat(*[hn.bit_select(chan_of[j], 1) & in_chunk[j]
+                                          for j in range(W)])),
+            su.quad.payload.last.eq(cp.last_rb),
+            su.o.ready.eq(step & slot_pass),
+        ]
+        return su.o
+
+    def _slot_step(self, m, cp, item, first, issue):
+        """Registered outputs of a pass-3 step replaying slot ``item`` (a bubble when
+        ``issue`` is 0): rows carry the Q followers at A and B with both codes, column j
+        ``sel[j]`` and the byte of A, of B, or the two low nibbles."""
+        t = self.geo.tile
+        R, C = t.rows, t.cols
+        p = item.payload
+        chans = Array(self._chan)
+        ca = Signal(len(self._chan[0]), name="slot_chan_a")
+        cb = Signal(len(self._chan[0]), name="slot_chan_b")
+        m.d.comb += [ca.eq(chans[p.a]), cb.eq(chans[p.b])]
+        for r in range(R):
+            row = self.row[r]
+            m.d.sync += [row.a.eq(cp.qf[r].word_select(ca, 8)),
+                         row.qc.eq(_code_at(cp.qlo[r], cp.qhi[r], ca)),
+                         row.a1.eq(cp.qf[r].word_select(cb, 8)),
+                         row.qc1.eq(_code_at(cp.qlo[r], cp.qhi[r], cb)),
+                         row.valid.eq(cp.rvalid[r]),
+                         row.mode.pass_idx.eq(3), row.mode.first.eq(first),
+                         row.mode.issue.eq(issue), row.slot.eq(1)]
+        for j in range(C):
+            col, sel = self.col[j], p.sel[j]
+            byte_a = cp.kf[j].word_select(ca, 8)
+            byte_b = cp.kf[j].word_select(cb, 8)
+            pair = (sel == Sel.NIB_B) | (sel == Sel.NIB_AB)
+            m.d.sync += [col.b.eq(Mux(sel == Sel.BYTE_B, byte_b,
+                                      Mux(pair, Cat(byte_a[:4], byte_b[:4]), byte_a))),
+                         col.kc.eq(_code_at(cp.klo[j], cp.khi[j], ca)),
+                         col.kc1.eq(_code_at(cp.klo[j], cp.khi[j], cb)),
+                         col.valid.eq(cp.cvalid[j]),
+                         col.sel.eq(Mux(issue, sel.as_value(), Sel.NONE.value))]
+
+
+def _code_at(lo, hi, idx):
+    """The 2-bit code (FULL 0, HALF 1, NONE 2, ABSENT 3) at channel ``idx`` of a unit whose
+    code bits are the bitmaps ``lo`` (bit 0) and ``hi`` (bit 1)."""
+    return Cat(lo.bit_select(idx, 1), hi.bit_select(idx, 1))

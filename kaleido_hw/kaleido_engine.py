@@ -15,8 +15,11 @@ pulse ``start``; the configuration is checked and latched in that cycle. If it c
 signed 32 bits) on ``s``.
 
 Variants (``cfg.reuse``, ``cfg.schedule``, ``cfg.match``): dense (reuse 0) and pe (1, 0, 0)
-run on this hardware. The scheduler and the matcher are not built into this version: a
-``start`` with reuse and ``schedule`` or ``match`` is rejected (error bit ``dispatcher``).
+run on every build; the scheduler (two :class:`~kaleido_hw.order_unit.OrderUnit`, a
+per-chunk pre-pass, order lookups in the loaders, inverse orders in the read-out) and the
+matcher (a :class:`~kaleido_hw.slot_unit.SlotUnit` per array, MergedCell arrays) are built
+per ``engine_dispatcher``; a ``start`` with reuse asking for a block that was not built is
+rejected (error bit ``dispatcher``).
 """
 
 from __future__ import annotations
@@ -27,12 +30,15 @@ from amaranth.lib.wiring import In, Out
 
 from .acc_buffer import S_WIDTH
 from .array import PEArray
-from .bitops import popcount
+from .bitops import lowest_set, popcount
+from .code_unit import CodeUnit
 from .config import KaleidoConfig
 from .engine_buffer import EngineBuffer
 from .engine_layouts import (KaleidoGeometry, chunk_layout, engine_run_layout,
                              engine_tag_layout, plane_info_layout)
-from .engine_sequencer import ArraySequencer
+from .engine_sequencer import ArraySequencer, unit_tokens
+from .merged_cell import MergedCell, merged_col_layout, merged_row_layout
+from .order_unit import OrderUnit
 from .sequencer import COUNTER_WIDTH
 from .tile_engine import WRITE_BYTES, check_run, operand_writes
 
@@ -55,8 +61,20 @@ ERROR_BITS = (
 #: Run-time variants: name -> (reuse, schedule, match) (``docs/engine.md``, "Variants").
 VARIANTS = {"dense": (0, 0, 0), "pe": (1, 0, 0), "pe-sh": (1, 1, 0), "pe-m": (1, 0, 1),
             "full": (1, 1, 1)}
-#: Variants this RTL runs (the dispatcher blocks are not integrated yet).
-BUILT_VARIANTS = ("dense", "pe")
+
+
+def built_variants(config: KaleidoConfig) -> tuple:
+    """Variants the KaleidoEngine built from ``config`` runs: dense and pe always; pe-m
+    with the matcher (``engine_dispatcher`` "matcher" or "full"), pe-sh with the scheduler
+    ("scheduler" or "full"), full with both."""
+    out = ("dense", "pe")
+    if config.engine_dispatcher in ("scheduler", "full"):
+        out += ("pe-sh",)
+    if config.engine_dispatcher in ("matcher", "full"):
+        out += ("pe-m",)
+    if config.engine_dispatcher == "full":
+        out += ("full",)
+    return out
 
 #: Engine counters (``cnt__<name>``).
 ENGINE_COUNTERS = ("cycles", "chunks")
@@ -74,7 +92,7 @@ _ARRAY_COUNTER_DOCS = {
     "skipped1": "channel steps of array {a} skipped in pass 1 (no PE had work in the channel)",
     "skipped2": "channel steps of array {a} skipped in pass 2",
     "skipped3": "channel steps of array {a} skipped in pass 3",
-    "merged": "issued slots of array {a} with two channels (0: no matcher in this engine)",
+    "merged": "issued pass-3 slots of array {a} with two channels (0 without the matcher)",
     "bubbles": "bubble steps of array {a} (a pass lasts at least rows steps)",
     "quads": "tile quads computed by array {a}",
     "idle": "cycles of the run in which array {a} issued no step (loads, barrier, final drain)",
@@ -133,10 +151,10 @@ def _port_docs() -> dict:
         "cfg__full_bits": "FULL threshold: the top 1+full_bits bits agree (4..7)",
         "cfg__half_bits": "HALF threshold: the top 1+half_bits bits agree (3..6, < full_bits)",
         "cfg__reuse": "1: channel-wise reuse; 0: dense, exact Q @ K^T (the baseline)",
-        "cfg__schedule": ("1: cluster units with the scheduler (not built in this version: "
-                          "rejected with reuse)"),
-        "cfg__match": ("1: merge pass-3 channels with the matcher (not built in this version: "
-                       "rejected with reuse)"),
+        "cfg__schedule": ("1: cluster units with the scheduler (with reuse; rejected if "
+                          "engine_dispatcher built no scheduler)"),
+        "cfg__match": ("1: merge pass-3 channels with the matcher (with reuse; rejected if "
+                       "engine_dispatcher built no matcher)"),
         "start": "pulse (when not busy and not reading): check and latch cfg, start a run",
         "read": "pulse (after a successful run): stream S on s, row-major",
         "busy": "a run is in progress",
@@ -163,13 +181,16 @@ class KaleidoEngine(wiring.Component):
     ----------
     config : KaleidoConfig
         ``rows``/``cols`` (R, C), ``engine_arrays`` (P), ``sched_pattern_width`` (W, the
-        chunk width), ``acc_width``, ``engine_max_tokens``, ``engine_max_head_dim``.
+        chunk width), ``acc_width``, ``engine_max_tokens``, ``engine_max_head_dim``,
+        ``engine_dispatcher`` (which dispatcher blocks are built), ``sched_entries``,
+        ``sched_clusters``, ``sched_lfsr_seed``, ``matcher_lookahead``.
 
     The chunk controller keeps the channels of the current group not yet handed out; the
     next chunk is the lowest W of them (``x & (x - 1)`` applied W times), else the first
     channels of the next non-empty group. It hands a chunk to every array with ``go`` and
-    waits until every array reports ``chunk_done`` (the barrier, ``docs/engine.md``); the
-    next ``go`` follows two cycles after the slowest array's last step.
+    waits until every array reports ``chunk_done`` (the barrier, ``docs/engine.md``) and,
+    with the scheduler, until both orders of the next chunk are complete; the next ``go``
+    follows two cycles after the slowest array's last step, or one after the orders.
     """
 
     PORT_DOCS = _port_docs()
@@ -196,6 +217,8 @@ class KaleidoEngine(wiring.Component):
         D, N, P = t.max_dim, t.max_tokens, geo.arrays
         R, C = t.rows, t.cols
         W = geo.chunk_width
+        matcher = self.config.engine_dispatcher in ("matcher", "full")
+        scheduler = self.config.engine_dispatcher in ("scheduler", "full")
 
         # -- configuration check -------------------------------------------------------------
         hw = Signal(2 * t.size_width)
@@ -220,7 +243,8 @@ class KaleidoEngine(wiring.Component):
             (cfg.half_bits < 3) | (cfg.full_bits < 4) | (cfg.half_bits >= cfg.full_bits),
             Cat(*(d == 3 for d in dirs)).any(),
             Cat(*(gs > big for gs in gsize)).any(),
-            cfg.reuse & (cfg.schedule | cfg.match),
+            cfg.reuse & ((cfg.schedule & ~Const(int(scheduler)))
+                         | (cfg.match & ~Const(int(matcher)))),
         ))
 
         # Halved grid per group (the group's direction halved, rounded up) and unit count.
@@ -257,6 +281,8 @@ class KaleidoEngine(wiring.Component):
                     self.error.eq(0), self.done.eq(0), self.busy.eq(1), kick.eq(1),
                     run.t.eq(cfg.t), run.h.eq(cfg.h), run.w.eq(cfg.w), run.hw.eq(hw),
                     run.n.eq(n), run.reuse.eq(cfg.reuse),
+                    run.match.eq(cfg.reuse & cfg.match & Const(int(matcher))),
+                    run.schedule.eq(cfg.reuse & cfg.schedule & Const(int(scheduler))),
                     run.full_mask.eq(~(Const(0xFF, 8) >> (cfg.full_bits + 1))),
                     run.half_mask.eq(~(Const(0xFF, 8) >> (cfg.half_bits + 1))),
                 ]
@@ -299,7 +325,14 @@ class KaleidoEngine(wiring.Component):
         all_done = Signal()
         issue_chunk = Signal()
         m.d.sync += go.eq(0)
-        m.d.comb += issue_chunk.eq(kick | (waiting & ~go & all_done & ~chunk.last))
+        ord_ok = Signal()                     # the next chunk's orders are ready (or none needed)
+        first_wait = Signal()                 # scheduler: chunk 0 waits for its orders
+        m.d.comb += issue_chunk.eq((kick & ~run.schedule) | (first_wait & ord_ok)
+                                   | (waiting & ~go & all_done & ~chunk.last & ord_ok))
+        with m.If(kick):
+            m.d.sync += first_wait.eq(run.schedule)
+        with m.If(issue_chunk):
+            m.d.sync += first_wait.eq(0)
         with m.If(issue_chunk):
             m.d.sync += [
                 go.eq(1), waiting.eq(1), fresh.eq(0), grp.eq(src_g), rem.eq(after),
@@ -315,6 +348,15 @@ class KaleidoEngine(wiring.Component):
                          chunk.last.eq(0), planes.eq(0)]
         m.d.comb += [cnt.chunks.eq(plane_ctr)]
 
+        # -- scheduler: per chunk, a pre-pass per side into an OrderUnit ------------------------
+        if scheduler:
+            q_ou = OrderUnit(self.config, order_ports=P, inverse_ports=1, inverse_banks=2)
+            k_ou = OrderUnit(self.config, order_ports=P, inverse_ports=geo.planes,
+                             inverse_banks=max(2, geo.planes))
+            m.submodules.q_order, m.submodules.k_order = q_ou, k_ou
+        else:
+            m.d.comb += ord_ok.eq(1)
+
         # -- arrays ----------------------------------------------------------------------------
         tag_width = engine_tag_layout(geo).size
         lanes = D // WRITE_BYTES
@@ -324,6 +366,8 @@ class KaleidoEngine(wiring.Component):
             qmem = memory.Memory(shape=8 * D, depth=N, init=[])
             kmem = memory.Memory(shape=8 * D, depth=N, init=[])
             m.submodules[f"q_mem{a}"], m.submodules[f"k_mem{a}"] = qmem, kmem
+            if a == 0:
+                self._pre_mem = {"q": qmem, "k": kmem}
             for sel, mem in ((0, qmem), (1, kmem)):
                 port = mem.write_port(granularity=8)
                 m.d.comb += [port.addr.eq(self.wr.token),
@@ -331,7 +375,17 @@ class KaleidoEngine(wiring.Component):
                              port.en.eq(Mux(self.wr.en & ~self.busy & (self.wr.sel == sel),
                                             byte_en, 0))]
             seq = ArraySequencer(self.config, a)
-            arr = PEArray(self.config, tag_width=tag_width)
+            if scheduler:
+                m.d.comb += seq.next_bank.eq(plane_ctr[0])
+                for ou, port in ((q_ou, seq.q_ord), (k_ou, seq.k_ord)):
+                    rd = ou.ord_rd[a]
+                    m.d.comb += [rd.bank.eq(port.bank), rd.addr.eq(port.addr),
+                                 port.data.eq(rd.data)]
+            if matcher:
+                arr = PEArray(self.config, tag_width=tag_width, cell=MergedCell,
+                              row_layout=merged_row_layout(), col_layout=merged_col_layout())
+            else:
+                arr = PEArray(self.config, tag_width=tag_width)
             m.submodules[f"seq{a}"], m.submodules[f"array{a}"] = seq, arr
             q_rd = qmem.read_port(domain="sync", transparent_for=())
             k_rd = kmem.read_port(domain="sync", transparent_for=())
@@ -353,7 +407,8 @@ class KaleidoEngine(wiring.Component):
 
             ac = getattr(cnt, f"a{a}")
             sc = seq.counters
-            m.d.comb += [ac.bubbles.eq(sc.bubbles), ac.quads.eq(sc.quads), ac.merged.eq(0)]
+            m.d.comb += [ac.bubbles.eq(sc.bubbles), ac.quads.eq(sc.quads),
+                         ac.merged.eq(seq.merged)]
             for p in range(4):
                 m.d.comb += [getattr(ac, f"issued{p}").eq(sc.issued[p]),
                              getattr(ac, f"skipped{p}").eq(sc.skipped[p])]
@@ -363,6 +418,8 @@ class KaleidoEngine(wiring.Component):
                 m.d.sync += [ac.busy_pe_cycles.eq(ac.busy_pe_cycles + arr.busy_count),
                              ac.idle.eq(ac.idle + ~seq.stepping)]
         m.d.comb += all_done.eq(Cat(*done_bits).all())
+        if scheduler:
+            self._orders(m, run, kick, go, chunk, src_g, mask, issue_chunk, ord_ok, q_ou, k_ou)
 
         # -- end of the run: every array's final step, then the drain wave -----------------------
         all_fin = Cat(*fin_now).all() & ~Cat(*fin_seen).all()
@@ -375,12 +432,106 @@ class KaleidoEngine(wiring.Component):
         with m.If(self.busy):
             m.d.sync += cnt.cycles.eq(cnt.cycles + 1)
 
+        if scheduler:
+            for k in range(geo.planes):
+                rd = k_ou.inv_rd[k]
+                m.d.comb += [rd.bank.eq(acc.inv[k].bank), rd.addr.eq(acc.inv[k].addr),
+                             acc.inv[k].data.eq(rd.data)]
         m.d.comb += [
             acc.cfg.eq(run), acc.planes.eq(planes),
             acc.read.eq(self.read & self.done & ~self.busy & (self.error == 0)),
         ]
         wiring.connect(m, wiring.flipped(self.s), acc.s)
         return m
+
+
+    def _orders(self, m, run, kick, go, chunk, src_g, mask, issue_chunk, ord_ok, q_ou, k_ou):
+        """The scheduler's pre-pass (``docs/engine.md``, "Orders" and section "RTL").
+
+        The chunk whose orders are computed is the controller's next one: chunk 0 is latched
+        in the kick cycle, chunk k+1 in the cycle chunk k's ``go`` is visible (the controller
+        already points past chunk k then). One cycle after that (chunk 0: one cycle later, so
+        that every pre-pass starts feeding one cycle after its chunk's ``pre_start``) each
+        side reads unit u's anchor and follower through two extra read ports of memory copy
+        0, one unit per cycle; one cycle later the codes give the unit's pattern at the
+        chunk's channels and the unit enters the side's OrderUnit. ``ord_ok``: both orders
+        of the next chunk are complete (the one in use is released when the next chunk is
+        issued)."""
+        geo = self.geo
+        t = geo.tile
+        D, W = t.max_dim, geo.chunk_width
+        m.d.comb += [q_ou.inv_rd[0].bank.eq(0), q_ou.inv_rd[0].addr.eq(0)]
+
+        pre = Signal(chunk_layout(geo))
+        kick_d = Signal()
+        m.d.sync += kick_d.eq(kick)
+        latch = Signal()
+        pre_start = Signal()
+        m.d.comb += [latch.eq(run.schedule & (kick | (go & ~chunk.last))),
+                     pre_start.eq(run.schedule & (kick_d | (go & ~chunk.last)))]
+        with m.If(latch):
+            m.d.sync += [pre.group.eq(src_g), pre.mask.eq(mask), pre.size.eq(popcount(mask))]
+
+        feeding = Signal()
+        u = Signal(geo.unit_width)
+        units = Signal(t.size_width)
+        m.d.comb += units.eq(run.units[pre.group])
+        last = Signal()
+        m.d.comb += last.eq(u + 1 >= units)
+        with m.If(pre_start):
+            m.d.sync += [feeding.eq(1), u.eq(0)]
+        with m.Elif(feeding):
+            m.d.sync += u.eq(u + 1)
+            with m.If(last):
+                m.d.sync += feeding.eq(0)
+        anchor, follower, hasf, _ = unit_tokens(m, geo, run, pre.group, u, "pre_unit")
+        s_valid, s_last, s_hasf = Signal(), Signal(), Signal()
+        s_unit = Signal(len(q_ou.i.payload.unit))
+        m.d.sync += [s_valid.eq(feeding & ~pre_start), s_last.eq(last), s_hasf.eq(hasf),
+                     s_unit.eq(u)]
+
+        # Chunk channel j = the j-th lowest set bit of the pre-pass chunk's mask.
+        chans = []
+        rest = pre.mask
+        for j in range(W):
+            idx, _ = lowest_set(m, rest, f"pre_ch{j}")
+            chans.append(idx)
+            nxt = Signal(D, name=f"pre_rest{j}")
+            m.d.comb += nxt.eq(rest & (rest - 1))
+            rest = nxt
+
+        ready = []
+        for side, ou in (("q", q_ou), ("k", k_ou)):
+            mem = self._pre_mem[side]
+            rd_a = mem.read_port(domain="sync", transparent_for=())
+            rd_f = mem.read_port(domain="sync", transparent_for=())
+            m.d.comb += [rd_a.addr.eq(anchor), rd_f.addr.eq(follower),
+                         rd_a.en.eq(feeding), rd_f.en.eq(feeding)]
+            cu = CodeUnit(D)
+            m.submodules[f"{side}_pre_codes"] = cu
+            m.d.comb += [cu.anchor.eq(rd_a.data), cu.follower.eq(rd_f.data),
+                         cu.present.eq(s_hasf), cu.reuse.eq(1),
+                         cu.full_mask.eq(run.full_mask), cu.half_mask.eq(run.half_mask)]
+            hn = Signal(D, name=f"{side}_pre_hn")          # HALF or NONE per channel
+            m.d.comb += hn.eq(cu.code_lo ^ cu.code_hi)
+            m.d.comb += [
+                ou.start.eq(kick),
+                ou.i.valid.eq(s_valid),
+                ou.i.payload.unit.eq(s_unit),
+                ou.i.payload.last.eq(s_last),
+                ou.i.payload.pattern.eq(Cat(*[hn.bit_select(chans[j], 1) & (pre.size > j)
+                                              for j in range(W)])),
+            ]
+            # One order is in use from chunk 0's issue on; it is released at the next issue.
+            held = Signal(name=f"{side}_order_held")
+            with m.If(kick):
+                m.d.sync += held.eq(0)
+            with m.Elif(issue_chunk):
+                m.d.sync += held.eq(1)
+            m.d.comb += ou.release.eq(issue_chunk & held)
+            ready.append(ou.avail > held)
+        m.d.comb += ord_ok.eq(~run.schedule | (ready[0] & ready[1]))
+        return q_ou, k_ou
 
 
 # -- host-side helpers (plain Python) ---------------------------------------------------------
@@ -391,10 +542,11 @@ def check_engine_run(config: KaleidoConfig, grid, groups, full_bits: int = 5,
     cannot run this job (the RTL's ``error`` bits, checked before any simulation)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
-    if variant not in BUILT_VARIANTS:
-        raise ValueError(f"variant {variant!r} needs the scheduler or matcher, which this "
-                         f"KaleidoEngine does not have yet; built variants: "
-                         f"{', '.join(BUILT_VARIANTS)}")
+    built = built_variants(config)
+    if variant not in built:
+        raise ValueError(f"variant {variant!r} needs dispatcher hardware this KaleidoEngine "
+                         f"does not have (engine_dispatcher={config.engine_dispatcher!r}); "
+                         f"built variants: {', '.join(built)}")
     return check_run(config, grid, groups, full_bits, half_bits)
 
 

@@ -7,6 +7,8 @@ the chunk count bound; configuration errors. The cocotb benches
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from amaranth.hdl import Module, Signal
@@ -104,38 +106,70 @@ def smooth(grid, d, rng):
 @pytest.mark.parametrize("arrays", [1, 3])
 def test_small_engine_runs(arrays):
     """Whole runs of P arrays of 2 x 2 PEs (chunks of 4 channels: groups of 3/5/4 give
-    1 + 2 + 1 chunks; odd grid; smooth data), pe and dense: S bit-exact, every counter equal
-    to the cycle model, S read out under back-pressure. P = 3: 6 banks per plane, not a
-    power of two (bank and block of the read-out are a modulo and a division)."""
+    1 + 2 + 1 chunks; odd grid; smooth data; scheduler batches of 4 units): every variant
+    on one array (pe, pe-sh, pe-m, full, dense), pe / full / dense on three: S bit-exact,
+    every counter equal to the cycle model (with the scheduler: the pre-pass and the chunk
+    start at max(barrier, orders ready)), S read out under back-pressure. P = 3: 6 banks
+    per plane, not a power of two (bank and block of the read-out are a modulo and a division)."""
     cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=arrays, engine_max_tokens=16,
-                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4)
+                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=4)
     grid, groups = VideoGrid(2, 3, 2), ChannelGroups.from_sizes(3, 5, 4, directions=(2, 1, 0))
     rng = np.random.default_rng(arrays)
     q, k = smooth(grid, 12, rng)
-    for variant in ("pe", "dense"):
+    variants = ("pe", "pe-sh", "pe-m", "full", "dense") if arrays == 1 else ("pe", "full",
+                                                                            "dense")
+    for variant in variants:
         out = run_engine(cfg, q, k, grid, groups, variant, stall_every=3)
         assert out["error"] == 0
-        want_s = (attention_scores(q, k, grid, groups) if variant == "pe"
+        want_s = (attention_scores(q, k, grid, groups) if variant != "dense"
                   else q.astype(np.int64) @ k.astype(np.int64).T)
         assert np.array_equal(out["S"], want_s), f"{variant}: S differs"
         want = model_counters(cfg, q, k, grid, groups, variant)
         assert out["counters"] == want, f"{variant}:\n rtl   {out['counters']}\n model {want}"
 
 
+@pytest.mark.parametrize("variant", ["pe-m", "full"])
+def test_dispatcher_wider_chunks(variant):
+    """pe-m and full on P = 2 arrays of 2 x 4 PEs with chunks of 8 channels (lookahead 4,
+    scheduler batches of 8 units), a random channel map and noisy / smooth data (many HALF
+    codes, so many merged slots): S bit-exact, every counter (``merged``, pass-3
+    ``issued``/``skipped``, ``busy_pe_cycles``, cycles) equal to the cycle model."""
+    cfg = KaleidoConfig(rows=2, cols=4, engine_arrays=2, engine_max_tokens=32,
+                        engine_max_head_dim=16, sched_pattern_width=8, matcher_channels=8,
+                        sched_entries=8)
+    grid = VideoGrid(2, 3, 4)
+    gmap = tuple(int(x) for x in np.random.default_rng(3).integers(0, 3, 16))
+    groups = ChannelGroups(gmap, (2, 0, 1))
+    rng = np.random.default_rng(11)
+    base = rng.integers(-100, 100, (grid.n, 16))
+    q = np.clip(base + rng.integers(-6, 7, (grid.n, 16)), -128, 127).astype(np.int8)
+    k = np.clip(np.cumsum(rng.integers(-5, 6, (grid.n, 16)), 0), -128, 127).astype(np.int8)
+    out = run_engine(cfg, q, k, grid, groups, variant, stall_every=2)
+    assert out["error"] == 0
+    assert np.array_equal(out["S"], attention_scores(q, k, grid, groups))
+    want = model_counters(cfg, q, k, grid, groups, variant)
+    assert out["counters"] == want
+    assert want["a0__merged"] > 0 and want["a1__merged"] > 0
+
+
 def test_engine_with_idle_arrays_and_empty_group():
     """P = 2 arrays with more arrays than column blocks in some chunks (the extra array
-    idles, counted), an empty group, and an interleaved channel map: S and counters."""
+    idles, counted), an empty group, and an interleaved channel map, pe and pe-sh (the
+    scheduler with units fewer than a batch): S and counters."""
     cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
-                        engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4)
+                        engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=4)
     grid = VideoGrid(1, 2, 3)
     groups = ChannelGroups((2, 0, 2, 0, 0, 2, 2, 2), (0, 1, 1))
     rng = np.random.default_rng(7)
     q, k = smooth(grid, 8, rng)
-    out = run_engine(cfg, q, k, grid, groups, "pe")
-    assert np.array_equal(out["S"], attention_scores(q, k, grid, groups))
-    want = model_counters(cfg, q, k, grid, groups, "pe")
-    assert out["counters"] == want
-    assert want["a1__quads"] < want["a0__quads"]
+    for variant in ("pe", "pe-sh"):
+        out = run_engine(cfg, q, k, grid, groups, variant)
+        assert np.array_equal(out["S"], attention_scores(q, k, grid, groups))
+        want = model_counters(cfg, q, k, grid, groups, variant)
+        assert out["counters"] == want, variant
+        assert want["a1__quads"] < want["a0__quads"]
 
 
 @pytest.mark.parametrize("shape", [(3, 5, 4), (2, 3, 2), (1, 1, 7), (5, 1, 1)])
@@ -200,7 +234,8 @@ def test_rejected_starts_and_python_check():
     """Error bits of a few bad configurations (the dispatcher bit included), and the Python
     check before simulation."""
     cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
-                        engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4)
+                        engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4,
+                        engine_dispatcher="none")
     grid, groups = VideoGrid(1, 2, 2), ChannelGroups.from_sizes(2, 3, 3)
     q = k = np.zeros((grid.n, 8), np.int8)
     good = engine_ports(cfg, grid, groups)
@@ -215,7 +250,13 @@ def test_rejected_starts_and_python_check():
     assert dense_sched["error"] == 0        # dense ignores the dispatcher bits
     with pytest.raises(ValueError, match="engine_max_tokens"):
         check_engine_run(cfg, VideoGrid(1, 1, 17), groups)
-    with pytest.raises(ValueError, match="scheduler or matcher"):
-        check_engine_run(cfg, grid, groups, variant="full")
+    for variant in ("pe-sh", "pe-m", "full"):
+        with pytest.raises(ValueError, match="dispatcher hardware"):
+            check_engine_run(cfg, grid, groups, variant=variant)
+    check_engine_run(dataclasses.replace(cfg, engine_dispatcher="matcher"), grid, groups,
+                     variant="pe-m")
+    with pytest.raises(ValueError, match="dispatcher hardware"):
+        check_engine_run(dataclasses.replace(cfg, engine_dispatcher="matcher"), grid, groups,
+                         variant="pe-sh")
     with pytest.raises(ValueError, match="variant must be one of"):
         check_engine_run(cfg, grid, groups, variant="fast")

@@ -1,12 +1,15 @@
 """The KaleidoEngine cocotb bench (sim/kaleido_engine) from pytest, on generated variants
 with d = 16 channels per token (the default d = 128 engine takes minutes to build):
 
-- P = 4 arrays of 4 x 4 (the default array shape), chunks of 16, 64 tokens, on Verilator:
-  the full bench (grids 2x4x4 and 3x5x4, random / smooth / all-equal / alternating data, pe
-  and dense; other directions and thresholds; every error bit);
+- P = 4 arrays of 4 x 4 (the default array shape), chunks of 16, 64 tokens, scheduler and
+  matcher, on Verilator: the full bench (grids 2x4x4 and 3x5x4, random / smooth / all-equal
+  / alternating data, dense, pe, pe-sh, pe-m and full; other directions and thresholds;
+  every error bit but ``dispatcher``);
 - P = 2 arrays of 4 x 4 with chunks of 4 channels (groups 4/6/6 give 1 + 2 + 2 chunks: four
-  barriers per run, two planes per group) and P = 1, 32 tokens, on Icarus: the quick set
-  (the 2x4x4 runs, directions and thresholds, error bits).
+  barriers per run, two planes per group), scheduler batches of 16 units, both dispatcher
+  blocks, and P = 1 with the matcher only (the scheduler bit is rejected: ``dispatcher``),
+  32 tokens, on Icarus: the quick set (the 2x4x4 runs, directions and thresholds, error
+  bits).
 
 Every run checks S bit-exact (read out under random back-pressure) and every engine and
 per-array counter against ``golden.engine.engine_counters``. ``make regress`` runs the full
@@ -31,9 +34,10 @@ VARIANTS = {
     "p4-d16": (KaleidoConfig(engine_arrays=4, engine_max_head_dim=16, engine_max_tokens=64),
                "verilator", "full"),
     "p2-w4-d16": (KaleidoConfig(engine_arrays=2, sched_pattern_width=4, matcher_channels=4,
-                                engine_max_head_dim=16, engine_max_tokens=32), "icarus", "quick"),
-    "p1-d16": (KaleidoConfig(engine_arrays=1, engine_max_head_dim=16, engine_max_tokens=32),
-               "icarus", "quick"),
+                                sched_entries=16, engine_max_head_dim=16,
+                                engine_max_tokens=32), "icarus", "quick"),
+    "p1-d16": (KaleidoConfig(engine_arrays=1, engine_max_head_dim=16, engine_max_tokens=32,
+                             engine_dispatcher="matcher"), "icarus", "quick"),
 }
 
 
