@@ -2,9 +2,10 @@
 with d = 16 channels per token (the default d = 128 engine takes minutes to build):
 
 - P = 4 arrays of 4 x 4 (the default array shape), chunks of 16, 64 tokens, scheduler and
-  matcher, on Verilator: the full bench (grids 2x4x4 and 3x5x4, random / smooth / all-equal
-  / alternating data, dense, pe, pe-sh, pe-m and full; other directions and thresholds;
-  every error bit but ``dispatcher``);
+  matcher, on Verilator: the standard set (every variant once on grids 2x4x4 and 3x5x4 with
+  random / smooth / all-equal data; other directions and thresholds; every error bit but
+  ``dispatcher``; ``KALEIDO_ENGINE_SET=full`` in ``make -C sim/kaleido_engine`` runs all 12
+  small-grid runs);
 - P = 2 arrays of 4 x 4 with chunks of 4 channels (groups 4/6/6 give 1 + 2 + 2 chunks: four
   barriers per run, two planes per group), scheduler batches of 16 units, both dispatcher
   blocks, and P = 1 with the matcher only (the scheduler bit is rejected: ``dispatcher``),
@@ -32,7 +33,7 @@ from kaleido_hw.config import KaleidoConfig  # noqa: E402
 #: variant -> (configuration, simulator, bench set)
 VARIANTS = {
     "p4-d16": (KaleidoConfig(engine_arrays=4, engine_max_head_dim=16, engine_max_tokens=64),
-               "verilator", "full"),
+               "verilator", "standard"),
     "p2-w4-d16": (KaleidoConfig(engine_arrays=2, sched_pattern_width=4, matcher_channels=4,
                                 sched_entries=16, engine_max_head_dim=16,
                                 engine_max_tokens=32), "icarus", "quick"),

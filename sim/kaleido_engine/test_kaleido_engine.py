@@ -41,8 +41,14 @@ SMALL_RUNS = [(SMALL_GRIDS[0], "random", "pe"), (SMALL_GRIDS[0], "smooth", "pe")
 BUILT = built_variants(CFG)
 SMALL_RUNS = [r for r in SMALL_RUNS if r[2] in BUILT]
 SET = os.environ.get("KALEIDO_ENGINE_SET", "full")
-if SET not in ("quick", "full"):
-    raise ValueError(f"KALEIDO_ENGINE_SET must be quick or full, got {SET!r}")
+if SET not in ("quick", "standard", "full"):
+    raise ValueError(f"KALEIDO_ENGINE_SET must be quick, standard or full, got {SET!r}")
+if SET == "standard":
+    # make test: every variant and both grids once, the odd 3x5x4 grid for the dispatcher.
+    SMALL_RUNS = [r for r in SMALL_RUNS if r in (
+        (SMALL_GRIDS[0], "random", "dense"), (SMALL_GRIDS[1], "equal", "pe"),
+        (SMALL_GRIDS[1], "random", "pe-m"), (SMALL_GRIDS[1], "smooth", "pe-sh"),
+        (SMALL_GRIDS[1], "random", "full"))]
 if SET == "quick":
     SMALL_RUNS = [r for r in SMALL_RUNS if r[0] == SMALL_GRIDS[0]]
 
