@@ -41,8 +41,8 @@ from .checks import as_int8, check_bits, check_int, check_tokens
 from .dispatch import (MatcherParams, SchedulerParams, SEL_BYTE_A, SEL_BYTE_B, SEL_NIB_A,
                        SEL_NIB_AB, SEL_NIB_B, match, schedule)
 from .numerics import HALF, NONE, FULL, _as_groups, as_grid
-from .schedule import (ABSENT, DECODE, PASSES, REGISTER_TILE, SET_WORK, Op, _code_sets,
-                       _contributions, _plans, units)
+from .schedule import (DECODE, PASSES, REGISTER_TILE, SET_WORK, Op, _code_sets,
+                       _contributions, _plans, follower_codes, units)
 
 __all__ = [
     "VARIANTS", "variant_flags", "EngineParams", "EngineTiming", "Chunk", "ChunkOrder",
@@ -262,11 +262,8 @@ def _code_plans(mq, mk, grid, groups):
         if ch.size == 0:
             continue
         anchors, followers = units(grid, groups.directions[g])
-        present = followers >= 0
-        f = np.where(present, followers, 0)
-        side = [np.where(present[:, None], m[np.ix_(f, ch)], ABSENT).astype(np.uint8)
-                for m in (mq, mk)]
-        out.append(_CodePlan(g, anchors, side[0], side[1]))
+        out.append(_CodePlan(g, anchors, follower_codes(mq, ch, followers),
+                             follower_codes(mk, ch, followers)))
     return out
 
 

@@ -49,6 +49,7 @@ from .numerics import FULL, HALF, NONE, as_grid, _as_groups, reuse_masks, effect
 
 __all__ = [
     "ABSENT", "Op", "Split", "Sel", "MicroOp", "decode", "DECODE", "SET_WORK", "units",
+    "follower_codes",
     "TileCounters", "Timing", "tile_engine", "tile_counters",
 ]
 
@@ -164,6 +165,14 @@ def units(grid, axis: int):
     return anchors.astype(np.int64), followers.astype(np.int64)
 
 
+def follower_codes(masks, channels, followers) -> np.ndarray:
+    """(U, n) uint8: the reuse code of each unit's follower at ``channels`` (from the
+    (N, d) ``masks``), ABSENT for a unit without follower (``followers[u] == -1``)."""
+    present = followers >= 0
+    f = np.where(present, followers, 0)
+    return np.where(present[:, None], masks[np.ix_(f, channels)], ABSENT).astype(np.uint8)
+
+
 def _split_parts(x, y, split):
     """(product, high part) of int64 arrays for a MUL with the given split side."""
     prod = x * y
@@ -228,8 +237,7 @@ def _plans(q, k, grid, groups, full_bits, half_bits, reuse):
         def side(x, x_eff, m):
             a = x[np.ix_(anchors, ch)].astype(np.int64)
             fv = np.where(present[:, None], x_eff[np.ix_(f, ch)], 0)
-            codes = np.where(present[:, None], m[np.ix_(f, ch)], ABSENT).astype(np.uint8)
-            return a, fv, codes
+            return a, fv, follower_codes(m, ch, followers)
 
         qa, qf, qcodes = side(q, q_eff, mq)
         ka, kf, kcodes = side(k, k_eff, mk)
