@@ -128,10 +128,12 @@ def ColSignature() -> wiring.Signature:
 
 
 def BaselineRowSignature() -> wiring.Signature:
+    """Row port of a BaselinePE: one int8 value and its 3-bit control word (no codes)."""
     return wiring.Signature({"a0": Out(signed(OPERAND_WIDTH)), "ctrl": Out(BaselineCtrlLayout)})
 
 
 def BaselineColSignature() -> wiring.Signature:
+    """Column port of a BaselinePE: one int8 value."""
     return wiring.Signature({"b": Out(signed(OPERAND_WIDTH))})
 
 

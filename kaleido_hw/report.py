@@ -111,6 +111,8 @@ class Settings:
 
     @classmethod
     def make(cls, quick: bool = False, **changes) -> "Settings":
+        """The default settings (``quick``: a smaller grid and fewer seeds, for tests and
+        previews), with ``changes`` applied."""
         cfg = KaleidoConfig()
         base = cls(grid=grid_named("4x8x8" if quick else "8x16x16"), seeds=3 if quick else 20,
                    motion_seeds=1 if quick else 3, full_bits=cfg.full_bits,
@@ -118,6 +120,7 @@ class Settings:
         return replace(base, **{k: v for k, v in changes.items() if v is not None})
 
     def as_dict(self) -> dict:
+        """The settings as JSON-ready values (written into each report's JSON)."""
         return {"grid": str(self.grid), "presets": list(self.presets), "model": self.model,
                 "seeds": self.seeds, "motion_seeds": self.motion_seeds,
                 "full_bits": self.full_bits, "half_bits": self.half_bits, "rows": self.rows,
@@ -271,11 +274,13 @@ class Progress:
         self.stream.flush()
 
     def advance(self):
+        """Count one finished task and redraw."""
         self.done += 1
         if self.done < self.total:
             self._draw()
 
     def close(self):
+        """Draw the final state (100 %) and end the line."""
         self._draw(final=True)
 
 
@@ -296,6 +301,8 @@ class Pool:
         self._executor = None
 
     def map(self, tasks: list, label: str) -> list:
+        """Run every ``(fn, args)`` of ``tasks`` with a progress bar named ``label``; the
+        results in task order."""
         progress = Progress(label, len(tasks))
         results = [None] * len(tasks)
         if self.jobs <= 1 or len(tasks) <= 1:
@@ -324,6 +331,7 @@ class Pool:
         return results
 
     def close(self):
+        """Stop the worker processes (pending tasks are cancelled)."""
         if self._executor is not None:
             self._executor.shutdown(cancel_futures=True)
 
@@ -433,6 +441,8 @@ def _workload_sources(ctx: Context, presets=None, seeds: int = 1, motion=None) -
 
 
 def report_reuse_vs_skip(ctx: Context, plt) -> Result:
+    """Fig. 9: attention-output MSE of channel-wise reuse against the two skip baselines at
+    the same saving ratio, over the seeds."""
     s = ctx.settings
     r = Result("reuse-vs-skip")
     if ctx.workload is not None and ctx.workload.arrays[2] is None:
@@ -494,6 +504,8 @@ def report_reuse_vs_skip(ctx: Context, plt) -> Result:
 
 
 def report_thresholds(ctx: Context, plt) -> Result:
+    """Fig. 23: speedup (cycle model) and attention-output PSNR versus full_bits and
+    half_bits."""
     s = ctx.settings
     r = Result("thresholds")
     src = ctx.workload or Source(s.model, s.grid, 0, label=f"{s.model} seed 0")
@@ -580,6 +592,8 @@ def _group_shares(masks: np.ndarray, fol: np.ndarray, chans: np.ndarray) -> np.n
 
 
 def report_patterns(ctx: Context, plt) -> Result:
+    """Fig. 5: the scores S of one head as a heat map, and per channel group where tokens
+    reuse (FULL/HALF/NONE maps over the token grid)."""
     s = ctx.settings
     r = Result("patterns")
     src = ctx.workload or Source(s.model, s.grid, 0, label=f"{s.model} seed 0")
@@ -688,6 +702,7 @@ def report_patterns(ctx: Context, plt) -> Result:
 
 
 def report_motion(ctx: Context, plt) -> Result:
+    """Fig. 24: speedup and quality for low- and high-motion workloads."""
     s = ctx.settings
     r = Result("motion")
     if ctx.workload is not None:
@@ -747,6 +762,8 @@ def report_motion(ctx: Context, plt) -> Result:
 
 
 def report_array_size(ctx: Context, plt) -> Result:
+    """Fig. 21 for one array: speedup of the TileEngine cycle model versus the array's
+    size (2x2, 4x4, 8x8)."""
     s = ctx.settings
     r = Result("array-size")
     sources = ([ctx.workload] if ctx.workload is not None else
@@ -926,6 +943,8 @@ def area_task(top: str):
 
 
 def report_area(ctx: Context, plt) -> Result:
+    """Table 2 analogue: area of the PE, arrays and dispatcher units from yosys
+    (``stat -tech cmos``), and the ReusePE / BaselinePE ratio."""
     import shutil
 
     from .synth import FF_TRANSISTORS
@@ -982,6 +1001,8 @@ def report_area(ctx: Context, plt) -> Result:
 
 @dataclass(frozen=True)
 class Report:
+    """One report: its name (for ``--only``), the paper figure it reproduces, its title and the
+    function that builds it."""
     name: str
     paper: str
     title: str
@@ -1102,6 +1123,7 @@ def run_reports(names: list[str], settings: Settings, out: Path,
 # -- CLI -------------------------------------------------------------------------------------------
 
 def add_arguments(parser):
+    """The ``kaleido-hw report`` options."""
     names = ", ".join(REPORTS)
     parser.add_argument("--out", default="report", metavar="DIR",
                         help="report folder (PNG + JSON + CSV per report, summary.md); "
@@ -1147,6 +1169,7 @@ def _selected(args) -> list[str]:
 
 
 def run(args) -> int:
+    """Run the selected reports into ``args.out``; 0 on success."""
     names = _selected(args)
     if args.jobs < 1:
         raise ValueError(f"--jobs must be at least 1, got {args.jobs}")

@@ -69,6 +69,8 @@ class EngineGeometry:
 
     @classmethod
     def from_config(cls, config: KaleidoConfig, require_pow2: bool = True) -> "EngineGeometry":
+        """The geometry of ``config`` (rows, cols, engine_max_tokens, engine_max_head_dim,
+        acc_width); ``require_pow2`` rejects non-power-of-two rows/cols with a ConfigError."""
         if not isinstance(config, KaleidoConfig):
             raise TypeError(f"expected a KaleidoConfig, got {type(config).__name__}")
         if require_pow2:
@@ -83,23 +85,28 @@ class EngineGeometry:
 
     # -- widths ---------------------------------------------------------------------------------
     @property
-    def tok_width(self) -> int:          # a token index 0..max_tokens-1
+    def tok_width(self) -> int:
+        """Bits of a token index 0..max_tokens-1."""
         return bits_for(self.max_tokens - 1)
 
     @property
-    def size_width(self) -> int:         # a grid length or token count 0..max_tokens
+    def size_width(self) -> int:
+        """Bits of a grid length or token count 0..max_tokens."""
         return bits_for(self.max_tokens)
 
     @property
-    def ch_width(self) -> int:           # a channel index 0..max_dim-1
+    def ch_width(self) -> int:
+        """Bits of a channel index 0..max_dim-1."""
         return bits_for(self.max_dim - 1)
 
     @property
-    def dim_width(self) -> int:          # a channel count 0..max_dim
+    def dim_width(self) -> int:
+        """Bits of a channel count 0..max_dim."""
         return bits_for(self.max_dim)
 
     @property
-    def row_width(self) -> int:          # a row index of the array
+    def row_width(self) -> int:
+        """Bits of a row index of the array."""
         return bits_for(self.rows - 1)
 
     @property
@@ -118,22 +125,27 @@ class EngineGeometry:
 
     @property
     def kb_width(self) -> int:
+        """Bits of the per-token word offset in a bank (anchor/follower of each column block)."""
         return max(1, (2 * self.col_blocks - 1).bit_length())
 
     @property
     def kb(self) -> int:
+        """Buffer words per Q token in one bank: 2 per column block, rounded up to a power of two."""
         return 1 << self.kb_width
 
     @property
     def cb_width(self) -> int:
+        """Bits of a column-block index."""
         return max(1, self.kb_width - 1)
 
     @property
     def bank_depth(self) -> int:
+        """Words in one accumulation bank: max_tokens * kb."""
         return self.max_tokens * self.kb
 
     @property
     def bank_addr_width(self) -> int:
+        """Bits of a bank address."""
         return bits_for(self.bank_depth - 1)
 
 

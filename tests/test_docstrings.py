@@ -3,8 +3,7 @@ docstring (issue 7: every public Python function has help text).
 
 Public: defined in the module itself, name not starting with ``_``. Methods named
 ``elaborate`` are Amaranth's elaboration protocol, explained by their class's docstring, and
-are not listed; ``kaleido_hw.__main__`` is not imported (it runs the CLI). KNOWN_MISSING lists what was still missing in
-files whose owners were busy elsewhere: it may only shrink (a stale entry gives a warning).
+are not listed; ``kaleido_hw.__main__`` is not imported (it runs the CLI).
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import dataclasses
 import importlib
 import inspect
 import pkgutil
-import warnings
 
 import golden
 import kaleido_hw
@@ -21,31 +19,6 @@ import kaleido_hw
 EXCLUDED_MODULES = {"kaleido_hw.__main__"}            # runs the CLI on import
 EXCLUDED_PREFIXES: tuple = ()
 PROTOCOL_METHODS = {"elaborate"}
-
-#: Still without a docstring, in files outside the docs helper's edit rights (to be filled in
-#: by their owners; delete the entry when its docstring lands).
-KNOWN_MISSING = {
-    "kaleido_hw.pe_layouts.BaselineRowSignature", "kaleido_hw.pe_layouts.BaselineColSignature",
-    "kaleido_hw.report.Settings.make", "kaleido_hw.report.Settings.as_dict",
-    "kaleido_hw.report.Progress.advance", "kaleido_hw.report.Progress.close",
-    "kaleido_hw.report.Pool.map", "kaleido_hw.report.Pool.close",
-    "kaleido_hw.report.report_reuse_vs_skip", "kaleido_hw.report.report_thresholds",
-    "kaleido_hw.report.report_patterns", "kaleido_hw.report.report_motion",
-    "kaleido_hw.report.report_array_size", "kaleido_hw.report.report_area",
-    "kaleido_hw.report.Report", "kaleido_hw.report.add_arguments", "kaleido_hw.report.run",
-    "kaleido_hw.tile_layouts.EngineGeometry.from_config",
-    "kaleido_hw.tile_layouts.EngineGeometry.tok_width",
-    "kaleido_hw.tile_layouts.EngineGeometry.size_width",
-    "kaleido_hw.tile_layouts.EngineGeometry.ch_width",
-    "kaleido_hw.tile_layouts.EngineGeometry.dim_width",
-    "kaleido_hw.tile_layouts.EngineGeometry.row_width",
-    "kaleido_hw.tile_layouts.EngineGeometry.kb_width",
-    "kaleido_hw.tile_layouts.EngineGeometry.kb",
-    "kaleido_hw.tile_layouts.EngineGeometry.cb_width",
-    "kaleido_hw.tile_layouts.EngineGeometry.bank_depth",
-    "kaleido_hw.tile_layouts.EngineGeometry.bank_addr_width",
-}
-
 
 def _excluded(module: str) -> bool:
     return module in EXCLUDED_MODULES or module.startswith(EXCLUDED_PREFIXES)
@@ -101,12 +74,7 @@ def public_modules():
 
 def test_every_public_callable_has_a_docstring():
     missing = sorted({m for mod in public_modules() for m in undocumented(mod)})
-    new = [m for m in missing if m not in KNOWN_MISSING]
-    assert not new, "public callables without a docstring:\n  " + "\n  ".join(new)
-    stale = sorted(KNOWN_MISSING - set(missing))
-    if stale:
-        warnings.warn("documented or gone now, delete from KNOWN_MISSING in "
-                      "tests/test_docstrings.py: " + ", ".join(stale))
+    assert not missing, "public callables without a docstring:\n  " + "\n  ".join(missing)
 
 
 def test_the_scan_sees_a_missing_docstring():
