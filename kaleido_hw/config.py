@@ -85,6 +85,9 @@ class KaleidoConfig:
             Tokens (T*H*W) the TileEngine's Q/K memories and accumulation buffer hold, 2..1024.
         engine_max_head_dim : int
             Channels per token the TileEngine holds, a multiple of 8 in 8..256.
+        linear_max_in, linear_max_out : int
+            Input channels C_in and output features C_out the LinearEngine holds
+            (``docs/linear.md``, "RTL"), multiples of 8 in 8..256.
 
     Multi-array engine (``docs/engine.md``)
         engine_arrays : int
@@ -122,6 +125,8 @@ class KaleidoConfig:
     engine_max_tokens: int = 64
     engine_max_head_dim: int = 128
     engine_arrays: int = 4
+    linear_max_in: int = 32
+    linear_max_out: int = 16
     engine_dispatcher: str = "full"
     sched_entries: int = 64
     sched_pattern_width: int = 16
@@ -152,6 +157,11 @@ class KaleidoConfig:
             raise ConfigError(f"engine_max_head_dim must be a multiple of 8 in [8, 256], "
                               f"got {self.engine_max_head_dim}")
         _check_int("engine_arrays", self.engine_arrays, 1, 64)
+        for key in ("linear_max_in", "linear_max_out"):
+            _check_int(key, getattr(self, key), 8, 256, " (a multiple of 8)")
+            if getattr(self, key) % 8:
+                raise ConfigError(f"{key} must be a multiple of 8 in [8, 256], "
+                                  f"got {getattr(self, key)!r}")
         if self.engine_dispatcher not in ENGINE_DISPATCHERS:
             raise ConfigError(f"engine_dispatcher must be one of {', '.join(ENGINE_DISPATCHERS)}, "
                               f"got {self.engine_dispatcher!r}")

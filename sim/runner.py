@@ -21,11 +21,13 @@ WAIVERS = REPO / "kaleido_hw" / "lint_waivers.vlt"
 SIMULATORS = ("verilator", "icarus")
 #: Extra Verilator arguments of a bench: the TileEngine's large C++ model builds in about a
 #: minute at gcc -O0 instead of ten at the default -Os.
-VERILATOR_ARGS = {"engine": ["-CFLAGS", "-O0"], "kaleido_engine": ["-CFLAGS", "-O0"]}
+VERILATOR_ARGS = {"engine": ["-CFLAGS", "-O0"], "kaleido_engine": ["-CFLAGS", "-O0"],
+                  "linear_engine": ["-CFLAGS", "-O0"]}
 #: Every cocotb bench, ``sim/<bench>/test_<bench>.py``, and the top in ``rtl_out/`` it drives
 #: (``make regress`` runs each on both simulators with N seeds).
 BENCHES = {"pe": "kaleido_pe", "baseline_pe": "baseline_pe", "scheduler": "cluster_scheduler",
-           "matcher": "merge_matcher", "example": "baseline_pe", "kaleido_engine": "kaleido_engine"}
+           "matcher": "merge_matcher", "example": "baseline_pe", "kaleido_engine": "kaleido_engine",
+           "linear_engine": "linear_engine"}
 # The TileEngine bench (engine issue) joins the registry once its files have landed.
 if (SIM_DIR / "engine" / "test_engine.py").exists():
     BENCHES["engine"] = "tile_engine"
