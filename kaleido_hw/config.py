@@ -96,6 +96,10 @@ class KaleidoConfig:
             Dispatcher hardware built into the KaleidoEngine: ``"none"`` (Kaleido-pe),
             ``"scheduler"`` (pe-sh), ``"matcher"`` (pe-m) or ``"full"`` (both); the run-time
             ``schedule``/``match`` bits can only switch off what is built.
+        engine_stall_seed : int
+            Verification only: 0 (the default) builds nothing; otherwise the seed of LFSRs
+            that randomly withhold every internal stream handshake of the KaleidoEngine
+            (``docs/engine.md``, "Back-pressure"), 0..0xFFFF. Never set it for a product build.
 
     Dispatcher (``docs/dispatcher.md``)
         sched_entries : int
@@ -128,6 +132,7 @@ class KaleidoConfig:
     linear_max_in: int = 32
     linear_max_out: int = 16
     engine_dispatcher: str = "full"
+    engine_stall_seed: int = 0
     sched_entries: int = 64
     sched_pattern_width: int = 16
     sched_clusters: int = 4
@@ -165,6 +170,7 @@ class KaleidoConfig:
         if self.engine_dispatcher not in ENGINE_DISPATCHERS:
             raise ConfigError(f"engine_dispatcher must be one of {', '.join(ENGINE_DISPATCHERS)}, "
                               f"got {self.engine_dispatcher!r}")
+        _check_int("engine_stall_seed", self.engine_stall_seed, 0, 0xFFFF)
         _check_int("sched_entries", self.sched_entries, 4, 256)
         _check_int("sched_pattern_width", self.sched_pattern_width, 4, 64)
         if self.sched_pattern_width % 4:

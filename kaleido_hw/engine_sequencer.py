@@ -22,8 +22,10 @@ work" and section "RTL").
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Array, Cat, Module, Mux, Signal
-from amaranth.lib import data, wiring
+from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from .bitops import lowest_set, popcount
@@ -35,6 +37,7 @@ from .merged_cell import merged_col_layout, merged_row_layout
 from .order_unit import OrderReadSignature
 from .sequencer import COUNTER_WIDTH, counters_layout
 from .slot_unit import SlotUnit
+from .stall_inject import array_stream, stall_gate
 from .tile_layouts import bits_for, step_col_layout, step_row_layout
 
 
@@ -138,7 +141,10 @@ class ArraySequencer(wiring.Component):
     TileSequencer (``tag`` = :func:`engine_tag_layout`); with the matcher built
     (``engine_dispatcher`` "matcher" or "full") in the merged layouts of
     :class:`~kaleido_hw.merged_cell.MergedCell`. ``merged`` (out): issued two-channel
-    slots. ``stepping`` (out): a step (issued channel or bubble) leaves this cycle. ``counters``: valid after ``finished``.
+    slots. ``stepping`` (out): a step (issued channel or bubble) leaves this cycle.
+    ``stalled`` (out): a step was due but the SlotUnit had no slot item for it (the
+    dispatcher was not ready; never without stall injection). ``counters``: valid after
+    ``finished``.
 
     Timing within a chunk is the TileSequencer's: quad 0's reads start with ``go``, a quad's
     steps follow its swap, a swap needs ``2*max(R, C) + 1`` cycles since the previous one; the
@@ -184,6 +190,7 @@ class ArraySequencer(wiring.Component):
             "col": Out(data.ArrayLayout(col_layout, C)),
             "tag": Out(engine_tag_layout(geo)),
             "stepping": Out(1),
+            "stalled": Out(1),
             "finished": Out(1),
             "counters": Out(counters_layout()),
             "merged": Out(COUNTER_WIDTH),
@@ -333,16 +340,21 @@ class ArraySequencer(wiring.Component):
         m.d.comb += ch_count.eq(popcount(cur))
         # Pass 3 with the matcher: the SlotUnit's items replace the channel bitmap.
         slot_pass = Signal()
+        need_item = Signal()                # this pass-3 step takes a SlotUnit item
+        hold = Signal()                     # ... and none is there: the stepper waits
         issue = Signal()
         count = Signal(bits_for(D))         # steps that carry work in this pass
         carried = Signal(bits_for(D))       # channels they carry (skipped = size - carried)
         step = Signal()
         slot_item = None
         if self.matcher:
-            slot_item = self._matcher(m, ld, cp, slot_pass, step, swap, pend_last)
+            slot_item = self._matcher(m, ld, cp, slot_pass, step, swap, pend_last, first,
+                                      need_item)
             m.d.comb += [
                 slot_pass.eq(cfg.match & (pass_idx == 3)),
-                issue.eq(Mux(slot_pass, slot_item.valid & ~slot_item.payload.empty, ch_issue)),
+                hold.eq(need_item & ~slot_item.valid),
+                issue.eq(Mux(slot_pass, need_item & slot_item.valid & ~slot_item.payload.empty,
+                             ch_issue)),
                 count.eq(Mux(slot_pass, slot_item.payload.count, ch_count)),
                 carried.eq(Mux(slot_pass, slot_item.payload.carried, ch_count)),
             ]
@@ -354,7 +366,8 @@ class ArraySequencer(wiring.Component):
         final = Signal()
         done_now = Signal()
         m.d.comb += [
-            step.eq(running & cur_valid),
+            step.eq(running & cur_valid & ~hold),
+            self.stalled.eq(running & cur_valid & hold),
             done_now.eq(loader_done & ~rd_active & ~pend & ~slot_full & ~cur_valid),
             self.chunk_done.eq(done_now),
             final.eq(running & done_now & chunk.last & ~self.go),
@@ -492,15 +505,28 @@ class ArraySequencer(wiring.Component):
         ]
         return q_idx, k_idx
 
-    def _matcher(self, m, ld, cp, slot_pass, step, swap, pend_last):
+    def _matcher(self, m, ld, cp, slot_pass, step, swap, pend_last, first, need_item):
         """The SlotUnit and its feeding: the chunk's channel list, a column block's classes
-        (latched one cycle after its first quad's last word), each quad's request (from
-        the cycle after its swap). Returns the SlotUnit's item stream."""
+        (queued one cycle after its first quad's last word), each quad's request (from
+        the cycle after its swap). Sets ``need_item`` (this pass-3 step consumes an item:
+        the first step, and every step until the quad's ``last`` item) and returns the
+        item stream as the stepper sees it (``valid``, ``payload``).
+
+        Every handshake is honoured: the classes wait in a two-entry FIFO (at most two
+        blocks are ever waiting: the loader cannot reach the first quad of block n + 2
+        before the last quad of block n has run its pass 3, which needs block n's
+        slots), the request is held until taken, and the stepper waits (``stalled``)
+        when a pass-3 step needs an item that is not there."""
         cfg, chunk, config = self.cfg, self.chunk, self.config
         t = self.geo.tile
         C, D = t.cols, t.max_dim
         W = config.sched_pattern_width
-        m.submodules.slots = su = SlotUnit(config)
+        a = self.index
+        m.submodules.slots = su = SlotUnit(config, stall_ids=(array_stream(a, "match_i"),
+                                                             array_stream(a, "match_o")))
+        self.slot_unit = su                 # for the benches' probes
+        gate = {name: stall_gate(m, config, array_stream(a, name), f"slot_{name}")
+                for name in ("blk", "quad", "o")}
 
         # Chunk channel j is the j-th lowest set bit of the chunk's mask (j < chunk.size).
         self._chan = chan_of = []
@@ -516,36 +542,50 @@ class ArraySequencer(wiring.Component):
         # Column block: pass-3 class of each column at each chunk channel (FULL/ABSENT 0,
         # HALF 1, NONE 2; padding columns and channels past the chunk 0).
         blk_load = Signal()
-        blk_pending = Signal()
         blk = Signal(su.blk.payload.shape())
         m.d.sync += blk_load.eq(pend_last & ld.first_rb & cfg.match)
-        with m.If(su.blk.valid & su.blk.ready):
-            m.d.sync += blk_pending.eq(0)
-        with m.If(blk_load):
-            m.d.sync += blk_pending.eq(1)
-            for c in range(C):
-                for j in range(W):
-                    code = _code_at(ld.klo[c], ld.khi[c], chan_of[j])
-                    m.d.sync += blk.codes[c][j].eq(
-                        Mux(ld.cvalid[c] & in_chunk[j], Cat(code == 1, code == 2), 0))
-        m.d.comb += [su.blk.valid.eq(blk_pending), su.blk.payload.eq(blk)]
+        for c in range(C):
+            for j in range(W):
+                code = _code_at(ld.klo[c], ld.khi[c], chan_of[j])
+                m.d.comb += blk.codes[c][j].eq(
+                    Mux(ld.cvalid[c] & in_chunk[j], Cat(code == 1, code == 2), 0))
+        m.submodules.blk_fifo = bq = fifo.SyncFIFO(width=len(blk.as_value()), depth=2)
+        m.d.comb += [
+            bq.w_en.eq(blk_load), bq.w_data.eq(blk),
+            su.blk.valid.eq(bq.r_rdy & gate["blk"]), su.blk.payload.eq(bq.r_data),
+            bq.r_en.eq(su.blk.ready & gate["blk"]),
+        ]
 
         # Quad request: channels where some real row has a HALF or NONE Q follower.
         req = Signal()
         with m.If(su.quad.valid & su.quad.ready):
             m.d.sync += req.eq(0)
+        m.d.comb += su.quad.valid.eq(req & gate["quad"])
         with m.If(swap & cfg.match):
             m.d.sync += req.eq(1)
         hn = Signal(D)
         m.d.comb += [
             hn.eq(cp.qs[1] | cp.qs[2]),
-            su.quad.valid.eq(req),
             su.quad.payload.work.eq(Cat(*[hn.bit_select(chan_of[j], 1) & in_chunk[j]
                                           for j in range(W)])),
             su.quad.payload.last.eq(cp.last_rb),
-            su.o.ready.eq(step & slot_pass),
         ]
-        return su.o
+        # Pass-3 items: the first step takes one (the quad's first slot, or its ``empty``
+        # item), then one per step until the item with ``last``; later steps are bubbles.
+        more = Signal()                     # the quad has items not yet taken
+        item = SimpleNamespace(valid=Signal(name="slot_item_valid"),
+                               payload=Signal(su.o.payload.shape(), name="slot_item"))
+        m.d.comb += [
+            need_item.eq(slot_pass & (first | more)),
+            item.valid.eq(su.o.valid & gate["o"]),
+            item.payload.eq(su.o.payload),
+            su.o.ready.eq(step & need_item & gate["o"]),
+        ]
+        with m.If(step & need_item):
+            m.d.sync += more.eq(~su.o.payload.last)
+        with m.If(self.start):
+            m.d.sync += more.eq(0)
+        return item
 
     def _slot_step(self, m, cp, item, first, issue):
         """Registered outputs of a pass-3 step replaying slot ``item`` (a bubble when

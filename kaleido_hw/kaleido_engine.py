@@ -40,7 +40,9 @@ from .engine_sequencer import ArraySequencer, unit_tokens
 from .merged_cell import MergedCell, merged_col_layout, merged_row_layout
 from .order_unit import OrderUnit
 from .sequencer import COUNTER_WIDTH
+from .stall_inject import STREAM_IDS, stall_gate
 from .tile_engine import WRITE_BYTES, check_run, operand_writes
+from .tile_engine import engine_ports as tile_ports
 
 
 __all__ = ["KaleidoEngine", "ERROR_BITS", "ENGINE_COUNTERS", "ARRAY_COUNTERS",
@@ -80,7 +82,8 @@ def built_variants(config: KaleidoConfig) -> tuple:
 ENGINE_COUNTERS = ("cycles", "chunks")
 #: Per-array counters (``cnt__a<k>__<name>``).
 ARRAY_COUNTERS = ("busy_pe_cycles", "issued0", "issued1", "issued2", "issued3", "skipped0",
-                  "skipped1", "skipped2", "skipped3", "merged", "bubbles", "quads", "idle")
+                  "skipped1", "skipped2", "skipped3", "merged", "bubbles", "quads", "idle",
+                  "stall")
 
 _ARRAY_COUNTER_DOCS = {
     "busy_pe_cycles": "PE-cycles of array {a} in which some register took a term",
@@ -96,6 +99,8 @@ _ARRAY_COUNTER_DOCS = {
     "bubbles": "bubble steps of array {a} (a pass lasts at least rows steps)",
     "quads": "tile quads computed by array {a}",
     "idle": "cycles of the run in which array {a} issued no step (loads, barrier, final drain)",
+    "stall": ("cycles in which array {a} had a step due but the dispatcher (SlotUnit) had no "
+              "item for it (0 but under stall injection)"),
 }
 #: Arrays whose counter ports PORT_DOCS describes (``engine_arrays`` is at most 64).
 _MAX_ARRAYS = 64
@@ -219,6 +224,8 @@ class KaleidoEngine(wiring.Component):
         W = geo.chunk_width
         matcher = self.config.engine_dispatcher in ("matcher", "full")
         scheduler = self.config.engine_dispatcher in ("scheduler", "full")
+        # Dispatcher blocks of this elaboration (the benches read their probe wires).
+        self.order_units, self.sequencers = {}, []
 
         # -- configuration check -------------------------------------------------------------
         hw = Signal(2 * t.size_width)
@@ -350,10 +357,13 @@ class KaleidoEngine(wiring.Component):
 
         # -- scheduler: per chunk, a pre-pass per side into an OrderUnit ------------------------
         if scheduler:
-            q_ou = OrderUnit(self.config, order_ports=P, inverse_ports=1, inverse_banks=2)
+            q_ou = OrderUnit(self.config, order_ports=P, inverse_ports=1, inverse_banks=2,
+                             stall_ids=(STREAM_IDS["q_sched_i"], STREAM_IDS["q_sched_o"]))
             k_ou = OrderUnit(self.config, order_ports=P, inverse_ports=geo.planes,
-                             inverse_banks=max(2, geo.planes))
+                             inverse_banks=max(2, geo.planes),
+                             stall_ids=(STREAM_IDS["k_sched_i"], STREAM_IDS["k_sched_o"]))
             m.submodules.q_order, m.submodules.k_order = q_ou, k_ou
+            self.order_units = {"q": q_ou, "k": k_ou}     # for the benches' probes
         else:
             m.d.comb += ord_ok.eq(1)
 
@@ -375,6 +385,7 @@ class KaleidoEngine(wiring.Component):
                              port.en.eq(Mux(self.wr.en & ~self.busy & (self.wr.sel == sel),
                                             byte_en, 0))]
             seq = ArraySequencer(self.config, a)
+            self.sequencers.append(seq)
             if scheduler:
                 m.d.comb += seq.next_bank.eq(plane_ctr[0])
                 for ou, port in ((q_ou, seq.q_ord), (k_ou, seq.k_ord)):
@@ -413,10 +424,11 @@ class KaleidoEngine(wiring.Component):
                 m.d.comb += [getattr(ac, f"issued{p}").eq(sc.issued[p]),
                              getattr(ac, f"skipped{p}").eq(sc.skipped[p])]
             with m.If(accept):
-                m.d.sync += [ac.busy_pe_cycles.eq(0), ac.idle.eq(0)]
+                m.d.sync += [ac.busy_pe_cycles.eq(0), ac.idle.eq(0), ac.stall.eq(0)]
             with m.If(self.busy):
                 m.d.sync += [ac.busy_pe_cycles.eq(ac.busy_pe_cycles + arr.busy_count),
-                             ac.idle.eq(ac.idle + ~seq.stepping)]
+                             ac.idle.eq(ac.idle + (~seq.stepping & ~seq.stalled)),
+                             ac.stall.eq(ac.stall + seq.stalled)]
         m.d.comb += all_done.eq(Cat(*done_bits).all())
         if scheduler:
             self._orders(m, run, kick, go, chunk, src_g, mask, issue_chunk, ord_ok, q_ou, k_ou)
@@ -478,17 +490,22 @@ class KaleidoEngine(wiring.Component):
         m.d.comb += units.eq(run.units[pre.group])
         last = Signal()
         m.d.comb += last.eq(u + 1 >= units)
+        # The unit in the output stage (s_*) goes to both OrderUnits (a fork: each side's
+        # ``taken`` remembers a handshake done while the other side still waits); the
+        # pipeline (unit counter, memory reads, s_*) advances only when both have it.
+        s_valid, s_last, s_hasf = Signal(), Signal(), Signal()
+        s_unit = Signal(len(q_ou.i.payload.unit))
+        adv = Signal()
         with m.If(pre_start):
             m.d.sync += [feeding.eq(1), u.eq(0)]
-        with m.Elif(feeding):
+        with m.Elif(feeding & adv):
             m.d.sync += u.eq(u + 1)
             with m.If(last):
                 m.d.sync += feeding.eq(0)
         anchor, follower, hasf, _ = unit_tokens(m, geo, run, pre.group, u, "pre_unit")
-        s_valid, s_last, s_hasf = Signal(), Signal(), Signal()
-        s_unit = Signal(len(q_ou.i.payload.unit))
-        m.d.sync += [s_valid.eq(feeding & ~pre_start), s_last.eq(last), s_hasf.eq(hasf),
-                     s_unit.eq(u)]
+        with m.If(adv):
+            m.d.sync += [s_valid.eq(feeding & ~pre_start), s_last.eq(last), s_hasf.eq(hasf),
+                         s_unit.eq(u)]
 
         # Chunk channel j = the j-th lowest set bit of the pre-pass chunk's mask.
         chans = []
@@ -500,13 +517,24 @@ class KaleidoEngine(wiring.Component):
             m.d.comb += nxt.eq(rest & (rest - 1))
             rest = nxt
 
-        ready = []
+        ready, has = [], []
         for side, ou in (("q", q_ou), ("k", k_ou)):
             mem = self._pre_mem[side]
             rd_a = mem.read_port(domain="sync", transparent_for=())
             rd_f = mem.read_port(domain="sync", transparent_for=())
             m.d.comb += [rd_a.addr.eq(anchor), rd_f.addr.eq(follower),
-                         rd_a.en.eq(feeding), rd_f.en.eq(feeding)]
+                         rd_a.en.eq(feeding & adv), rd_f.en.eq(feeding & adv)]
+            gate = stall_gate(m, self.config, STREAM_IDS[f"pre_{side}"], f"pre_{side}")
+            taken = Signal(name=f"{side}_pre_taken")
+            fire = Signal(name=f"{side}_pre_fire")
+            m.d.comb += fire.eq(ou.i.valid & ou.i.ready)
+            with m.If(adv):
+                m.d.sync += taken.eq(0)
+            with m.Elif(fire):
+                m.d.sync += taken.eq(1)
+            with m.If(pre_start):
+                m.d.sync += taken.eq(0)
+            has.append(taken | fire)
             cu = CodeUnit(D)
             m.submodules[f"{side}_pre_codes"] = cu
             m.d.comb += [cu.anchor.eq(rd_a.data), cu.follower.eq(rd_f.data),
@@ -516,7 +544,7 @@ class KaleidoEngine(wiring.Component):
             m.d.comb += hn.eq(cu.code_lo ^ cu.code_hi)
             m.d.comb += [
                 ou.start.eq(kick),
-                ou.i.valid.eq(s_valid),
+                ou.i.valid.eq(s_valid & ~taken & gate),
                 ou.i.payload.unit.eq(s_unit),
                 ou.i.payload.last.eq(s_last),
                 ou.i.payload.pattern.eq(Cat(*[hn.bit_select(chans[j], 1) & (pre.size > j)
@@ -530,7 +558,8 @@ class KaleidoEngine(wiring.Component):
                 m.d.sync += held.eq(1)
             m.d.comb += ou.release.eq(issue_chunk & held)
             ready.append(ou.avail > held)
-        m.d.comb += ord_ok.eq(~run.schedule | (ready[0] & ready[1]))
+        m.d.comb += [ord_ok.eq(~run.schedule | (ready[0] & ready[1])),
+                     adv.eq(~s_valid | (has[0] & has[1]))]
         return q_ou, k_ou
 
 
@@ -552,13 +581,11 @@ def check_engine_run(config: KaleidoConfig, grid, groups, full_bits: int = 5,
 
 def engine_ports(config: KaleidoConfig, grid, groups, full_bits: int = 5, half_bits: int = 3,
                  variant: str = "pe") -> dict:
-    """Values of the ``cfg__*`` ports for one run (after :func:`check_engine_run`)."""
-    grid, groups = check_engine_run(config, grid, groups, full_bits, half_bits, variant)
+    """Values of the ``cfg__*`` ports for one run (after :func:`check_engine_run`): the
+    TileEngine's encoding (:func:`kaleido_hw.tile_engine.engine_ports`) plus the dispatcher
+    bits of ``variant``."""
+    check_engine_run(config, grid, groups, full_bits, half_bits, variant)
     reuse, schedule, match = VARIANTS[variant]
-    gmap = sum(int(g) << (2 * c) for c, g in enumerate(groups.group_of))
-    dirs = sum(int(d) << (2 * g) for g, d in enumerate(groups.directions))
-    return {"cfg__t": grid.t, "cfg__h": grid.h, "cfg__w": grid.w,
-            "cfg__head_dim": groups.head_dim, "cfg__group_map": gmap,
-            "cfg__directions": dirs, "cfg__full_bits": full_bits,
-            "cfg__half_bits": half_bits, "cfg__reuse": reuse, "cfg__schedule": schedule,
-            "cfg__match": match}
+    ports = tile_ports(config, grid, groups, full_bits, half_bits, reuse=bool(reuse))
+    ports.update({"cfg__schedule": schedule, "cfg__match": match})
+    return ports

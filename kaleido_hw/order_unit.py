@@ -16,6 +16,7 @@ from amaranth.lib.wiring import In, Out
 
 from .config import KaleidoConfig
 from .scheduler import ClusterScheduler
+from .stall_inject import probe_wires, stall_gate
 from .tile_layouts import bits_for
 
 
@@ -59,6 +60,9 @@ class OrderUnit(wiring.Component):
         Banks of the inverse-order memory: chunk k's inverse goes to bank ``k mod
         inverse_banks`` (2: double-buffered like the order; the number of planes: every
         chunk's inverse kept for the read-out).
+    stall_ids : tuple of two ints
+        Verification only (``engine_stall_seed``): stream ids of the scheduler's input and
+        output for :func:`~kaleido_hw.stall_inject.stall_gate` (no logic when the seed is 0).
 
     Interface
         ``start`` (pulse): restart: the scheduler's LFSR returns to ``sched_lfsr_seed`` (a
@@ -84,7 +88,7 @@ class OrderUnit(wiring.Component):
         is complete at the last output of the chunk's final batch (the batch boundary at
         which all U units have come out).
 
-    Latency (the scheduler's output is never stalled here)
+    Latency (the scheduler's output is never stalled here but by stall injection)
         With the first unit accepted in cycle x and one unit per cycle, U units and
         N = ceil(U/E)*E entries: ``avail`` counts the order from cycle
         ``x + N + 2*E + 3`` (so ``pre(U) = N + 2E + 3`` from the first unit; in general
@@ -94,7 +98,7 @@ class OrderUnit(wiring.Component):
     """
 
     def __init__(self, config: KaleidoConfig, *, order_ports: int = 1, inverse_ports: int = 1,
-                 inverse_banks: int = 2):
+                 inverse_banks: int = 2, stall_ids: tuple = (2, 3)):
         for name, v, lo in (("order_ports", order_ports, 1), ("inverse_ports", inverse_ports, 1),
                             ("inverse_banks", inverse_banks, 2)):
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 64:
@@ -102,6 +106,7 @@ class OrderUnit(wiring.Component):
         self.config = config
         self.order_ports, self.inverse_ports = order_ports, inverse_ports
         self.inverse_banks = inverse_banks
+        self.stall_ids = stall_ids
         uw = _unit_width(config)
         self.unit_width = uw
         self.inverse_bank_width = bits_for(inverse_banks - 1)
@@ -147,9 +152,12 @@ class OrderUnit(wiring.Component):
         pad = Signal()
         m.d.comb += pad.eq(phase == PAD)
         sp = sched.i.payload
+        # Stall injection (test builds only): the gates withhold the scheduler's handshakes.
+        gate_i = stall_gate(m, cfg, self.stall_ids[0], "sched_i")
+        gate_o = stall_gate(m, cfg, self.stall_ids[1], "sched_o")
         m.d.comb += [
-            sched.i.valid.eq(pad | (take & self.i.valid)),
-            self.i.ready.eq(take & sched.i.ready),
+            sched.i.valid.eq((pad | (take & self.i.valid)) & gate_i),
+            self.i.ready.eq(take & sched.i.ready & gate_i),
             sp.token_id.eq(Mux(pad, Const(1 << uw, uw + 1), Cat(self.i.payload.unit, 0))),
             sp.pattern.eq(Mux(pad, 0, self.i.payload.pattern)),
         ]
@@ -173,8 +181,8 @@ class OrderUnit(wiring.Component):
         unit = Signal(uw)
         out = Signal()
         m.d.comb += [
-            sched.o.ready.eq(1),
-            out.eq(sched.o.valid),
+            sched.o.ready.eq(gate_o),
+            out.eq(sched.o.valid & gate_o),
             unit.eq(so.token_id[:uw]),
             real.eq(~so.token_id[uw]),
             ow.addr.eq(Cat(opos[:uw], wbank)),
@@ -192,6 +200,12 @@ class OrderUnit(wiring.Component):
         with m.If(complete):
             m.d.sync += [opos.eq(0), phase.eq(IDLE), wbank.eq(~wbank),
                          ibank.eq(Mux(ibank == self.inverse_banks - 1, 0, ibank + 1))]
+
+        # Probes (plain wires) for the engine benches' invariants: units in, order out.
+        self.probes = probe_wires(m, {
+            "probe_in_fire": self.i.valid & self.i.ready, "probe_in_unit": self.i.payload.unit,
+            "probe_in_last": self.i.payload.last, "probe_out_fire": out & real,
+            "probe_out_unit": unit, "probe_out_done": complete})
 
         # -- banks in use -----------------------------------------------------------------
         rel = Signal()
@@ -211,3 +225,4 @@ class OrderUnit(wiring.Component):
 
         # A local synchronous reset: the scheduler restarts from the seed, no chunk in progress.
         return ResetInserter(self.start)(m)
+

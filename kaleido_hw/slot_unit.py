@@ -17,6 +17,7 @@ from .config import KaleidoConfig
 from .dispatch_layouts import Sel, index_width
 from .matcher import MergeMatcher
 from .scheduler import popcount
+from .stall_inject import probe_wires, stall_gate
 from .tile_layouts import bits_for
 
 
@@ -81,6 +82,9 @@ class SlotUnit(wiring.Component):
     config : KaleidoConfig
         ``cols`` (C, columns of a block), ``sched_pattern_width`` (W, channels of a chunk;
         the matcher runs with M = W), ``matcher_lookahead`` (L).
+    stall_ids : tuple of two ints
+        Verification only (``engine_stall_seed``): stream ids of the matcher's input and
+        output for :func:`~kaleido_hw.stall_inject.stall_gate` (no logic when the seed is 0).
 
     Interface
         ``blk`` (stream of :func:`slot_block_layout`): one column block's pass-3 classes,
@@ -112,8 +116,9 @@ class SlotUnit(wiring.Component):
         Storage: 2*W entries of 2*ceil(log2 W) + 1 + 3*C bits.
     """
 
-    def __init__(self, config: KaleidoConfig):
+    def __init__(self, config: KaleidoConfig, stall_ids: tuple = (11, 12)):
         self.config = config
+        self.stall_ids = stall_ids
         super().__init__({
             "blk": In(stream.Signature(slot_block_layout(config))),
             "quad": In(stream.Signature(slot_quad_layout(config))),
@@ -147,12 +152,16 @@ class SlotUnit(wiring.Component):
         m.d.comb += nonempty.eq(Cat(*[self.blk.payload.codes[c].as_value() != 0
                                       for c in range(C)]).any())
         can_accept = Signal()
+        # Stall injection (test builds only): the gates withhold the matcher's handshakes.
+        gate_i = stall_gate(m, cfg, self.stall_ids[0], "match_i")
+        gate_o = stall_gate(m, cfg, self.stall_ids[1], "match_o")
         m.d.comb += [
             can_accept.eq(~full.bit_select(wb, 1) & ~inflight),
             mm.i.payload.codes.eq(self.blk.payload.codes),
-            mm.i.valid.eq(self.blk.valid & can_accept & nonempty),
-            self.blk.ready.eq(can_accept & (~nonempty | mm.i.ready)),
-            mm.o.ready.eq(1),      # the write bank is free whenever a block is in the matcher
+            mm.i.valid.eq(self.blk.valid & can_accept & nonempty & gate_i),
+            self.blk.ready.eq(can_accept & (~nonempty | (mm.i.ready & gate_i))),
+            # The write bank is free whenever a block is in the matcher: ready but for stalls.
+            mm.o.ready.eq(gate_o),
         ]
         with m.If(self.blk.valid & self.blk.ready):
             m.d.sync += wcount.eq(0)
@@ -181,6 +190,14 @@ class SlotUnit(wiring.Component):
                 for k in range(2):
                     with m.If(wb == k):
                         m.d.sync += full[k].eq(1)
+
+        # Probes (plain wires) for the engine benches' invariants: blocks in, slots out.
+        self.probes = probe_wires(m, {
+            "probe_blk_fire": self.blk.valid & self.blk.ready,
+            "probe_blk_codes": self.blk.payload.as_value(),
+            "probe_slot_fire": mm.o.valid & mm.o.ready, "probe_slot_a": s.a,
+            "probe_slot_b": s.b, "probe_slot_merged": s.merged,
+            "probe_slot_sel": s.sel.as_value(), "probe_slot_last": s.last})
 
         # -- replay: per quad, the read bank's slots that hit its work mask -------------------
         rb = Signal()

@@ -37,6 +37,7 @@ def test_min_acc_width_is_tight(channels, width):
     ("matcher_lookahead", 0, "matcher_lookahead must be in [1, 16]"),
     ("engine_arrays", 65, "engine_arrays must be in [1, 64]"),
     ("engine_dispatcher", "scheduler+matcher", "engine_dispatcher must be one of none, scheduler, matcher, full"),
+    ("engine_stall_seed", 0x10000, "engine_stall_seed must be in [0, 65535]"),
 ])
 def test_bad_values_name_the_key_and_range(key, value, needle):
     if needle is None:

@@ -2,12 +2,15 @@
 "RTL"): whole runs of small engines (P = 1, 2 and 3 arrays of 2 x 2 PEs) with S bit-exact
 against ``golden.attention_scores`` / ``q @ k.T`` and every counter (engine and per array)
 equal to ``golden.engine.engine_counters``; the unit arithmetic against ``golden.schedule.units``;
-the chunk count bound; configuration errors. The cocotb benches
+the chunk count bound; configuration errors; random stalls on every internal stream
+(``engine_stall_seed``) with the dispatcher invariants of ``golden.engine_trace`` (one run
+here, the sweep with ``KALEIDO_ENGINE_SET=full``). The cocotb benches
 (``tests/test_kaleido_engine_sim.py``) run the generated Verilog."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -15,6 +18,8 @@ from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from golden.engine import EngineParams, EngineTiming, chunks, engine_counters
+from golden.engine_trace import (OrderTrace, SlotTrace, check_counters, check_trace,
+                                 decode_block, decode_sel, expected_trace)
 from golden.numerics import ChannelGroups, VideoGrid, attention_scores
 from golden.schedule import units
 from kaleido_hw.config import KaleidoConfig
@@ -25,11 +30,56 @@ from kaleido_hw.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BI
                                        operand_writes)
 
 
-def simulate(dut, bench):
+def simulate(dut, bench, monitor=None):
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
+    if monitor is not None:
+        sim.add_process(monitor(dut))
     sim.run()
+
+
+def dispatch_monitor(cfg, orders: dict, slots: dict):
+    """A process constructor recording the OrderUnits' and SlotUnits' probe wires (sampled at
+    each clock edge) into ``orders`` (side -> OrderTrace) and ``slots`` (array -> SlotTrace).
+    Called after elaboration, so the engine's dispatcher blocks exist."""
+    def make(dut):
+        watch = []                                  # (record function, probe names, signals)
+        for side, ou in dut.order_units.items():
+            tr = orders.setdefault(side, OrderTrace())
+            p = ou.probes
+
+            def rec_order(v, tr=tr):
+                if v["probe_in_fire"]:
+                    tr.unit_in(v["probe_in_unit"], v["probe_in_last"])
+                if v["probe_out_fire"] or v["probe_out_done"]:
+                    tr.unit_out(v["probe_out_unit"] if v["probe_out_fire"] else None,
+                                v["probe_out_done"])
+            watch.append((rec_order, list(p), list(p.values())))
+        for a, seq in enumerate(dut.sequencers):
+            su = getattr(seq, "slot_unit", None)
+            if su is None:
+                continue
+            tr = slots.setdefault(a, SlotTrace())
+            p = su.probes
+
+            def rec_slot(v, tr=tr):
+                if v["probe_blk_fire"]:
+                    tr.block(decode_block(v["probe_blk_codes"], cfg.cols, cfg.sched_pattern_width))
+                if v["probe_slot_fire"]:
+                    tr.slot(v["probe_slot_a"], v["probe_slot_b"], v["probe_slot_merged"],
+                            decode_sel(v["probe_slot_sel"], cfg.cols), v["probe_slot_last"])
+            watch.append((rec_slot, list(p), list(p.values())))
+        signals = [s for _, _, sigs in watch for s in sigs]
+
+        async def monitor(ctx):
+            async for _, _, *values in ctx.tick().sample(*signals):
+                i = 0
+                for record, names, sigs in watch:
+                    record(dict(zip(names, values[i:i + len(sigs)])))
+                    i += len(sigs)
+        return monitor
+    return make
 
 
 def model_counters(cfg, q, k, grid, groups, variant):
@@ -38,7 +88,9 @@ def model_counters(cfg, q, k, grid, groups, variant):
     out = {"cycles": int(c.cycles), "chunks": int(c.chunks)}
     for a in range(cfg.engine_arrays):
         vals = {"busy_pe_cycles": c.busy_pe_cycles[a], "merged": c.merged[a],
-                "bubbles": c.bubbles[a], "quads": c.quads[a], "idle": c.idle[a]}
+                "bubbles": c.bubbles[a], "quads": c.quads[a], "idle": c.idle[a],
+                # The cycle model has no dispatcher stalls: the SlotUnit's latencies are hidden.
+                "stall": 0}
         for p in range(4):
             vals[f"issued{p}"] = c.issued[a, p]
             vals[f"skipped{p}"] = c.skipped[a, p]
@@ -46,10 +98,17 @@ def model_counters(cfg, q, k, grid, groups, variant):
     return out
 
 
-def run_engine(cfg, q, k, grid, groups, variant="pe", stall_every=0, ports=None):
+def run_engine(cfg, q, k, grid, groups, variant="pe", stall_every=0, ports=None, trace=False,
+               max_cycles=100_000):
+    """One run; ``trace``: also record the dispatcher probes (``out["orders"]``,
+    ``out["slots"]``); fails if ``done`` does not come within ``max_cycles``."""
     dut = KaleidoEngine(cfg)
     ports = ports or engine_ports(cfg, grid, groups, variant=variant)
     out = {}
+    monitor = None
+    if trace:
+        out["orders"], out["slots"] = {}, {}
+        monitor = dispatch_monitor(cfg, out["orders"], out["slots"])
 
     async def bench(ctx):
         for sel, x in ((0, q), (1, k)):
@@ -67,7 +126,12 @@ def run_engine(cfg, q, k, grid, groups, variant="pe", stall_every=0, ports=None)
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
-        await ctx.tick().until(dut.done)
+        # A lost or invented dispatcher token would stall the run forever: bound it.
+        for _ in range(max_cycles):
+            if ctx.get(dut.done):
+                break
+            await ctx.tick()
+        assert ctx.get(dut.done), f"no done within {max_cycles} cycles"
         out["error"] = ctx.get(dut.error)
         if out["error"]:
             return
@@ -94,7 +158,7 @@ def run_engine(cfg, q, k, grid, groups, variant="pe", stall_every=0, ports=None)
             assert not ctx.get(dut.s.valid), "S read-out gave more than N*N values"
         out["S"] = np.array(s, np.int64).reshape(grid.n, grid.n)
 
-    simulate(dut, bench)
+    simulate(dut, bench, monitor)
     return out
 
 
@@ -260,3 +324,61 @@ def test_rejected_starts_and_python_check():
                          variant="pe-sh")
     with pytest.raises(ValueError, match="variant must be one of"):
         check_engine_run(cfg, grid, groups, variant="fast")
+
+
+def check_dispatch_run(cfg, q, k, grid, groups, variant, label):
+    """One run with the dispatcher probes recorded: S bit-exact; without stall injection
+    every counter equal to the cycle model, with it the work counters (issued, skipped,
+    merged, bubbles, quads, busy PE-cycles, chunks) equal and the time only longer, every
+    lost cycle counted (idle + stall = cycles - issued - bubbles per array); the orders and
+    slots satisfy the invariants of ``golden.engine_trace`` and equal the golden model's."""
+    want = model_counters(cfg, q, k, grid, groups, variant)
+    out = run_engine(cfg, q, k, grid, groups, variant, stall_every=3, trace=True,
+                     max_cycles=6 * want["cycles"] + 1000)
+    assert out["error"] == 0, label
+    assert np.array_equal(out["S"], attention_scores(q, k, grid, groups)), f"{label}: S differs"
+    got = out["counters"]
+    check_counters(got, want, cfg.engine_arrays, bool(cfg.engine_stall_seed), label)
+    summary = check_trace(expected_trace(q, k, grid, groups, EngineParams.from_config(cfg),
+                                         variant), out["orders"], out["slots"], label)
+    return got, want, summary
+
+
+#: Stall-injection runs: (arrays, variant, engine_stall_seed); the first is in make test,
+#: the rest with KALEIDO_ENGINE_SET=full (make regress).
+STALL_RUNS = [(2, "full", 0x5A5A), (2, "full", 0),
+              (1, "pe-sh", 0x1234), (1, "pe-m", 0x0BAD), (1, "full", 0x7777), (1, "full", 0),
+              (2, "pe-sh", 0x2468), (2, "pe-m", 0x1357), (2, "pe-m", 0), (2, "pe-sh", 0)]
+_FULL_SET = os.environ.get("KALEIDO_ENGINE_SET", "") == "full"
+
+
+@pytest.mark.parametrize("arrays,variant,seed", [
+    r if i < 1 or _FULL_SET else pytest.param(*r, marks=pytest.mark.skip(
+        reason="KALEIDO_ENGINE_SET=full (make regress) runs the whole stall sweep"))
+    for i, r in enumerate(STALL_RUNS)])
+def test_dispatch_invariants_under_stalls(arrays, variant, seed):
+    """Random stalls on every internal stream (pre-pass -> OrderUnits, their schedulers, the
+    SlotUnits' blk / quad / item streams and matchers; ``engine_stall_seed``), P arrays of
+    2 x 2 on an odd 3x3x2 grid with chunks of 4 (groups 5/6/5: 2 + 2 + 2 chunks, several
+    scheduler batches of 4 per chunk): S, work counters, the stall accounting, and per
+    chunk and column block the orders (permutations of the chunk's units) and the slots
+    (each channel with work exactly once, only compatible pairs), equal to the golden model;
+    with the seed 0 (no injection) every counter is cycle-exact and ``stall`` is 0."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=arrays, engine_max_tokens=32,
+                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=4, engine_stall_seed=seed)
+    grid = VideoGrid(3, 3, 2)
+    groups = ChannelGroups.from_sizes(5, 6, 5, directions=(1, 0, 2))
+    rng = np.random.default_rng(arrays * 100 + seed % 97)
+    base = rng.integers(-100, 100, (grid.n, 16))
+    q = np.clip(base + rng.integers(-6, 7, (grid.n, 16)), -128, 127).astype(np.int8)
+    k = np.clip(np.cumsum(rng.integers(-5, 6, (grid.n, 16)), 0), -128, 127).astype(np.int8)
+    got, want, summary = check_dispatch_run(cfg, q, k, grid, groups, variant,
+                                            f"P={arrays} {variant} seed={seed:#x}")
+    sched, match = variant in ("pe-sh", "full"), variant in ("pe-m", "full")
+    assert summary["orders"] == (2 * want["chunks"] if sched else 0)
+    assert (summary["slots"] > 0) == match
+    stalls = sum(got[f"a{a}__stall"] for a in range(arrays))
+    if seed:
+        assert got["cycles"] > want["cycles"]
+        assert (stalls > 0) == match          # only the SlotUnit's items stall the stepper

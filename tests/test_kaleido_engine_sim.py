@@ -13,12 +13,20 @@ with d = 16 channels per token (the default d = 128 engine takes minutes to buil
   bits).
 
 Every run checks S bit-exact (read out under random back-pressure) and every engine and
-per-array counter against ``golden.engine.engine_counters``. ``make regress`` runs the full
-bench on rtl_out/kaleido_engine.v (the default configuration) on both simulators.
+per-array counter against ``golden.engine.engine_counters``; every dispatcher run also the
+scheduler's orders and the matcher's slots (probe wires, ``golden.engine_trace``).
+``make regress`` runs the full bench on rtl_out/kaleido_engine.v (the default configuration)
+on both simulators.
+
+With ``KALEIDO_ENGINE_SET=full`` also three builds with stall injection on every internal
+stream (``engine_stall_seed``; the bench's ``stall`` set: full, pe-m, pe-sh on 2x2x4 and
+an odd 3x3x3 grid): P = 2 arrays of 4 x 4 with chunks of 4 on Icarus, P = 1 (chunks of 4)
+and P = 2 (chunks of 8) arrays of 2 x 2 on Verilator.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -39,12 +47,34 @@ VARIANTS = {
                                 engine_max_tokens=32), "icarus", "quick"),
     "p1-d16": (KaleidoConfig(engine_arrays=1, engine_max_head_dim=16, engine_max_tokens=32,
                              engine_dispatcher="matcher"), "icarus", "quick"),
+    # Stall injection on every internal stream (engine_stall_seed): the dispatcher variants
+    # with the order / slot invariants on 2x2x4 and 3x3x3 grids (KALEIDO_ENGINE_SET=full:
+    # make test is over its time budget).
+    "p2-w4-d16-stall": (KaleidoConfig(engine_arrays=2, sched_pattern_width=4,
+                                      matcher_channels=4, sched_entries=8,
+                                      engine_max_head_dim=16, engine_max_tokens=32,
+                                      engine_stall_seed=0x0C0C), "icarus", "stall"),
+    "p1-r2-stall": (KaleidoConfig(engine_arrays=1, rows=2, cols=2, sched_pattern_width=4,
+                                  matcher_channels=4, sched_entries=8, engine_max_head_dim=16,
+                                  engine_max_tokens=32, engine_stall_seed=0xB00F),
+                    "verilator", "stall"),
+    "p2-r2-stall": (KaleidoConfig(engine_arrays=2, rows=2, cols=2, sched_pattern_width=8,
+                                  matcher_channels=8, sched_entries=8, engine_max_head_dim=16,
+                                  engine_max_tokens=32, engine_stall_seed=0x1DEA),
+                    "verilator", "stall"),
 }
+
+
+#: Variants only KALEIDO_ENGINE_SET=full runs (make test's time budget).
+FULL_ONLY = ("p2-w4-d16-stall", "p1-r2-stall", "p2-r2-stall")
+FULL_SET = os.environ.get("KALEIDO_ENGINE_SET", "") == "full"
 
 
 @pytest.mark.sim
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_kaleido_engine_bench(variant, monkeypatch):
+    if variant in FULL_ONLY and not FULL_SET:
+        pytest.skip("stall-injection sweep: KALEIDO_ENGINE_SET=full")
     config, sim, bench_set = VARIANTS[variant]
     monkeypatch.setenv("KALEIDO_ENGINE_SET", bench_set)
     run_variant("kaleido_engine", "kaleido_engine", config, variant, sim=sim)

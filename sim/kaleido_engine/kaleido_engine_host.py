@@ -14,10 +14,12 @@ import os
 import random
 from pathlib import Path
 
+import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 
 from golden.engine import EngineParams, engine_counters
+from golden.engine_trace import OrderTrace, SlotTrace, decode_block, decode_sel
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
                                        engine_ports, operand_writes)
@@ -49,7 +51,9 @@ def model_counters(config: KaleidoConfig, q, k, grid, groups, variant: str,
     out = {"cycles": int(c.cycles), "chunks": int(c.chunks)}
     for a in range(config.engine_arrays):
         vals = {"busy_pe_cycles": c.busy_pe_cycles[a], "merged": c.merged[a],
-                "bubbles": c.bubbles[a], "quads": c.quads[a], "idle": c.idle[a]}
+                "bubbles": c.bubbles[a], "quads": c.quads[a], "idle": c.idle[a],
+                # The cycle model has no dispatcher stalls: the SlotUnit's latencies are hidden.
+                "stall": 0}
         for p in range(4):
             vals[f"issued{p}"] = c.issued[a, p]
             vals[f"skipped{p}"] = c.skipped[a, p]
@@ -130,3 +134,50 @@ class KaleidoEngineHost:
 
 def error_names(mask: int) -> list[str]:
     return [name for b, (name, _) in enumerate(ERROR_BITS) if mask >> b & 1]
+
+
+class DispatchMonitor:
+    """Records the dispatcher's probe wires (``probe_*`` in the ``q_order``/``k_order``
+    OrderUnits and each ``seq<a>.slots`` SlotUnit, read through the hierarchy at every
+    rising clock edge: the values before the edge) into ``orders`` (side -> OrderTrace) and
+    ``slots`` (array -> SlotTrace) for :func:`golden.engine_trace.check_trace`."""
+
+    def __init__(self, dut, config: KaleidoConfig, *, orders: bool, slots: bool):
+        self.dut, self.config = dut, config
+        self.orders = {side: OrderTrace() for side in ("q", "k")} if orders else {}
+        self.slots = {a: SlotTrace() for a in range(config.engine_arrays)} if slots else {}
+        self._ou = {side: getattr(dut, f"{side}_order") for side in self.orders}
+        self._su = {a: getattr(dut, f"seq{a}").slots for a in self.slots}
+        self._task = None
+
+    def start(self):
+        """Start recording (call before ``start`` is pulsed)."""
+        self._task = cocotb.start_soon(self._run())
+        return self
+
+    def stop(self):
+        """Stop recording."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _run(self):
+        C, W = self.config.cols, self.config.sched_pattern_width
+        while True:
+            await RisingEdge(self.dut.clk)
+            for side, ou in self._ou.items():
+                tr = self.orders[side]
+                if int(ou.probe_in_fire.value):
+                    tr.unit_in(int(ou.probe_in_unit.value), bool(int(ou.probe_in_last.value)))
+                fire, done = int(ou.probe_out_fire.value), int(ou.probe_out_done.value)
+                if fire or done:
+                    tr.unit_out(int(ou.probe_out_unit.value) if fire else None, bool(done))
+            for a, su in self._su.items():
+                tr = self.slots[a]
+                if int(su.probe_blk_fire.value):
+                    tr.block(decode_block(int(su.probe_blk_codes.value), C, W))
+                if int(su.probe_slot_fire.value):
+                    tr.slot(int(su.probe_slot_a.value), int(su.probe_slot_b.value),
+                            bool(int(su.probe_slot_merged.value)),
+                            decode_sel(int(su.probe_slot_sel.value), C),
+                            bool(int(su.probe_slot_last.value)))

@@ -9,7 +9,10 @@ engine is built with them (``engine_dispatcher``; "full", the default, builds bo
 wrappers (``tests/test_kaleido_engine_sim.py``) run it on small generated variants
 (``KALEIDO_MANIFEST`` names the variant's manifest). ``KALEIDO_SEEDS=N`` runs N seeds;
 ``KALEIDO_ENGINE_SET=quick`` keeps only the 2x4x4 runs of the small-grid test (Icarus in
-``make test``), ``full`` (the default) runs them all.
+``make test``), ``full`` (the default) runs them all; ``stall`` / ``stall-quick`` run the
+dispatcher variants on small grids for builds with stall injection (``engine_stall_seed``:
+work counters exact, time only longer). Every dispatcher run also checks the scheduler's
+orders and the matcher's slots through the probe wires (``golden.engine_trace``).
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles
 
+from golden.engine import EngineParams
+from golden.engine_trace import check_counters, check_trace, expected_trace
 from golden.numerics import ChannelGroups, VideoGrid, attention_scores
 from golden.workloads import make_qkv
-from kaleido_engine_host import KaleidoEngineHost, error_names, load_config, model_counters
+from kaleido_engine_host import (DispatchMonitor, KaleidoEngineHost, error_names, load_config,
+                                 model_counters)
 from kaleido_hw.kaleido_engine import ERROR_BITS, built_variants, check_engine_run, engine_ports
 from simlib import seeds_requested, start_clock_and_reset
 
@@ -41,8 +47,19 @@ SMALL_RUNS = [(SMALL_GRIDS[0], "random", "pe"), (SMALL_GRIDS[0], "smooth", "pe")
 BUILT = built_variants(CFG)
 SMALL_RUNS = [r for r in SMALL_RUNS if r[2] in BUILT]
 SET = os.environ.get("KALEIDO_ENGINE_SET", "full")
-if SET not in ("quick", "standard", "full"):
-    raise ValueError(f"KALEIDO_ENGINE_SET must be quick, standard or full, got {SET!r}")
+if SET not in ("quick", "standard", "full", "stall", "stall-quick"):
+    raise ValueError(f"KALEIDO_ENGINE_SET must be quick, standard, full, stall or stall-quick, "
+                     f"got {SET!r}")
+#: Stall injection in this build (``engine_stall_seed``): work counters exact, time longer.
+INJECTED = bool(CFG.engine_stall_seed)
+if SET in ("stall", "stall-quick"):
+    # Builds with few tokens (stall injection): the dispatcher variants on a 2x2x4 grid and
+    # an odd 3x3x3 grid, 16 channels in groups 4/6/6; stall-quick (make test) the first.
+    SMALL_RUNS = [r for r in ((VideoGrid(2, 2, 4), "smooth", "full"),
+                              (VideoGrid(3, 3, 3), "random", "pe-m"),
+                              (VideoGrid(3, 3, 3), "smooth", "pe-sh"),
+                              (VideoGrid(3, 3, 3), "smooth", "full")) if r[2] in BUILT]
+    SMALL_RUNS = SMALL_RUNS[:1] if SET == "stall-quick" else SMALL_RUNS
 if SET == "standard":
     # make test: every variant and both grids once, the odd 3x5x4 grid for the dispatcher.
     SMALL_RUNS = [r for r in SMALL_RUNS if r in (
@@ -81,10 +98,20 @@ def operands(kind: str, grid: VideoGrid, d: int, rng: np.random.Generator):
 async def verify_run(host: KaleidoEngineHost, q, k, grid, groups, *, variant: str,
                      full_bits: int = 5, half_bits: int = 3, stall: float = 0.0,
                      label: str = "") -> dict:
-    """One run: S and every counter against the golden models."""
+    """One run: S and every counter against the golden models; with a dispatcher variant
+    also the scheduler's orders and the matcher's slots (``golden.engine_trace``: each
+    order a permutation of the chunk's units, each channel with work in exactly one slot,
+    only compatible pairs merged, all equal to the golden model). Under stall injection
+    the work counters are exact and the time only longer (``check_counters``)."""
     want = model_counters(CFG, q, k, grid, groups, variant, full_bits, half_bits)
+    sched, match = variant in ("pe-sh", "full"), variant in ("pe-m", "full")
+    monitor = (DispatchMonitor(host.dut, CFG, orders=sched, slots=match).start()
+               if sched or match else None)
+    budget = want["cycles"] * (6 if INJECTED else 1) + 1000
     result = await host.run(q, k, grid, groups, variant=variant, full_bits=full_bits,
-                            half_bits=half_bits, max_cycles=want["cycles"] + 1000)
+                            half_bits=half_bits, max_cycles=budget)
+    if monitor is not None:
+        monitor.stop()
     assert result["error"] == 0, f"{label}: rejected: {error_names(result['error'])}"
     got_s = await host.read_scores(grid.n, stall=stall, rng=random.Random(label))
     if variant == "dense":
@@ -96,9 +123,13 @@ async def verify_run(host: KaleidoEngineHost, q, k, grid, groups, *, variant: st
         i, j = bad[0]
         raise AssertionError(f"{label}: S differs at {len(bad)} of {grid.n ** 2} entries; first "
                              f"S[{i}][{j}] = {got_s[i, j]}, expected {want_s[i, j]}")
-    diff = {key: (result["counters"][key], want[key]) for key in want
-            if result["counters"][key] != want[key]}
-    assert not diff, f"{label}: counters differ (rtl, model): {diff}"
+    check_counters(result["counters"], want, CFG.engine_arrays, INJECTED, label)
+    if monitor is not None:
+        expected = expected_trace(q, k, grid, groups, EngineParams.from_config(CFG), variant,
+                                  full_bits, half_bits)
+        seen = check_trace(expected, monitor.orders, monitor.slots, label)
+        host.dut._log.info(f"{label}: dispatcher invariants hold on {seen['orders']} orders, "
+                           f"{seen['blocks']} column blocks, {seen['slots']} slots")
     return result["counters"]
 
 
@@ -117,7 +148,7 @@ async def test_small_grids(dut):
             dut._log.info(f"{label}: {cnt['cycles']} cycles, {cnt['chunks']} chunks")
 
 
-@cocotb.test()
+@cocotb.test(skip=SET.startswith("stall"))
 async def test_directions_and_thresholds(dut):
     """Other reuse directions, a channel map that interleaves the groups, an empty group, and
     other full_bits/half_bits."""
@@ -141,7 +172,7 @@ async def test_directions_and_thresholds(dut):
                              label=f"{variant} {groups.directions} {full_bits}/{half_bits}")
 
 
-@cocotb.test(skip=SET == "quick" or CFG.engine_max_head_dim < 128
+@cocotb.test(skip=SET == "quick" or SET.startswith("stall") or CFG.engine_max_head_dim < 128
              or CFG.engine_max_tokens < 64)
 async def test_hunyuanvideo_head(dut):
     """A hunyuanvideo head (d = 128, groups 16/56/56: 9 chunks) on a 2x4x8 grid, synthetic
@@ -173,7 +204,7 @@ async def test_hunyuanvideo_head(dut):
                   f"PE utilization (pe) {util:.1%}")
 
 
-@cocotb.test()
+@cocotb.test(skip=SET.startswith("stall"))
 async def test_rejected_configurations(dut):
     """Every error bit: the engine finishes at once with the bit set, and the next valid run
     is unaffected. The Python check rejects the same jobs before simulation."""
