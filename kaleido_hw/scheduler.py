@@ -210,7 +210,7 @@ class ClusterScheduler(wiring.Component):
         dbank = Signal()
         dpos = Signal(range(E))
         dcl = Signal(range(K))
-        dwithin = Signal(range(Q))
+        dwithin = Signal(range(max(Q, 2)))   # one bit even when Q = 1 (no zero-width wire)
         ov, ocl, olast = Signal(), Signal(range(K)), Signal()
         take = Signal()
         issue = Signal()

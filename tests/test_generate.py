@@ -158,10 +158,14 @@ def test_non_default_config_reaches_the_verilog(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH: make install")
-def test_dispatcher_with_non_power_of_two_clusters_is_lint_clean(tmp_path):
+@pytest.mark.parametrize("toml_text", [
     # K = 3: index lookups must cover every value of the 2-bit cluster index.
-    r, out = _generate_cli(tmp_path, "sched_entries = 12\nsched_clusters = 3\n"
-                           "sched_pattern_width = 12\nmatcher_channels = 12\n",
+    "sched_entries = 12\nsched_clusters = 3\nsched_pattern_width = 12\nmatcher_channels = 12\n",
+    # E / K = 1 entry per cluster: no zero-width counter (Verilator rejects [-1:0]).
+    "sched_entries = 4\nsched_clusters = 4\n",
+], ids=["K3", "one-per-cluster"])
+def test_dispatcher_with_odd_cluster_shapes_is_lint_clean(tmp_path, toml_text):
+    r, out = _generate_cli(tmp_path, toml_text,
                            "--top", "cluster_scheduler", "--top", "merge_matcher")
     assert r.returncode == 0, r.stderr
     for module in ("cluster_scheduler", "merge_matcher"):
