@@ -12,7 +12,7 @@ SEEDS   ?= 8
 export PATH := $(CURDIR)/tools/bin:$(VENV)/bin:$(PATH)
 export KALEIDO_PYTHON := $(VPY)
 
-.PHONY: install test verilog lint bench synth regress report clean
+.PHONY: install test verilog lint bench synth synth-engine regress report clean
 
 install:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ bench:
 
 synth:
 	$(VPY) -m kaleido_hw synth
+
+# Area breakdown of the whole KaleidoEngine (P = 1 and 4; long: see docs/engine.md).
+synth-engine:
+	nice $(VPY) -m kaleido_hw synth --engine
 
 regress:
 	KALEIDO_SEEDS=$(SEEDS) $(VPY) tests/test_regress.py -n $(JOBS)

@@ -17,7 +17,8 @@ report             paper       what
 ``motion``         Fig. 24     speedup and quality for low- and high-motion workloads
 ``array-size``     Fig. 21     speedup and PE utilization of one R x C array, 2x2 to 8x8
 ``area``           Table 2     yosys area of ReusePE, BaselinePE and the dispatcher blocks
-                               (``kaleido_hw.synth``; only with ``--area`` or ``--only area``)
+                               (``kaleido_hw.synth``; only with ``--area`` or ``--only area``),
+                               plus the whole engine's breakdown when ``make synth-engine`` ran
 ``ablation``       Fig. 19     the multi-array engine's variants dense, pe, pe-sh, pe-m, full
                                (``golden.engine``; same rows as ``kaleido-hw engine-report``)
 ``scaling``        Fig. 21/22  the engine on 1..64 arrays, and 2x2/4x4/8x8 arrays at 256 PEs
@@ -971,8 +972,7 @@ def report_area(ctx: Context, plt) -> Result:
         "flipflops": reuse.ffs / base.ffs, "longest_path": reuse.longest_path / base.longest_path},
         "config": cfg.to_dict()}
     r.notes.append(f"yosys generic gates (synth -flatten; stat -tech cmos): transistors = logic "
-                   f"+ {FF_TRANSISTORS} per flip-flop; path = ltp -noff length in cells. Arrays, "
-                   f"buffers and the whole engine come with the engine issue.")
+                   f"+ {FF_TRANSISTORS} per flip-flop; path = ltp -noff length in cells.")
     ratio = r.summary["reuse_pe_over_baseline_pe"]
     r.lines.append(f"ReusePE / BaselinePE: transistors {ratio['transistors']:.2f}x, cells "
                    f"{ratio['cells']:.2f}x, flip-flops {ratio['flipflops']:.2f}x")
@@ -996,7 +996,28 @@ def report_area(ctx: Context, plt) -> Result:
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     r.figures[""] = fig
+    _engine_area(r, plt)
     return r
+
+
+def _engine_area(r: Result, plt) -> None:
+    """The whole engine's breakdown from ``kaleido-hw synth --engine``'s cache (no synthesis
+    here: the builds take tens of minutes)."""
+    from . import engine_area as ea
+
+    builds, why = ea.load_cache()
+    if builds is None:
+        r.notes.append(f"Whole-engine breakdown not included: {why}.")
+        return
+    r.rows += ea.report_rows(builds)
+    r.summary["engine"] = {f"P={b.arrays} {b.dispatcher}": {
+        "transistors": b.transistors, "blocks": b.blocks(), "sram_bits": b.memory_bits()}
+        for b in builds}
+    r.table += "\n\nWhole KaleidoEngine (transistors):\n\n" + ea.report_table(builds)
+    r.notes.append(f"Whole engine from {ea.ENGINE_CACHE} ('kaleido-hw synth --engine', config "
+                   f"{ea.AREA_CONFIG.engine_max_tokens} tokens, {ea.AREA_CONFIG.engine_max_head_dim}"
+                   f" channels; docs/engine.md, 'Area of the engine').")
+    r.figures["-engine"] = ea.plot_engine_area(builds, plt)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ configuration:
   that its hundreds of ports fit the device's pins: four pins plus the clock.
 
 A missing tool gives a ``skipped`` row with the reason, and the command still exits 0.
+``--engine`` runs :mod:`kaleido_hw.engine_area` instead (the whole KaleidoEngine's area
+breakdown; ``make synth-engine``).
 :data:`RATIOS` lists the pairs whose ratios are printed (``ReusePE / BaselinePE``).
 """
 
@@ -312,10 +314,17 @@ def add_arguments(parser):
                         help="nextpnr placement seeds 1..N; fmax is their median (default: 3)")
     parser.add_argument("--no-ice40", action="store_true", help="skip the iCE40 LUT/fmax runs")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument("--engine", action="store_true",
+                        help="instead of the tops: area breakdown of the whole KaleidoEngine "
+                             "(long: make synth-engine; cached in build/engine_area.json)")
+    parser.add_argument("--engine-arrays", default="1,4", metavar="LIST",
+                        help="with --engine: comma-separated array counts P (default: 1,4)")
 
 
 def run(args) -> int:
     """``kaleido-hw synth``: synthesize the selected tops, print (and optionally save) the figures."""
+    if args.engine:
+        return _run_engine(args)
     config = KaleidoConfig.from_toml(args.config) if args.config else KaleidoConfig()
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
@@ -331,6 +340,35 @@ def run(args) -> int:
                                  seeds=range(1, args.seeds + 1)))
     print()
     print(format_report(results, args.device))
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
+    return 0
+
+
+def _run_engine(args) -> int:
+    """``kaleido-hw synth --engine``: the builds of :mod:`kaleido_hw.engine_area`."""
+    from . import engine_area as ea
+
+    base = KaleidoConfig.from_toml(args.config) if args.config else ea.AREA_CONFIG
+    try:
+        arrays = [int(a) for a in args.engine_arrays.split(",")]
+    except ValueError:
+        arrays = []
+    if not arrays or any(not 1 <= a <= 64 for a in arrays):
+        raise ValueError(f"--engine-arrays must be a comma-separated list of integers in "
+                         f"[1, 64], got {args.engine_arrays!r}")
+    results = []
+    for p in arrays:
+        for disp in ("none", "full"):
+            cfg = ea.engine_config(base, p, disp)
+            print(f"synthesizing kaleido_engine, P = {p}, engine_dispatcher {disp!r} ...",
+                  flush=True)
+            results.append(ea.synth_engine(cfg, log=lambda line: print(line, flush=True)))
+    print()
+    print(ea.format_engine_report(results))
+    if all(r.ok for r in results):
+        ea.save_cache(results, base)
+        print(f"\n(saved to {ea.ENGINE_CACHE} for 'kaleido-hw report --only area')")
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
     return 0
