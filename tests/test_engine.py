@@ -26,9 +26,10 @@ from kaleido_hw.acc_buffer import AccumulationBuffer
 from kaleido_hw.code_unit import CodeUnit, code_mask, work_bitmap
 from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.tile_decoder import PASS_ENTRY, TileDecoder, decode_entry
-from kaleido_hw.tile_engine import (COUNTER_NAMES, ERROR_BITS, TileEngine, check_run,
-                                    engine_ports, operand_writes)
+from kaleido_hw.tile_engine import COUNTER_NAMES, ERROR_BITS, TileEngine, check_run, engine_ports
 from kaleido_hw.tile_layouts import EngineGeometry, drain_tag_layout
+
+from host_harness import configure_and_start, wait_done, write_operand
 
 CODES = (FULL, HALF, NONE, ABSENT)
 
@@ -273,22 +274,10 @@ def _run_engine(cfg, q, k, grid, groups, reuse=True, baseline=False):
     out = {}
 
     async def bench(ctx):
-        for sel, x in ((0, q), (1, k)):
-            for tok, lane, value, strobe in operand_writes(x):
-                ctx.set(dut.wr.en, 1)
-                ctx.set(dut.wr.sel, sel)
-                ctx.set(dut.wr.token, tok)
-                ctx.set(dut.wr.lane, lane)
-                ctx.set(dut.wr.data, value)
-                ctx.set(dut.wr.strobe, strobe)
-                await ctx.tick()
-        ctx.set(dut.wr.en, 0)
-        for name, value in ports.items():
-            ctx.set(getattr(dut.cfg, name.split("__")[1]), value)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
-        await ctx.tick().until(dut.done)
+        await write_operand(ctx, dut, 0, q)
+        await write_operand(ctx, dut, 1, k)
+        await configure_and_start(ctx, dut, ports)
+        await wait_done(ctx, dut, 1_000_000)
         out["error"] = ctx.get(dut.error)
         out["counters"] = {c: ctx.get(getattr(dut.cnt, c)) for c in COUNTER_NAMES}
         ctx.set(dut.read, 1)

@@ -26,8 +26,9 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine_layouts import KaleidoGeometry, engine_run_layout, max_chunks
 from kaleido_hw.engine_sequencer import unit_tokens
 from kaleido_hw.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
-                                       KaleidoEngine, check_engine_run, engine_ports,
-                                       operand_writes)
+                                       KaleidoEngine, check_engine_run, engine_ports)
+
+from host_harness import configure_and_start, wait_done, write_operand
 
 
 def simulate(dut, bench, monitor=None):
@@ -111,27 +112,11 @@ def run_engine(cfg, q, k, grid, groups, variant="pe", stall_every=0, ports=None,
         monitor = dispatch_monitor(cfg, out["orders"], out["slots"])
 
     async def bench(ctx):
-        for sel, x in ((0, q), (1, k)):
-            for tok, lane, value, strobe in operand_writes(x):
-                ctx.set(dut.wr.en, 1)
-                ctx.set(dut.wr.sel, sel)
-                ctx.set(dut.wr.token, tok)
-                ctx.set(dut.wr.lane, lane)
-                ctx.set(dut.wr.data, value)
-                ctx.set(dut.wr.strobe, strobe)
-                await ctx.tick()
-        ctx.set(dut.wr.en, 0)
-        for name, value in ports.items():
-            ctx.set(getattr(dut.cfg, name.split("__")[1]), value)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
+        await write_operand(ctx, dut, 0, q)
+        await write_operand(ctx, dut, 1, k)
+        await configure_and_start(ctx, dut, ports)
         # A lost or invented dispatcher token would stall the run forever: bound it.
-        for _ in range(max_cycles):
-            if ctx.get(dut.done):
-                break
-            await ctx.tick()
-        assert ctx.get(dut.done), f"no done within {max_cycles} cycles"
+        await wait_done(ctx, dut, max_cycles)
         out["error"] = ctx.get(dut.error)
         if out["error"]:
             return

@@ -8,28 +8,14 @@ The configuration the Verilog was generated with comes from ``rtl_out/manifest.j
 
 from __future__ import annotations
 
-import json
-import os
 import random
-from pathlib import Path
 
 import numpy as np
-from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 
-from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.tile_engine import COUNTER_NAMES, ERROR_BITS, engine_ports, operand_writes
-from simlib import StreamSink, to_signed
+from kaleido_hw.tile_engine import COUNTER_NAMES, ERROR_BITS, engine_ports
+from run_host import PERIOD_NS, RunHost, load_config, mask_names
 
-REPO = Path(__file__).resolve().parents[2]
-PERIOD_NS = 10
-
-
-def load_config() -> KaleidoConfig:
-    """The KaleidoConfig the Verilog under test was generated with."""
-    path = Path(os.environ.get("KALEIDO_MANIFEST", REPO / "rtl_out" / "manifest.json"))
-    if path.exists():
-        return KaleidoConfig.from_dict(json.loads(path.read_text())["config"])
-    return KaleidoConfig()
+__all__ = ["EngineHost", "counters_as_model", "error_names", "load_config", "PERIOD_NS"]
 
 
 def counters_as_model(c) -> dict:
@@ -42,30 +28,16 @@ def counters_as_model(c) -> dict:
     return out
 
 
-class EngineHost:
+def error_names(mask: int) -> list[str]:
+    """Names of the TileEngine ``error`` bits set in ``mask``."""
+    return mask_names(mask, ERROR_BITS)
+
+
+class EngineHost(RunHost):
     """Drives one ``tile_engine`` instance (clock and reset already running)."""
 
-    def __init__(self, dut, config: KaleidoConfig):
-        self.dut = dut
-        self.config = config
-        for name in ("wr__en", "start", "read", "s__ready"):
-            getattr(dut, name).value = 0
-
-    async def write_operand(self, sel: int, x):
-        dut = self.dut
-        dut.wr__sel.value = sel
-        for tok, lane, value, strobe in operand_writes(np.asarray(x)):
-            dut.wr__en.value = 1
-            dut.wr__token.value = tok
-            dut.wr__lane.value = lane
-            dut.wr__data.value = value
-            dut.wr__strobe.value = strobe
-            await RisingEdge(dut.clk)
-        dut.wr__en.value = 0
-
-    def configure(self, ports: dict):
-        for name, value in ports.items():
-            getattr(self.dut, name).value = value
+    def __init__(self, dut, config):
+        super().__init__(dut, config, COUNTER_NAMES)
 
     async def run(self, q, k, grid, groups, *, full_bits=5, half_bits=3, reuse=True,
                   max_cycles: int = 2_000_000) -> dict:
@@ -76,43 +48,8 @@ class EngineHost:
         self.configure(ports)
         return await self.start(max_cycles)
 
-    async def start(self, max_cycles: int = 2_000_000) -> dict:
-        dut = self.dut
-        dut.start.value = 1
-        await RisingEdge(dut.clk)
-        dut.start.value = 0
-        await RisingEdge(dut.clk)        # busy or done is visible from here
-        if not int(dut.done.value):
-            await with_timeout(RisingEdge(dut.done), max_cycles * PERIOD_NS, "ns")
-        await ClockCycles(dut.clk, 1)
-        raw = {name: getattr(dut, f"cnt__{name}").value for name in COUNTER_NAMES}
-        unknown = [f"{name}={value}" for name, value in raw.items() if not value.is_resolvable]
-        assert not unknown, f"counters with X/Z bits after done: {', '.join(unknown)}"
-        counters = {name: int(value) for name, value in raw.items()}
-        return {"error": int(dut.error.value), "busy": int(dut.busy.value),
-                "counters": counters}
-
     async def read_scores(self, n: int, *, stall: float = 0.0,
                           rng: random.Random | None = None) -> np.ndarray:
         """Pulse ``read`` and collect the n x n scores under random back-pressure; checks that
         nothing beyond n*n items arrives."""
-        dut = self.dut
-        sink = StreamSink(dut, "s", stall=stall, rng=rng or random.Random(0))
-        task = sink.start()
-        dut.read.value = 1
-        await RisingEdge(dut.clk)
-        dut.read.value = 0
-        budget = n * n * (2 + int(20 * stall)) + 100
-        for _ in range(budget):
-            if len(sink.items) >= n * n:
-                break
-            await RisingEdge(dut.clk)
-        await ClockCycles(dut.clk, 8)    # anything extra would be a duplicate
-        task.cancel()
-        dut.s__ready.value = 0
-        assert len(sink.items) == n * n, f"read-out gave {len(sink.items)} values for {n * n}"
-        return np.array([to_signed(v, 32) for v in sink.items], np.int64).reshape(n, n)
-
-
-def error_names(mask: int) -> list[str]:
-    return [name for b, (name, _) in enumerate(ERROR_BITS) if mask >> b & 1]
+        return (await self.read_out(n * n, stall=stall, rng=rng)).reshape(n, n)

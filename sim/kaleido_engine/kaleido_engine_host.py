@@ -9,32 +9,20 @@ The configuration the Verilog was generated with comes from ``rtl_out/manifest.j
 
 from __future__ import annotations
 
-import json
-import os
 import random
-from pathlib import Path
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
+from cocotb.triggers import RisingEdge
 
 from golden.engine import EngineParams, engine_counters
 from golden.engine_trace import OrderTrace, SlotTrace, decode_block, decode_sel
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
-                                       engine_ports, operand_writes)
-from simlib import StreamSink, to_signed
+from kaleido_hw.kaleido_engine import ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS, engine_ports
+from run_host import PERIOD_NS, RunHost, load_config, mask_names
 
-REPO = Path(__file__).resolve().parents[2]
-PERIOD_NS = 10
-
-
-def load_config() -> KaleidoConfig:
-    """The KaleidoConfig the Verilog under test was generated with."""
-    path = Path(os.environ.get("KALEIDO_MANIFEST", REPO / "rtl_out" / "manifest.json"))
-    if path.exists():
-        return KaleidoConfig.from_dict(json.loads(path.read_text())["config"])
-    return KaleidoConfig()
+__all__ = ["KaleidoEngineHost", "DispatchMonitor", "counter_names", "model_counters",
+           "error_names", "load_config", "PERIOD_NS"]
 
 
 def counter_names(config: KaleidoConfig) -> list[str]:
@@ -61,30 +49,11 @@ def model_counters(config: KaleidoConfig, q, k, grid, groups, variant: str,
     return out
 
 
-class KaleidoEngineHost:
+class KaleidoEngineHost(RunHost):
     """Drives one ``kaleido_engine`` instance (clock and reset already running)."""
 
     def __init__(self, dut, config: KaleidoConfig):
-        self.dut = dut
-        self.config = config
-        for name in ("wr__en", "start", "read", "s__ready"):
-            getattr(dut, name).value = 0
-
-    async def write_operand(self, sel: int, x):
-        dut = self.dut
-        dut.wr__sel.value = sel
-        for tok, lane, value, strobe in operand_writes(np.asarray(x)):
-            dut.wr__en.value = 1
-            dut.wr__token.value = tok
-            dut.wr__lane.value = lane
-            dut.wr__data.value = value
-            dut.wr__strobe.value = strobe
-            await RisingEdge(dut.clk)
-        dut.wr__en.value = 0
-
-    def configure(self, ports: dict):
-        for name, value in ports.items():
-            getattr(self.dut, name).value = value
+        super().__init__(dut, config, counter_names(config))
 
     async def run(self, q, k, grid, groups, *, variant="pe", full_bits=5, half_bits=3,
                   max_cycles: int = 2_000_000) -> dict:
@@ -95,45 +64,16 @@ class KaleidoEngineHost:
         self.configure(ports)
         return await self.start(max_cycles)
 
-    async def start(self, max_cycles: int = 2_000_000) -> dict:
-        dut = self.dut
-        dut.start.value = 1
-        await RisingEdge(dut.clk)
-        dut.start.value = 0
-        await RisingEdge(dut.clk)
-        if not int(dut.done.value):
-            await with_timeout(RisingEdge(dut.done), max_cycles * PERIOD_NS, "ns")
-        await ClockCycles(dut.clk, 1)
-        raw = {name: getattr(dut, f"cnt__{name}").value for name in counter_names(self.config)}
-        unknown = [f"{name}={value}" for name, value in raw.items() if not value.is_resolvable]
-        assert not unknown, f"counters with X/Z bits after done: {', '.join(unknown)}"
-        return {"error": int(dut.error.value), "busy": int(dut.busy.value),
-                "counters": {name: int(value) for name, value in raw.items()}}
-
     async def read_scores(self, n: int, *, stall: float = 0.0,
                           rng: random.Random | None = None) -> np.ndarray:
         """Pulse ``read`` and collect the n x n scores under random back-pressure; checks that
         nothing beyond n*n items arrives."""
-        dut = self.dut
-        sink = StreamSink(dut, "s", stall=stall, rng=rng or random.Random(0))
-        task = sink.start()
-        dut.read.value = 1
-        await RisingEdge(dut.clk)
-        dut.read.value = 0
-        budget = n * n * (2 + int(20 * stall)) + 100
-        for _ in range(budget):
-            if len(sink.items) >= n * n:
-                break
-            await RisingEdge(dut.clk)
-        await ClockCycles(dut.clk, 8)
-        task.cancel()
-        dut.s__ready.value = 0
-        assert len(sink.items) == n * n, f"read-out gave {len(sink.items)} values for {n * n}"
-        return np.array([to_signed(v, 32) for v in sink.items], np.int64).reshape(n, n)
+        return (await self.read_out(n * n, stall=stall, rng=rng)).reshape(n, n)
 
 
 def error_names(mask: int) -> list[str]:
-    return [name for b, (name, _) in enumerate(ERROR_BITS) if mask >> b & 1]
+    """Names of the KaleidoEngine ``error`` bits set in ``mask``."""
+    return mask_names(mask, ERROR_BITS)
 
 
 class DispatchMonitor:

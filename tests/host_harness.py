@@ -1,0 +1,42 @@
+"""The engine tops' host protocol in the Amaranth simulator (async testbench steps), shared by
+the TileEngine, KaleidoEngine and LinearEngine tests: operand writes while idle, the
+configuration ports and the ``start`` pulse, and a bounded wait for ``done``.
+"""
+
+from __future__ import annotations
+
+from kaleido_hw.tile_engine import operand_writes
+
+
+async def write_operand(ctx, dut, sel: int, matrix, index: str = "token"):
+    """Write an int8 ``matrix`` (one row per ``wr.<index>``) to operand ``sel``, one byte-lane
+    group per cycle; leaves ``wr.en`` low."""
+    port = getattr(dut.wr, index)
+    for row, lane, value, strobe in operand_writes(matrix):
+        ctx.set(dut.wr.en, 1)
+        ctx.set(dut.wr.sel, sel)
+        ctx.set(port, row)
+        ctx.set(dut.wr.lane, lane)
+        ctx.set(dut.wr.data, value)
+        ctx.set(dut.wr.strobe, strobe)
+        await ctx.tick()
+    ctx.set(dut.wr.en, 0)
+
+
+async def configure_and_start(ctx, dut, ports: dict):
+    """Drive the ``cfg`` members from a ``{"cfg__name": value}`` dict and pulse ``start``."""
+    for name, value in ports.items():
+        ctx.set(getattr(dut.cfg, name.split("__")[1]), value)
+    ctx.set(dut.start, 1)
+    await ctx.tick()
+    ctx.set(dut.start, 0)
+
+
+async def wait_done(ctx, dut, max_cycles: int):
+    """Tick until ``done`` (checked before each tick); a hang fails instead of running
+    forever."""
+    for _ in range(max_cycles):
+        if ctx.get(dut.done):
+            return
+        await ctx.tick()
+    assert ctx.get(dut.done), f"no done within {max_cycles} cycles"
