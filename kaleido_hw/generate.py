@@ -57,7 +57,7 @@ TOPS: list[Top] = [
     Top("cluster_scheduler", "kaleido_hw.scheduler:ClusterScheduler", "data dispatcher: Hamming-distance clustering scheduler"),
     Top("merge_matcher", "kaleido_hw.matcher:MergeMatcher", "data dispatcher: greedy channel merge matcher of one PE array"),
     Top("kaleido_engine", "kaleido_hw.kaleido_engine:KaleidoEngine", "multi-array engine: P PE arrays with sequencers, chunk controller and barrier, banked accumulation buffer, host interface, counters"),
-    Top("linear_engine", "kaleido_hw.linear_engine:LinearEngine", "linear layers Y = X_eff @ W on one PE array in linear mode: window-code unit, block sequencer, Y buffer, host interface, counters"),
+    Top("linear_engine", "kaleido_hw.linear_engine:LinearEngine", "linear layers Y = X_eff @ W on engine_arrays PE arrays in linear mode: window-code unit, block sequencers, Y buffer, host interface, counters"),
 ]
 
 CLOCK_PORTS = {

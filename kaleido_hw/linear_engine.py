@@ -1,23 +1,28 @@
 """LinearEngine: ``Y = X_eff @ W`` (a linear layer with the window rule of
-``docs/numerics.md`` section 8) on one R x C array of ReusePEs in the PE's linear mode, with
-its host interface and counters (``docs/linear.md``, "RTL").
+``docs/numerics.md`` section 8) on P = ``engine_arrays`` R x C arrays of ReusePEs in the PE's
+linear mode, with its host interface and counters (``docs/linear.md``, "RTL").
 
 Blocks: X memory (one word of ``linear_max_in`` int8 per token) and W memory (one word of
-``linear_max_out`` int8 per input channel), byte-granular host writes;
-:class:`~kaleido_hw.linear_sequencer.LinearSequencer` (loader with the
-:class:`~kaleido_hw.window_code_unit.WindowCodeUnit`, A/F1/F2 stepper, drain waves);
+``linear_max_out`` int8 per input channel), byte-granular host writes, one read port per
+array; per array a :class:`~kaleido_hw.linear_sequencer.LinearSequencer` (loader with the
+:class:`~kaleido_hw.window_code_unit.WindowCodeUnit`, A/F1/F2 stepper, drain waves) and a
 :class:`~kaleido_hw.array.PEArray` of :class:`~kaleido_hw.linear_decoder.LinearCell`;
-:class:`~kaleido_hw.linear_buffer.LinearBuffer`.
+:class:`~kaleido_hw.linear_buffer.LinearBuffer` (P x C banks per plane).
+
+Arrays: column block cb runs on array ``cb mod P``; each array walks its column blocks in
+increasing cb, every row block of each, on its own. The engine joins them at two points: a
+group barrier (the next group's loads start two cycles after the last array's last step of
+the group) and the end of the run (the last drain wave leaves after the last array's final
+drain step). Arrays without a column block are not started.
 
 Host protocol (as the TileEngine's): write X and W (``wr``) while idle; drive ``cfg`` and
 pulse ``start``; the configuration is checked and latched in that cycle. If the hardware
 cannot run it, ``done`` rises at once with a non-zero ``error`` mask (:data:`ERROR_BITS`);
 otherwise ``busy`` stays high until ``done``. Then the counters (``cnt``) are valid
-(``golden.linear_engine.linear_counters`` with ``arrays=1`` predicts every one, cycles
-included), and a ``read`` pulse streams Y (row-major, signed 32 bits) on ``y`` with
-valid/ready. With ``cfg.reuse = 0`` the same hardware computes the exact ``X @ W`` (dense).
-
-One array (P = 1): ``engine_arrays`` is not used by this top.
+(``golden.linear_engine.linear_counters`` with ``arrays=P`` predicts every one, cycles and
+per-array counters included), and a ``read`` pulse streams Y (row-major, signed 32 bits)
+on ``y`` with valid/ready. With ``cfg.reuse = 0`` the same hardware computes the exact
+``X @ W`` (dense).
 
 The Python helpers at the end (:func:`linear_ports`, :func:`check_linear_run`, and
 ``operand_writes`` of the TileEngine for X and W) encode a run for the benches and reject
@@ -28,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import memory, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .array import PEArray
@@ -38,13 +43,14 @@ from .linear_buffer import Y_WIDTH, LinearBuffer
 from .linear_decoder import LinearCell
 from .linear_layouts import (LinearGeometry, linear_col_layout, linear_row_layout,
                              linear_run_layout, linear_tag_layout)
-from .linear_sequencer import LinearSequencer
+from .linear_sequencer import LinearSequencer, linear_counters_layout
 from .sequencer import COUNTER_WIDTH
 from .tile_engine import WRITE_BYTES, operand_writes
 from .tile_layouts import bits_for
 
 
-__all__ = ["LinearEngine", "ERROR_BITS", "COUNTER_NAMES", "linear_ports", "check_linear_run",
+__all__ = ["LinearEngine", "ERROR_BITS", "COUNTER_NAMES", "ARRAY_COUNTER_NAMES", "counter_names",
+           "linear_ports", "check_linear_run",
            "operand_writes", "counters_from_model"]
 
 #: Bits of the ``error`` mask, in order (bit 0 first), and what each rejects.
@@ -61,6 +67,29 @@ ERROR_BITS = (
 #: Counter ports (``cnt__<name>``), in manifest order.
 COUNTER_NAMES = ("cycles", "busy_pe_cycles", "issued0", "issued1", "issued2",
                  "skipped0", "skipped1", "skipped2", "bubbles", "blocks", "groups")
+#: Per-array counter ports (``cnt__a<k>__<name>``; golden ``array_busy``, ``array_steps``).
+ARRAY_COUNTER_NAMES = ("busy_pe_cycles", "steps")
+_ARRAY_COUNTER_DOCS = {
+    "busy_pe_cycles": "PE-cycles of array {a} with a non-idle decode entry in the last run",
+    "steps": "channel steps (issued + bubbles) of array {a} in the last run",
+}
+#: Arrays whose counter ports PORT_DOCS describes (``engine_arrays`` is at most 64).
+_MAX_ARRAYS = 64
+
+
+def counter_names(arrays: int) -> tuple:
+    """Every counter port of a build with ``arrays`` arrays, without the ``cnt__`` prefix:
+    :data:`COUNTER_NAMES`, then ``a<k>__<name>`` per array."""
+    return COUNTER_NAMES + tuple(f"a{a}__{name}" for a in range(arrays)
+                                 for name in ARRAY_COUNTER_NAMES)
+
+
+def _counter_signature(arrays: int) -> wiring.Signature:
+    members = {name: Out(COUNTER_WIDTH) for name in COUNTER_NAMES}
+    per_array = wiring.Signature({name: Out(COUNTER_WIDTH) for name in ARRAY_COUNTER_NAMES})
+    for a in range(arrays):
+        members[f"a{a}"] = Out(per_array)
+    return wiring.Signature(members)
 
 
 def _write_signature(geo: LinearGeometry) -> wiring.Signature:
@@ -86,14 +115,15 @@ def _config_signature(geo: LinearGeometry) -> wiring.Signature:
 
 
 class LinearEngine(wiring.Component):
-    """One R x C array of ReusePEs computing ``Y = X_eff @ W``, with its sequencer, X/W
+    """P R x C arrays of ReusePEs computing ``Y = X_eff @ W``, with their sequencers, X/W
     memories, Y buffer, host interface and counters.
 
     Parameters
     ----------
     config : KaleidoConfig
-        ``rows``/``cols`` (C a power of two), ``acc_width``, ``engine_max_tokens`` (N_max),
-        ``linear_max_in`` (C_in max), ``linear_max_out`` (C_out max).
+        ``engine_arrays`` (P), ``rows``/``cols`` (C a power of two), ``acc_width``,
+        ``engine_max_tokens`` (N_max), ``linear_max_in`` (C_in max), ``linear_max_out``
+        (C_out max).
 
     See the module docstring for the protocol and ``PORT_DOCS`` for every port.
     """
@@ -138,6 +168,8 @@ class LinearEngine(wiring.Component):
         "cnt__bubbles": "bubble steps (a block waits for its drain waves)",
         "cnt__blocks": "blocks (R units x C output features) computed",
         "cnt__groups": "non-empty direction groups computed",
+        **{f"cnt__a{a}__{name}": text.format(a=a) for a in range(_MAX_ARRAYS)
+           for name, text in _ARRAY_COUNTER_DOCS.items()},
     }
 
     def __init__(self, config: KaleidoConfig):
@@ -152,7 +184,7 @@ class LinearEngine(wiring.Component):
             "done": Out(1),
             "error": Out(len(ERROR_BITS)),
             "y": Out(stream.Signature(signed(Y_WIDTH))),
-            "cnt": Out(wiring.Signature({name: Out(COUNTER_WIDTH) for name in COUNTER_NAMES})),
+            "cnt": Out(_counter_signature(geo.arrays)),
         })
 
     def elaborate(self, platform):
@@ -198,10 +230,15 @@ class LinearEngine(wiring.Component):
         ))
 
         run = Signal(linear_run_layout(geo))
-        m.submodules.sequencer = seq = LinearSequencer(self.config)
-        m.submodules.array = arr = PEArray(self.config, tag_width=linear_tag_layout(geo).size,
-                                           cell=LinearCell, row_layout=linear_row_layout(),
-                                           col_layout=linear_col_layout())
+        P = geo.arrays
+        seqs, arrs = [], []
+        for a in range(P):
+            seqs.append(LinearSequencer(self.config, a))
+            arrs.append(PEArray(self.config, tag_width=linear_tag_layout(geo).size,
+                                cell=LinearCell, row_layout=linear_row_layout(),
+                                col_layout=linear_col_layout()))
+            m.submodules[f"sequencer{a}"] = seqs[a]
+            m.submodules[f"array{a}"] = arrs[a]
         m.submodules.buffer = buf = LinearBuffer(self.config)
 
         cbits = (C - 1).bit_length()
@@ -211,19 +248,25 @@ class LinearEngine(wiring.Component):
         seq_start = Signal()
         tail = Signal(range(geo.rows + C + 1))
         tailing = Signal()
+        # Array a has work iff the layer has more than a column blocks (then in every group).
+        active = Signal(P)
+        gfin = Signal(P)             # array a has ended its share of the current group
+        fin = Signal(P)              # array a has made its final drain step
         m.d.sync += seq_start.eq(0)
         accept = self.start & ~self.busy & ~buf.reading
         cnt = self.cnt
+        ncb = (cfg.c_out + (C - 1)) >> cbits
         with m.If(accept):
-            m.d.sync += [cnt.cycles.eq(0), cnt.busy_pe_cycles.eq(0)]
+            m.d.sync += [cnt.cycles.eq(0), cnt.busy_pe_cycles.eq(0), gfin.eq(0), fin.eq(0)]
+            m.d.sync += [getattr(cnt, f"a{a}").busy_pe_cycles.eq(0) for a in range(P)]
             with m.If(err != 0):
                 m.d.sync += [self.error.eq(err), self.done.eq(1)]
             with m.Else():
                 m.d.sync += [
                     self.error.eq(0), self.done.eq(0), self.busy.eq(1), seq_start.eq(1),
                     run.t.eq(cfg.t), run.h.eq(cfg.h), run.w.eq(cfg.w), run.hw.eq(hw),
-                    run.n.eq(n), run.c_out.eq(cfg.c_out),
-                    run.ncb.eq((cfg.c_out + (C - 1)) >> cbits),
+                    run.n.eq(n), run.c_out.eq(cfg.c_out), run.ncb.eq(ncb),
+                    active.eq(Cat(*(ncb > a for a in range(P)))),
                     run.w3.eq(cfg.window == 3), run.reuse.eq(cfg.reuse),
                     run.full_limit.eq(Mux(cfg.window == 3, Const(9, 4), Const(4, 4)) << shift),
                     # 0xFF << (7 - bits), as the complement of 0xFF >> (1 + bits)
@@ -231,35 +274,64 @@ class LinearEngine(wiring.Component):
                 ]
                 for g in range(3):
                     m.d.sync += [run.gmask[g].eq(gmask[g]), run.gsize[g].eq(gsize[g])]
-        # After the final drain step: R + C cycles until its last value is in the buffer.
-        with m.If(seq.finished):
+        # Group barrier: the cycle after the last active array ends its share of the group.
+        group_end = Cat(*(s.group_end for s in seqs))
+        finished = Cat(*(s.finished for s in seqs))
+        barrier = Signal()
+        m.d.sync += barrier.eq(0)
+        with m.If(self.busy & (~active | gfin | group_end).all()):
+            m.d.sync += [barrier.eq(1), gfin.eq(0)]
+        with m.Else():
+            m.d.sync += gfin.eq(gfin | group_end)
+        m.d.comb += [s.barrier.eq(barrier) for s in seqs]
+        # After the last array's final drain step: R + C cycles until its last value is in the
+        # buffer (arrays that finish earlier drain earlier, into their own banks).
+        all_fin = self.busy & ~tailing & (~active | fin | finished).all()
+        with m.If(all_fin):
+            m.d.sync += fin.eq(0)
+        with m.Else():
+            m.d.sync += fin.eq(fin | finished)
+        with m.If(all_fin):
             m.d.sync += [tailing.eq(1), tail.eq(geo.rows + C)]
         with m.Elif(tailing):
             m.d.sync += tail.eq(tail - 1)
             with m.If(tail == 1):
                 m.d.sync += [tailing.eq(0), self.busy.eq(0), self.done.eq(1)]
         with m.If(self.busy):
+            total_busy = sum(arr.busy_count for arr in arrs)
             m.d.sync += [cnt.cycles.eq(cnt.cycles + 1),
-                         cnt.busy_pe_cycles.eq(cnt.busy_pe_cycles + arr.busy_count)]
+                         cnt.busy_pe_cycles.eq(cnt.busy_pe_cycles + total_busy)]
+            for a in range(P):
+                ac = getattr(cnt, f"a{a}")
+                m.d.sync += ac.busy_pe_cycles.eq(ac.busy_pe_cycles + arrs[a].busy_count)
 
         # -- datapath ---------------------------------------------------------------------------
-        x_rd = xmem.read_port(domain="sync", transparent_for=())
-        w_rd = wmem.read_port(domain="sync", transparent_for=())
-        m.d.comb += [
-            seq.start.eq(seq_start), seq.cfg.eq(run),
-            x_rd.addr.eq(seq.x_addr), x_rd.en.eq(seq.x_en), seq.x_data.eq(x_rd.data),
-            w_rd.addr.eq(seq.w_addr), w_rd.en.eq(seq.w_en), seq.w_data.eq(w_rd.data),
-            arr.row.eq(seq.row), arr.col.eq(seq.col), arr.tag.eq(seq.tag),
-            buf.wr.eq(arr.drain), buf.cfg.eq(run),
-            buf.read.eq(self.read & self.done & ~self.busy & (self.error == 0)),
-        ]
+        # Each array has its own read ports on X and W (its loads and weight reads are its own).
+        for a, (seq, arr) in enumerate(zip(seqs, arrs)):
+            x_rd = xmem.read_port(domain="sync", transparent_for=())
+            w_rd = wmem.read_port(domain="sync", transparent_for=())
+            m.d.comb += [
+                seq.start.eq(seq_start & active[a]), seq.cfg.eq(run),
+                x_rd.addr.eq(seq.x_addr), x_rd.en.eq(seq.x_en), seq.x_data.eq(x_rd.data),
+                w_rd.addr.eq(seq.w_addr), w_rd.en.eq(seq.w_en), seq.w_data.eq(w_rd.data),
+                arr.row.eq(seq.row), arr.col.eq(seq.col), arr.tag.eq(seq.tag),
+            ]
+            m.d.comb += [buf.wr[a * C + j].eq(arr.drain[j]) for j in range(C)]
+        m.d.comb += [buf.cfg.eq(run),
+                     buf.read.eq(self.read & self.done & ~self.busy & (self.error == 0))]
         wiring.connect(m, wiring.flipped(self.y), buf.y)
-        sc = seq.counters
-        m.d.comb += [cnt.bubbles.eq(sc.bubbles), cnt.blocks.eq(sc.blocks),
-                     cnt.groups.eq(sc.groups)]
+        # Totals over the arrays that ran (an idle array keeps its previous run's counts).
+        scs = [Mux(active[a], seqs[a].counters.as_value(), 0) for a in range(P)]
+        scs = [data.View(linear_counters_layout(), v) for v in scs]
+        m.d.comb += [cnt.bubbles.eq(sum(sc.bubbles for sc in scs)),
+                     cnt.blocks.eq(sum(sc.blocks for sc in scs)),
+                     cnt.groups.eq(seqs[0].counters.groups)]     # array 0 runs every group
         for k in range(3):
-            m.d.comb += [getattr(cnt, f"issued{k}").eq(sc.issued[k]),
-                         getattr(cnt, f"skipped{k}").eq(sc.skipped[k])]
+            m.d.comb += [getattr(cnt, f"issued{k}").eq(sum(sc.issued[k] for sc in scs)),
+                         getattr(cnt, f"skipped{k}").eq(sum(sc.skipped[k] for sc in scs))]
+        for a, sc in enumerate(scs):
+            m.d.comb += getattr(cnt, f"a{a}").steps.eq(sum(sc.issued[k] for k in range(3))
+                                                      + sc.bubbles)
         return m
 
 
@@ -310,12 +382,16 @@ def linear_ports(config: KaleidoConfig, grid, c_in: int, c_out: int, directions=
 
 
 def counters_from_model(model) -> dict:
-    """``{counter port name: value}`` of a ``golden.linear_engine.LinearCounters`` (one
-    array), in :data:`COUNTER_NAMES` order: what the RTL's ``cnt__*`` ports must show."""
+    """``{counter port name: value}`` of a ``golden.linear_engine.LinearCounters`` computed
+    with ``arrays`` = the build's ``engine_arrays``, in :func:`counter_names` order: what the
+    RTL's ``cnt__*`` ports must show."""
     out = {"cycles": model.cycles, "busy_pe_cycles": model.busy_pe_cycles}
     for k in range(3):
         out[f"issued{k}"] = model.issued[k]
     for k in range(3):
         out[f"skipped{k}"] = model.skipped[k]
     out.update(bubbles=model.bubbles, blocks=model.blocks, groups=model.groups)
+    for a, (busy, steps) in enumerate(zip(model.array_busy, model.array_steps)):
+        out[f"a{a}__busy_pe_cycles"] = busy
+        out[f"a{a}__steps"] = steps
     return out

@@ -29,13 +29,15 @@ class LinearGeometry:
     """Sizes of a LinearEngine derived from a :class:`KaleidoConfig`: R x C array
     (``cols`` a power of two: the Y buffer addresses a feature's column block by a shift),
     ``engine_max_tokens`` tokens, ``linear_max_in`` input channels, ``linear_max_out``
-    output features, ``acc_width``."""
+    output features, ``acc_width``, ``engine_arrays`` arrays (column block cb runs on array
+    ``cb mod arrays``)."""
     rows: int
     cols: int
     max_tokens: int
     max_in: int
     max_out: int
     acc_width: int
+    arrays: int = 1
 
     @classmethod
     def from_config(cls, config: KaleidoConfig) -> "LinearGeometry":
@@ -46,7 +48,7 @@ class LinearGeometry:
             raise ConfigError(f"cols must be a power of two (1, 2, 4, 8 or 16) for the "
                               f"LinearEngine (its Y buffer addresses by shifts), got {config.cols}")
         return cls(config.rows, config.cols, config.engine_max_tokens, config.linear_max_in,
-                   config.linear_max_out, config.acc_width)
+                   config.linear_max_out, config.acc_width, config.engine_arrays)
 
     @property
     def tok_width(self) -> int:
@@ -77,6 +79,21 @@ class LinearGeometry:
     def cb_width(self) -> int:
         """Bits of a column-block index."""
         return bits_for(self.col_blocks - 1)
+
+    @property
+    def array_blocks(self) -> int:
+        """Column blocks of the widest layer on one array: ceil(col_blocks / arrays)."""
+        return -(-self.col_blocks // self.arrays)
+
+    @property
+    def slot_width(self) -> int:
+        """Bits of a column block's index on its array (cb // arrays)."""
+        return bits_for(self.array_blocks - 1)
+
+    @property
+    def cbi_width(self) -> int:
+        """Bits of an array's column-block counter (it runs up to col_blocks + arrays - 1)."""
+        return bits_for(self.col_blocks + self.arrays - 1)
 
     @property
     def max_group_channels(self) -> int:
@@ -111,12 +128,12 @@ def linear_col_layout() -> data.StructLayout:
 
 
 def linear_tag_layout(geo: LinearGeometry) -> data.StructLayout:
-    """Where a drain wave goes in the Y buffer: ``plane`` (the channel group), ``cb`` (column
-    block), ``rtok[i]`` (token of row i's drained member), ``rwe`` (rows whose member
-    exists), ``cwe`` (columns below C_out)."""
+    """Where a drain wave goes in the Y buffer: ``plane`` (the channel group), ``slot`` (the
+    column block's index on its array, ``cb // arrays``), ``rtok[i]`` (token of row i's
+    drained member), ``rwe`` (rows whose member exists), ``cwe`` (columns below C_out)."""
     return data.StructLayout({
         "plane": unsigned(2),
-        "cb": unsigned(geo.cb_width),
+        "slot": unsigned(geo.slot_width),
         "rtok": data.ArrayLayout(unsigned(geo.tok_width), geo.rows),
         "rwe": unsigned(geo.rows),
         "cwe": unsigned(geo.cols),

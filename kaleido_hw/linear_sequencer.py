@@ -23,8 +23,9 @@ start at its ``start`` (run: cycle 2); a block's loads take ``w*R + 1`` cycles (
 the loaded block is handed to the stepper (a *swap*) when the stepper is free, and the next
 block's loads start in the cycle of the swap, so block starts are ``max(s, gap)`` apart. The
 last block of a group is loaded before the group ends; the next group's loads wait until
-two cycles (``barrier``) after the group's last step. After the run's last step one final
-step drains the last register.
+two cycles after the group's last step on every array (the engine's ``barrier`` pulse).
+With P arrays, array a runs column blocks a, a + P, ... (``index``). After the run's last
+step one final step drains the last register.
 """
 
 from __future__ import annotations
@@ -119,14 +120,15 @@ class _Slot:
         self.f1map = S(D, "f1map")
         self.f2map = S(D, "f2map")
         self.group = S(2, "group")
-        self.cb = S(geo.cb_width, "cb")
+        self.cb = S(geo.cbi_width, "cb")
+        self.slot = S(geo.slot_width, "slot")                 # cb // arrays
         self.gfirst = S(1, "gfirst")                          # first block of its group
         self.glast = S(1, "glast")                            # last block of its group
 
     def fields(self):
         return [*(w for row in self.xw for w in row), *self.c1, *self.c2,
                 *(t for member in self.rtok for t in member), *self.rpres, self.f1map,
-                self.f2map, self.group, self.cb, self.gfirst, self.glast]
+                self.f2map, self.group, self.cb, self.slot, self.gfirst, self.glast]
 
     def copy(self, other: "_Slot"):
         return [a.eq(b) for a, b in zip(self.fields(), other.fields())]
@@ -140,7 +142,10 @@ class LinearSequencer(wiring.Component):
     ----------
     config : KaleidoConfig
         ``rows``/``cols`` (R, C; C a power of two), ``engine_max_tokens``,
-        ``linear_max_in`` (D), ``linear_max_out``.
+        ``linear_max_in`` (D), ``linear_max_out``, ``engine_arrays`` (P).
+    index : int
+        This array's number a (0..P-1): it runs column blocks a, a + P, a + 2P, ... of every
+        group. The engine starts it only when the layer has more than a column blocks.
 
     Ports
     -----
@@ -152,14 +157,20 @@ class LinearSequencer(wiring.Component):
     ``row``, ``tag`` (out, registered) and ``col`` (out, valid registered, ``b`` from the W
     read port in the same cycle): the step for the array (a cycle without a step has mode 0).
     ``finished`` (out): one-cycle pulse with the run's final (drain-only) step.
+    ``group_end`` (out, combinational): the step that ends this array's share of a group.
+    ``barrier`` (in): one-cycle pulse from the engine, the cycle after the last array's
+    ``group_end``; the next group's loads start in the cycle after it.
     ``counters`` (out): valid after ``finished``.
 
     See the module docstring for the algorithm and the timing.
     """
 
-    def __init__(self, config: KaleidoConfig):
+    def __init__(self, config: KaleidoConfig, index: int = 0):
         self.geo = geo = LinearGeometry.from_config(config)
         self.config = config
+        if not 0 <= index < geo.arrays:
+            raise ValueError(f"index must be in [0, engine_arrays = {geo.arrays}), got {index}")
+        self.index = index
         R, C, D = geo.rows, geo.cols, geo.max_in
         super().__init__({
             "start": In(1),
@@ -170,6 +181,8 @@ class LinearSequencer(wiring.Component):
             "col": Out(data.ArrayLayout(linear_col_layout(), C)),
             "tag": Out(linear_tag_layout(geo)),
             "finished": Out(1),
+            "group_end": Out(1),
+            "barrier": In(1),
             "counters": Out(linear_counters_layout()),
         })
 
@@ -184,7 +197,8 @@ class LinearSequencer(wiring.Component):
         slot_full = Signal()
         swap = Signal()
         gwait = Signal()             # the loader waits for the group barrier
-        barrier = Signal()           # the cycle after a group's last step
+        barrier = self.barrier       # the cycle after the group's last step on every array
+        P, a = geo.arrays, self.index
 
         # -- groups (group g = the input channels whose direction is axis g) ----------------
         nonempty = [cfg.gsize[g] != 0 for g in range(3)]
@@ -204,7 +218,8 @@ class LinearSequencer(wiring.Component):
 
         # -- loader -----------------------------------------------------------------------------
         walk = _UnitWalker(geo)
-        cb = Signal(geo.cb_width)
+        cb = Signal(geo.cbi_width)             # column block: a, a + P, a + 2P, ...
+        slot = Signal(geo.slot_width)          # cb // P
         ld = _Slot("ld", geo)
         cp = _Slot("cp", geo)
 
@@ -254,8 +269,8 @@ class LinearSequencer(wiring.Component):
                                                   & (cfg.w3 if j == 2 else 1)),
                             ]
         with m.If(load_go):
-            m.d.sync += [ld.group.eq(group), ld.cb.eq(cb), ld.f1map.eq(0), ld.f2map.eq(0),
-                         ld.gfirst.eq(gstart), gstart.eq(0)]
+            m.d.sync += [ld.group.eq(group), ld.cb.eq(cb), ld.slot.eq(slot), ld.f1map.eq(0),
+                         ld.f2map.eq(0), ld.gfirst.eq(gstart), gstart.eq(0)]
 
         # Arriving words; the unit's codes when its last member arrives.
         m.submodules.codes = cu = WindowCodeUnit(D)
@@ -284,14 +299,14 @@ class LinearSequencer(wiring.Component):
             m.d.sync += [slot_full.eq(1), ld.glast.eq(0)]
             with m.If(walk.end):
                 m.d.sync += walk.reset()
-                with m.If(cb + 1 == cfg.ncb):
-                    m.d.sync += [ld.glast.eq(1), cb.eq(0)]
+                with m.If(cb + P >= cfg.ncb):
+                    m.d.sync += [ld.glast.eq(1), cb.eq(a), slot.eq(0)]
                     with m.If(has_next):
                         m.d.sync += [group.eq(next_group), gwait.eq(1), gstart.eq(1)]
                     with m.Else():
                         m.d.sync += loader_done.eq(1)
                 with m.Else():
-                    m.d.sync += cb.eq(cb + 1)
+                    m.d.sync += [cb.eq(cb + P), slot.eq(slot + 1)]
         with m.If(barrier):
             m.d.sync += gwait.eq(0)
 
@@ -344,10 +359,7 @@ class LinearSequencer(wiring.Component):
                 m.d.sync += remaining.eq(rest)
             with m.If(last_step):
                 m.d.sync += cur_valid.eq(0)
-                with m.If(cp.glast):
-                    m.d.sync += barrier.eq(1)
-        with m.If(barrier):
-            m.d.sync += barrier.eq(0)
+        m.d.comb += self.group_end.eq(step & last_step & cp.glast)
         with m.If(swap):
             m.d.sync += cp.copy(ld)
             m.d.sync += [slot_full.eq(0), cur_valid.eq(1), k.eq(0), phase.eq(0),
@@ -359,7 +371,7 @@ class LinearSequencer(wiring.Component):
         m.d.comb += cwe.eq(Cat(*(((cp.cb << cbits) + j) < cfg.c_out for j in range(C))))
 
         def member_tag(j):
-            return {"plane": cp.group, "cb": cp.cb, "rtok": Cat(*cp.rtok[j]),
+            return {"plane": cp.group, "slot": cp.slot, "rtok": Cat(*cp.rtok[j]),
                     "rwe": cp.rpres[j], "cwe": cwe}
 
         def set_tag(target, fields):
@@ -370,7 +382,7 @@ class LinearSequencer(wiring.Component):
         last_reg = Mux(cfg.w3, Drain.R2.value, Drain.R1.value)
 
         # -- outputs --------------------------------------------------------------------------
-        col_cb = Signal(geo.cb_width)
+        col_cb = Signal(geo.cbi_width)
         m.d.comb += [self.w_addr.eq(chan), self.w_en.eq(step)]
         m.d.sync += [self.row.eq(0), self.finished.eq(0)]
         m.d.sync += [self.col[j].valid.eq(0) for j in range(C)]
@@ -439,7 +451,7 @@ class LinearSequencer(wiring.Component):
         # -- run start --------------------------------------------------------------------------
         with m.If(self.start):
             m.d.sync += [running.eq(1), loader_done.eq(0), slot_full.eq(0), cur_valid.eq(0),
-                         rd_active.eq(0), last_valid.eq(0), group.eq(first_group), cb.eq(0),
-                         gwait.eq(0), barrier.eq(0), gstart.eq(1), cnt.eq(0)]
+                         rd_active.eq(0), last_valid.eq(0), group.eq(first_group), cb.eq(a),
+                         slot.eq(0), gwait.eq(0), gstart.eq(1), cnt.eq(0)]
             m.d.sync += walk.reset()
         return m

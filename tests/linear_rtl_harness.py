@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from amaranth.sim import Simulator
 
-from kaleido_hw.linear_engine import COUNTER_NAMES, LinearEngine, linear_ports, operand_writes
+from kaleido_hw.linear_engine import LinearEngine, counter_names, linear_ports, operand_writes
 
 #: Longest run the tests wait for.
 MAX_CYCLES = 20000
@@ -35,6 +35,12 @@ def run_jobs(config, jobs, seed=0):
     """Run ``jobs`` one after the other on one LinearEngine in simulation; per job
     ``{"error", "counters", "Y"}`` (no ``Y`` for a rejected job)."""
     dut = LinearEngine(config)
+    counters = {}
+    for name in counter_names(config.engine_arrays):
+        sig = dut.cnt
+        for part in name.split("__"):
+            sig = getattr(sig, part)
+        counters[name] = sig
     rng = np.random.default_rng(seed)
     outs = []
 
@@ -69,7 +75,7 @@ def run_jobs(config, jobs, seed=0):
             else:
                 raise AssertionError(f"no done within {MAX_CYCLES} cycles")
             out["error"] = ctx.get(dut.error)
-            out["counters"] = {c: ctx.get(getattr(dut.cnt, c)) for c in COUNTER_NAMES}
+            out["counters"] = {c: ctx.get(sig) for c, sig in counters.items()}
             if out["error"]:
                 continue
             ctx.set(dut.read, 1)

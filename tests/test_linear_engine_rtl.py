@@ -2,7 +2,7 @@
 simulation: its decoder and window-code unit against the golden tables, and whole runs with
 Y bit-exact against ``golden.linear`` (dense: ``X @ W``) and every counter equal to
 ``golden.linear_engine.linear_counters`` (cycles included), Y read under random back-pressure.
-About 30 s."""
+About 45 s."""
 
 from __future__ import annotations
 
@@ -131,26 +131,29 @@ def _smooth(rng, n, c, step=3):
                    + rng.integers(-60, 60, c), -128, 127).astype(np.int8)
 
 
-def _check(outs, jobs, rows, cols):
+def _check(outs, jobs, cfg):
+    rows, cols, arrays = cfg.rows, cfg.cols, cfg.engine_arrays
     for out, job in zip(outs, jobs):
         assert out["error"] == 0
         x, w = job.x, job.w
         want = (linear(x, w, job.grid, job.directions, job.window, job.full_bits, job.half_bits)
                 if job.reuse else x.astype(np.int64) @ w.astype(np.int64))
         assert np.array_equal(out["Y"], want)
-        model = linear_counters(x, w, job.grid, job.directions, job.window, rows, cols, 1,
+        model = linear_counters(x, w, job.grid, job.directions, job.window, rows, cols, arrays,
                                 job.full_bits, job.half_bits, job.reuse)
         assert out["counters"] == counters_from_model(model)
 
 
 def test_runs_bit_and_cycle_exact():
-    """Back-to-back runs on a 2 x 4 array: odd grids (trailing incomplete windows on every
-    axis), windows 2 and 3, reuse and dense, per-channel directions (three groups, barriers),
-    C_out not a multiple of C, a group smaller than R (bubbles), adversarial data (all equal,
-    alternating sign, nibble edges, random), Y read under random back-pressure."""
+    """Back-to-back runs on three 2 x 4 arrays (column block cb on array cb mod 3: 4 column
+    blocks split 2/1/1, 2 blocks leave array 2 idle, 1 block two arrays): odd grids
+    (trailing incomplete windows on every axis), windows 2 and 3, reuse and dense, per-channel
+    directions (three groups, barriers), C_out not a multiple of C, a group smaller than R
+    (bubbles), adversarial data (all equal, alternating sign, nibble edges, random), Y read
+    under random back-pressure; every counter, per-array ones included."""
     rows, cols = 2, 4
     cfg = KaleidoConfig(engine_max_tokens=32, linear_max_in=16, linear_max_out=16,
-                        rows=rows, cols=cols)
+                        rows=rows, cols=cols, engine_arrays=3)
     rng = np.random.default_rng(11)
     g335 = VideoGrid(3, 3, 3)
     g252 = VideoGrid(5, 2, 3)
@@ -170,15 +173,17 @@ def test_runs_bit_and_cycle_exact():
         Job(_smooth(rng, g252.n, 1, 1), rng.integers(-128, 128, (1, 3)).astype(np.int8),
             g252, 1, 2),
     ]
-    _check(run_jobs(cfg, jobs, seed=1), jobs, rows, cols)
+    _check(run_jobs(cfg, jobs, seed=1), jobs, cfg)
 
 
-def test_other_array_shape_and_rejections():
-    """A 3 x 2 array (rows not a power of two) with window 3 along y and x; rejected
-    configurations set their error bits (one each) and the next run is still exact."""
+@pytest.mark.parametrize("arrays", [1, 2])
+def test_other_array_shape_and_rejections(arrays):
+    """3 x 2 arrays (rows not a power of two), one or two of them (3 column blocks: 2/1),
+    with window 3 along y and x; rejected configurations set their error bits (one each) and
+    the next run is still exact."""
     rows, cols = 3, 2
     cfg = KaleidoConfig(engine_max_tokens=32, linear_max_in=8, linear_max_out=8,
-                        rows=rows, cols=cols)
+                        rows=rows, cols=cols, engine_arrays=arrays)
     rng = np.random.default_rng(5)
     grid = VideoGrid(2, 4, 4)
     x = _smooth(rng, grid.n, 8, 2)
@@ -200,7 +205,7 @@ def test_other_array_shape_and_rejections():
     outs = run_jobs(cfg, jobs, seed=2)
     for out, key in zip(outs[1:-1], bad):
         assert out["error"] == 1 << names.index(key), key
-    _check([outs[0], outs[-1]], [jobs[0], jobs[-1]], rows, cols)
+    _check([outs[0], outs[-1]], [jobs[0], jobs[-1]], cfg)
 
 
 def test_group_size_error_bit():

@@ -18,7 +18,7 @@ import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.linear_engine import COUNTER_NAMES, ERROR_BITS, linear_ports, operand_writes
+from kaleido_hw.linear_engine import ERROR_BITS, counter_names, linear_ports, operand_writes
 from simlib import StreamSink, to_signed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,7 +85,8 @@ class LinearHost:
         if not int(dut.done.value):
             await with_timeout(RisingEdge(dut.done), max_cycles * PERIOD_NS, "ns")
         await ClockCycles(dut.clk, 1)
-        raw = {name: getattr(dut, f"cnt__{name}").value for name in COUNTER_NAMES}
+        raw = {name: getattr(dut, f"cnt__{name}").value
+               for name in counter_names(self.config.engine_arrays)}
         unknown = [f"{name}={value}" for name, value in raw.items() if not value.is_resolvable]
         assert not unknown, f"counters with X/Z bits after done: {', '.join(unknown)}"
         return {"error": int(dut.error.value), "busy": int(dut.busy.value),

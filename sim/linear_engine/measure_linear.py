@@ -4,9 +4,11 @@
 against ``golden.linear_engine.linear_counters``, and prints the cycles.
 
     .venv/bin/python sim/linear_engine/measure_linear.py [--grid 4x4x4] [--window 2]
+        [--arrays P]
 
-About a minute per window. The default build (4 x 4 array, ``linear_max_in`` = 32,
-``linear_max_out`` = 16, 64 tokens) sets the largest layer: C_in = 32 -> C_out = 16.
+About a minute or two per window. The default build (4 arrays of 4 x 4, ``linear_max_in`` =
+32, ``linear_max_out`` = 16, 64 tokens) sets the largest layer: C_in = 32 -> C_out = 16;
+``--arrays`` changes only ``engine_arrays``.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ def main(argv=None) -> int:
     parser.add_argument("--grid", default="4x4x4")
     parser.add_argument("--window", type=int, default=2, choices=(2, 3))
     parser.add_argument("--seed", type=int, default=500)
+    parser.add_argument("--arrays", type=int, default=KaleidoConfig().engine_arrays)
     args = parser.parse_args(argv)
-    cfg = KaleidoConfig()
+    cfg = KaleidoConfig(engine_arrays=args.arrays)
     grid = as_grid(args.grid)
     x, _ = make_activations(grid, cfg.linear_max_in, seed=args.seed)
     w = np.random.default_rng(args.seed).integers(-128, 128, (cfg.linear_max_in,
@@ -48,8 +51,8 @@ def main(argv=None) -> int:
         want = (linear(x, w, grid, 0, args.window) if job.reuse
                 else x.astype(np.int64) @ w.astype(np.int64))
         assert out["error"] == 0 and np.array_equal(out["Y"], want), "Y differs from golden"
-        model = linear_counters(x, w, grid, 0, args.window, cfg.rows, cfg.cols, 1,
-                                reuse=job.reuse)
+        model = linear_counters(x, w, grid, 0, args.window, cfg.rows, cfg.cols,
+                                cfg.engine_arrays, reuse=job.reuse)
         assert out["counters"] == counters_from_model(model), "counters differ from the model"
         c = out["counters"]
         mode = "reuse" if job.reuse else "dense"
@@ -57,7 +60,8 @@ def main(argv=None) -> int:
         print(f"{mode:5s}: {c['cycles']} cycles, {c['busy_pe_cycles']} busy PE-cycles, "
               f"F1 {c['issued1']} issued / {c['skipped1']} skipped, F2 {c['issued2']} issued")
     print(f"{grid} {cfg.linear_max_in}->{cfg.linear_max_out} window {args.window} on "
-          f"{cfg.rows}x{cfg.cols}: speedup {cycles['dense'] / cycles['reuse']:.3f}x "
+          f"{cfg.engine_arrays} x {cfg.rows}x{cfg.cols}: "
+          f"speedup {cycles['dense'] / cycles['reuse']:.3f}x "
           f"(RTL = cycle model, Y bit-exact)")
     return 0
 
