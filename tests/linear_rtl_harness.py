@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from amaranth.sim import Simulator
 
-from kaleido_hw.linear_engine import LinearEngine, counter_names, linear_ports, operand_writes
+from kaleido_hw.linear_engine import LinearEngine, counter_names, linear_ports
+
+from host_harness import configure_and_start, wait_done, write_operand
 
 #: Longest run the tests wait for.
 MAX_CYCLES = 20000
@@ -53,27 +55,10 @@ def run_jobs(config, jobs, seed=0):
             n = ports["cfg__t"] * ports["cfg__h"] * ports["cfg__w"]
             out = {}
             outs.append(out)
-            for sel, operand in ((0, job.x), (1, job.w)):
-                for index, lane, value, strobe in operand_writes(operand):
-                    ctx.set(dut.wr.en, 1)
-                    ctx.set(dut.wr.sel, sel)
-                    ctx.set(dut.wr.index, index)
-                    ctx.set(dut.wr.lane, lane)
-                    ctx.set(dut.wr.data, value)
-                    ctx.set(dut.wr.strobe, strobe)
-                    await ctx.tick()
-            ctx.set(dut.wr.en, 0)
-            for name, value in ports.items():
-                ctx.set(getattr(dut.cfg, name.split("__")[1]), value)
-            ctx.set(dut.start, 1)
-            await ctx.tick()
-            ctx.set(dut.start, 0)
-            for _ in range(MAX_CYCLES):             # a hang fails instead of running forever
-                await ctx.tick()
-                if ctx.get(dut.done):
-                    break
-            else:
-                raise AssertionError(f"no done within {MAX_CYCLES} cycles")
+            await write_operand(ctx, dut, 0, job.x, index="index")
+            await write_operand(ctx, dut, 1, job.w, index="index")
+            await configure_and_start(ctx, dut, ports)
+            await wait_done(ctx, dut, MAX_CYCLES)
             out["error"] = ctx.get(dut.error)
             out["counters"] = {c: ctx.get(sig) for c, sig in counters.items()}
             if out["error"]:
