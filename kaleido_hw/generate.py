@@ -56,7 +56,7 @@ TOPS: list[Top] = [
     Top("tile_engine", "kaleido_hw.tile_engine:TileEngine", "single-array engine: sequencer, on-chip codes, PE array, accumulation buffer, host interface, counters"),
     Top("cluster_scheduler", "kaleido_hw.scheduler:ClusterScheduler", "data dispatcher: Hamming-distance clustering scheduler"),
     Top("merge_matcher", "kaleido_hw.matcher:MergeMatcher", "data dispatcher: greedy channel merge matcher of one PE array"),
-    Top("kaleido_engine", "kaleido_hw.kaleido_engine:KaleidoEngine", "multi-array engine: P PE arrays with sequencers, chunk controller and barrier, banked accumulation buffer, host interface, counters"),
+    Top("kaleido_engine", "kaleido_hw.kaleido_engine:KaleidoEngine", "multi-array engine: P PE arrays with sequencers, data dispatcher (OrderUnits with ClusterSchedulers, per-array SlotUnits with MergeMatchers and MergedCell arrays, per engine_dispatcher), chunk controller and barrier, banked accumulation buffer, host interface, counters"),
     Top("linear_engine", "kaleido_hw.linear_engine:LinearEngine", "linear layers Y = X_eff @ W on engine_arrays PE arrays in linear mode: window-code unit, block sequencers, Y buffer, host interface, counters"),
 ]
 
