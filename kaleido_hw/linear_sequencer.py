@@ -39,7 +39,7 @@ from .config import KaleidoConfig
 from .linear_layouts import (BUBBLE, LinearGeometry, linear_col_layout, linear_row_layout,
                              linear_run_layout, linear_tag_layout)
 from .pe_layouts import Drain
-from .sequencer import COUNTER_WIDTH
+from .sequencer import COUNTER_WIDTH, group_walk
 from .tile_layouts import bits_for
 from .window_code_unit import WindowCodeUnit
 
@@ -201,19 +201,8 @@ class LinearSequencer(wiring.Component):
         P, a = geo.arrays, self.index
 
         # -- groups (group g = the input channels whose direction is axis g) ----------------
-        nonempty = [cfg.gsize[g] != 0 for g in range(3)]
-        first_group = Mux(nonempty[0], 0, Mux(nonempty[1], 1, 2))
         group = Signal(2)                      # group being loaded
-        has_next = Signal()
-        next_group = Signal(2)
-        with m.Switch(group):
-            with m.Case(0):
-                m.d.comb += [has_next.eq(nonempty[1] | nonempty[2]),
-                             next_group.eq(Mux(nonempty[1], 1, 2))]
-            with m.Case(1):
-                m.d.comb += [has_next.eq(nonempty[2]), next_group.eq(2)]
-            with m.Default():
-                m.d.comb += [has_next.eq(0), next_group.eq(2)]
+        first_group, has_next, next_group = group_walk(m, cfg.gsize, group)
         gstart = Signal()                      # the next block loaded is its group's first
 
         # -- loader -----------------------------------------------------------------------------

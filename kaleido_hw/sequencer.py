@@ -32,7 +32,7 @@ from .tile_layouts import (EngineGeometry, bits_for, drain_tag_layout, run_confi
                            step_col_layout, step_row_layout)
 
 
-__all__ = ["TileSequencer", "COUNTER_WIDTH", "counters_layout"]
+__all__ = ["TileSequencer", "COUNTER_WIDTH", "counters_layout", "group_walk"]
 
 AXIS_T, AXIS_Y, AXIS_X = 0, 1, 2
 COUNTER_WIDTH = 32
@@ -43,6 +43,25 @@ def counters_layout() -> data.StructLayout:
     w = unsigned(COUNTER_WIDTH)
     return data.StructLayout({"issued": data.ArrayLayout(w, 4), "skipped": data.ArrayLayout(w, 4),
                               "bubbles": w, "quads": w})
+
+
+def group_walk(m: Module, gsize, group: Signal):
+    """The walk over channel groups 0, 1, 2 (t, y, x) that skips empty ones: ``(first_group,
+    has_next, next_group)`` for the group register ``group``, from the group sizes ``gsize``
+    of the run (``first_group`` is 2 when every group is empty)."""
+    nonempty = [gsize[g] != 0 for g in range(3)]
+    first_group = Mux(nonempty[0], 0, Mux(nonempty[1], 1, 2))
+    has_next = Signal()
+    next_group = Signal(2)
+    with m.Switch(group):
+        with m.Case(0):
+            m.d.comb += [has_next.eq(nonempty[1] | nonempty[2]),
+                         next_group.eq(Mux(nonempty[1], 1, 2))]
+        with m.Case(1):
+            m.d.comb += [has_next.eq(nonempty[2]), next_group.eq(2)]
+        with m.Default():
+            m.d.comb += [has_next.eq(0), next_group.eq(2)]
+    return first_group, has_next, next_group
 
 
 class _Walker:
@@ -192,19 +211,8 @@ class TileSequencer(wiring.Component):
         swap = Signal()
 
         # -- groups -------------------------------------------------------------------------
-        nonempty = [cfg.gsize[g] != 0 for g in range(3)]
-        first_group = Mux(nonempty[0], 0, Mux(nonempty[1], 1, 2))
         group = Signal(2)                      # group being loaded
-        has_next = Signal()
-        next_group = Signal(2)
-        with m.Switch(group):
-            with m.Case(0):
-                m.d.comb += [has_next.eq(nonempty[1] | nonempty[2]),
-                             next_group.eq(Mux(nonempty[1], 1, 2))]
-            with m.Case(1):
-                m.d.comb += [has_next.eq(nonempty[2]), next_group.eq(2)]
-            with m.Default():
-                m.d.comb += [has_next.eq(0), next_group.eq(2)]
+        first_group, has_next, next_group = group_walk(m, cfg.gsize, group)
         direction = Signal(2)
         m.d.comb += direction.eq(cfg.dirs[group])
 
