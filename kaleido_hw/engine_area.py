@@ -7,7 +7,8 @@ Flow, per build (P arrays, ``engine_dispatcher`` "none" or "full", at :data:`ARE
    an SRAM has no reset contents, and Debian yosys 0.23 parses 10^5 init assignments
    slowly).
 2. Debian ``yosys``: ``synth -run begin:fine`` (hierarchy kept), then the rest of ``synth``
-   *without* ``memory_map``: ``opt -fast -full; techmap; opt -fast; abc -fast; opt -fast``.
+   *without* ``memory_map`` (except for the sequencers' 2-entry SlotUnit-block FIFOs, which
+   are flip-flops): ``opt -fast -full; techmap; opt -fast; abc -fast; opt -fast``.
    Memories stay ``$mem_v2`` cells: ``stat -tech cmos`` does not price them, so the
    transistor figures are logic + flip-flops only (:data:`~kaleido_hw.synth.FF_TRANSISTORS`
    per flip-flop, as ``kaleido-hw synth``), and the memories are reported apart as SRAM bits.
@@ -78,6 +79,8 @@ BLOCKS = ("PE arrays", "sequencers", "dispatcher: OrderUnits", "dispatcher: pre-
 _YOSYS_SCRIPT = (
     "read_verilog {vfile}; "
     "synth -top {top} -run begin:fine; "
+    # The sequencers' 2-entry SlotUnit-block FIFOs are flip-flops, not SRAM: map them here.
+    "memory_map *blk_fifo*; "
     "opt -fast -full; techmap; opt -fast; abc -fast; opt -fast; "
     "tee -q -o stat.txt stat -tech cmos; "
     "tee -q -o mems.txt dump t:$mem_v2")
