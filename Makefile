@@ -44,7 +44,7 @@ regress:
 	KALEIDO_SEEDS=$(SEEDS) $(VPY) tests/test_regress.py -n $(JOBS)
 
 report:
-	$(VPY) -m kaleido_hw report
+	$(VPY) -m kaleido_hw report --area
 
 clean:
 	rm -rf sim_build build report .pytest_cache .hypothesis
