@@ -102,7 +102,11 @@ def emit_verilog(component: wiring.Component, name: str) -> str:
 def generate(config: KaleidoConfig, out_dir, tops=None) -> dict:
     """Write the Verilog of ``tops`` (default: all) and ``manifest.json`` into ``out_dir``.
 
-    Everything is built and converted in memory first, so a failure writes nothing.
+    Everything is built and converted in memory first, so a failure writes nothing. When
+    only some tops are generated into a folder whose manifest was written by this version
+    with the same configuration, the manifest keeps the other tops' entries whose files are
+    still there unchanged (sha256), in ``TOPS`` order: regenerating one top into ``rtl_out``
+    does not drop the rest from the manifest.
     """
     tops = TOPS if tops is None else tops
     out_dir = Path(out_dir)
@@ -123,13 +127,35 @@ def generate(config: KaleidoConfig, out_dir, tops=None) -> dict:
         "generator": "kaleido-hw",
         "version": __version__,
         "config": config.to_dict(),
-        "tops": entries,
+        "tops": _with_kept_entries(out_dir, config, entries),
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     for filename, text in files.items():
         (out_dir / filename).write_text(text)
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
     return manifest
+
+
+def _with_kept_entries(out_dir: Path, config: KaleidoConfig, entries: list) -> list:
+    """``entries`` plus the still valid entries of other tops in ``out_dir``'s manifest (same
+    generator version and configuration, file present with its recorded sha256), in
+    ``TOPS`` order."""
+    path = out_dir / "manifest.json"
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return entries
+    if (old.get("generator"), old.get("version"), old.get("config")) != (
+            "kaleido-hw", __version__, config.to_dict()):
+        return entries
+    order = [t.module for t in TOPS]
+    by_module = {e["module"]: e for e in entries}
+    for e in old.get("tops", []):
+        f = out_dir / str(e.get("file", ""))
+        if (e.get("module") in order and e["module"] not in by_module and f.is_file()
+                and hashlib.sha256(f.read_bytes()).hexdigest() == e.get("sha256")):
+            by_module[e["module"]] = e
+    return sorted(by_module.values(), key=lambda e: order.index(e["module"]))
 
 
 # -- CLI ----------------------------------------------------------------------------------------

@@ -171,3 +171,26 @@ def test_dispatcher_with_odd_cluster_shapes_is_lint_clean(tmp_path, toml_text):
     for module in ("cluster_scheduler", "merge_matcher"):
         result = lint_file(out / f"{module}.v", module)
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_one_top_regenerated_keeps_the_others_in_the_manifest(tmp_path):
+    """Regenerating one top into a folder keeps the other tops' manifest entries when the
+    configuration is the same and their files are unchanged; a changed file or another
+    configuration drops them (the manifest never lists what it does not vouch for)."""
+    r, out = _generate_cli(tmp_path, "", "--top", "kaleido_pe", "--top", "baseline_pe")
+    assert r.returncode == 0, r.stderr
+    both = json.loads((out / "manifest.json").read_text())
+    assert [t["module"] for t in both["tops"]] == ["kaleido_pe", "baseline_pe"]
+    r, _ = _generate_cli(tmp_path, "", "--top", "baseline_pe")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "manifest.json").read_text()) == both
+    (out / "kaleido_pe.v").write_text((out / "kaleido_pe.v").read_text() + "// edited\n")
+    r, _ = _generate_cli(tmp_path, "", "--top", "baseline_pe")
+    assert [t["module"] for t in json.loads((out / "manifest.json").read_text())["tops"]] == [
+        "baseline_pe"]
+    r, _ = _generate_cli(tmp_path, "", "--top", "kaleido_pe")
+    assert json.loads((out / "manifest.json").read_text()) == both
+    r, _ = _generate_cli(tmp_path, "acc_width = 30\n", "--top", "baseline_pe")
+    assert r.returncode == 0, r.stderr
+    assert [t["module"] for t in json.loads((out / "manifest.json").read_text())["tops"]] == [
+        "baseline_pe"]
