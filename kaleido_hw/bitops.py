@@ -6,7 +6,7 @@ from __future__ import annotations
 from amaranth.hdl import Const, Mux, Signal, Value
 
 
-__all__ = ["popcount", "lowest_set"]
+__all__ = ["popcount", "lowest_set", "set_bit_indices"]
 
 
 def popcount(value) -> Value:
@@ -38,3 +38,19 @@ def lowest_set(m, value, name: str = "lowest") -> tuple[Value, Value]:
     any_ = Signal(name=name + "_any")
     m.d.comb += [idx.eq(Mux(lo_any, lo_idx, hi_idx + half)), any_.eq(lo_any | hi_any)]
     return idx, any_
+
+
+def set_bit_indices(m, mask, count: int, name: str) -> list[Value]:
+    """Indices of the ``count`` lowest set bits of ``mask``, lowest first, as signals of module
+    ``m`` (entry j is 0 when ``mask`` has j or fewer set bits): one :func:`lowest_set` per
+    entry, each on the mask with the lower set bits cleared (``{name}_ch{j}``,
+    ``{name}_rest{j}``)."""
+    mask = Value.cast(mask)
+    out, rest = [], mask
+    for j in range(count):
+        idx, _ = lowest_set(m, rest, f"{name}_ch{j}")
+        out.append(idx)
+        nxt = Signal(len(mask), name=f"{name}_rest{j}")
+        m.d.comb += nxt.eq(rest & (rest - 1))
+        rest = nxt
+    return out

@@ -28,7 +28,7 @@ from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from .bitops import lowest_set, popcount
+from .bitops import lowest_set, popcount, set_bit_indices
 from .code_unit import CodeUnit, work_bitmap
 from .config import KaleidoConfig
 from .dispatch_layouts import Sel
@@ -529,14 +529,7 @@ class ArraySequencer(wiring.Component):
                 for name in ("blk", "quad", "o")}
 
         # Chunk channel j is the j-th lowest set bit of the chunk's mask (j < chunk.size).
-        self._chan = chan_of = []
-        rest = chunk.mask
-        for j in range(W):
-            idx, _ = lowest_set(m, rest, f"chunk_ch{j}")
-            chan_of.append(idx)
-            nxt = Signal(D, name=f"chunk_rest{j}")
-            m.d.comb += nxt.eq(rest & (rest - 1))
-            rest = nxt
+        self._chan = chan_of = set_bit_indices(m, chunk.mask, W, "chunk")
         in_chunk = [chunk.size > j for j in range(W)]
 
         # Column block: pass-3 class of each column at each chunk channel (FULL/ABSENT 0,

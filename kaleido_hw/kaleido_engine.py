@@ -30,7 +30,7 @@ from amaranth.lib.wiring import In, Out
 
 from .acc_buffer import S_WIDTH
 from .array import PEArray
-from .bitops import lowest_set, popcount
+from .bitops import popcount, set_bit_indices
 from .code_unit import CodeUnit
 from .config import KaleidoConfig
 from .engine_buffer import EngineBuffer
@@ -508,14 +508,7 @@ class KaleidoEngine(wiring.Component):
                          s_unit.eq(u)]
 
         # Chunk channel j = the j-th lowest set bit of the pre-pass chunk's mask.
-        chans = []
-        rest = pre.mask
-        for j in range(W):
-            idx, _ = lowest_set(m, rest, f"pre_ch{j}")
-            chans.append(idx)
-            nxt = Signal(D, name=f"pre_rest{j}")
-            m.d.comb += nxt.eq(rest & (rest - 1))
-            rest = nxt
+        chans = set_bit_indices(m, pre.mask, W, "pre")
 
         ready, has = [], []
         for side, ou in (("q", q_ou), ("k", k_ou)):
