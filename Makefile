@@ -33,10 +33,13 @@ lint:
 bench:
 	$(VPY) -m kaleido_hw bench
 
+# OSU 0.18 um area, critical path and power (yosys + OpenSTA) and iCE40 figures of the PEs,
+# arrays and dispatcher blocks (about 5 minutes; docs/integration.md, section 2).
 synth:
 	$(VPY) -m kaleido_hw synth
 
-# Area breakdown of the whole KaleidoEngine (P = 1 and 4; long: see docs/engine.md).
+# The whole engine per block on the standard cells, memories as SRAM macros (P = 1 and 4,
+# dispatcher none and full, plain where available; about 30 minutes: see docs/engine.md).
 synth-engine:
 	nice $(VPY) -m kaleido_hw synth --engine
 

@@ -9,16 +9,17 @@ Plain, vectorized numpy; no hardware imports. The RTL matches it bit for bit.
 - ``golden.workloads``: deterministic synthetic Q/K/V and activations, named grids.
 """
 
-from . import numerics, quality, window, workloads
-from .window import (linear, linear_ops, window_anchor_index, window_effective_operand,
-                     window_masks)
-from .numerics import (AXES, AXIS_T, AXIS_X, AXIS_Y, CODE_NAMES, DEFAULT_DIRECTIONS, FULL,
-                       GROUP_NAMES, HALF, NONE, PRESETS, ChannelGroups, Preset, VideoGrid,
-                       anchor_index, as_grid, attention_scores, code_counts, effective_operand,
-                       exact_matmul, follower_mask, oracle_cap, oracle_from_counts, oracle_ops,
-                       quantize, reuse_masks)
-from .quality import attention_output, attention_quality, compare, skip_operand
-from .workloads import GRIDS, make_activations, make_qkv
+from golden import numerics, quality, window, workloads
+from golden.numerics import (AXES, AXIS_T, AXIS_X, AXIS_Y, CODE_NAMES, DEFAULT_DIRECTIONS, FULL,
+                             GROUP_NAMES, HALF, NONE, PRESETS, ChannelGroups, Preset, VideoGrid,
+                             anchor_index, as_grid, attention_scores, code_counts,
+                             effective_operand, exact_matmul, follower_mask, oracle_cap,
+                             oracle_from_counts, oracle_ops, quantize, reuse_masks)
+from golden.quality import attention_output, attention_quality, compare, skip_operand
+from golden.window import (linear, linear_ops, window_anchor_index, window_effective_operand,
+                           window_masks)
+from golden.workloads import GRIDS, make_activations, make_qkv
+
 
 __all__ = ["AXES", "AXIS_T", "AXIS_Y", "AXIS_X", "GROUP_NAMES", "PRESETS", "Preset",
            "VideoGrid", "ChannelGroups",

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-from .checks import as_codes, as_int8, check_bits, check_int, check_tokens
+from golden.checks import as_codes, as_int8, check_bits, check_int, check_tokens
 
 
 __all__ = [

@@ -21,10 +21,10 @@ import math
 
 import numpy as np
 
-from .checks import as_int8, check_bits, check_int, check_tokens, check_window
-from .window import linear_ops, window_effective_operand, window_masks
-from .numerics import (AXIS_T, FULL, HALF, _as_groups, as_grid, effective_operand, oracle_ops,
-                       reuse_masks)
+from golden.checks import as_int8, check_bits, check_int, check_tokens, check_window
+from golden.numerics import (AXIS_T, FULL, HALF, _as_groups, as_grid, effective_operand,
+                             oracle_ops, reuse_masks)
+from golden.window import linear_ops, window_effective_operand, window_masks
 
 
 __all__ = ["compare", "skip_operand", "attention_output", "attention_quality"]

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import (as_codes, as_int8, check_axes, check_bits, check_int, check_tokens,
-                     check_window)
-from .numerics import AXIS_T, FULL, NONE, _axis_channels, as_grid, exact_matmul
+from golden.checks import (as_codes, as_int8, check_axes, check_bits, check_int, check_tokens,
+                           check_window)
+from golden.numerics import AXIS_T, FULL, NONE, _axis_channels, as_grid, exact_matmul
 
 
 __all__ = ["window_anchor_index", "window_masks", "window_effective_operand", "linear",

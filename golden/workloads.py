@@ -29,8 +29,8 @@ import math
 
 import numpy as np
 
-from .checks import check_int
-from .numerics import PRESETS, VideoGrid, as_grid, quantize
+from golden.checks import check_int
+from golden.numerics import PRESETS, VideoGrid, as_grid, quantize
 
 
 __all__ = ["GRIDS", "DEFAULTS", "QKV", "grid_named", "latent_field", "apply_rope", "make_qkv",

@@ -1,3 +1,4 @@
-from .cli import main
+from kaleido_hw.cli import main
+
 
 raise SystemExit(main())

@@ -1,12 +1,18 @@
-"""Small combinational bit helpers of the engine blocks: population count and the index of
-the lowest set bit (a priority encoder), both as balanced trees (log2(width) levels)."""
+"""Small bit helpers of the blocks: the width of a field, and (combinational) population count
+and the index of the lowest set bit (a priority encoder), both as balanced trees (log2(width)
+levels)."""
 
 from __future__ import annotations
 
 from amaranth.hdl import Const, Mux, Signal, Value
 
 
-__all__ = ["popcount", "lowest_set", "set_bit_indices"]
+__all__ = ["bits_for", "popcount", "lowest_set", "set_bit_indices"]
+
+
+def bits_for(value: int) -> int:
+    """Bits of an unsigned field that holds ``0..value`` (at least 1)."""
+    return max(1, int(value).bit_length())
 
 
 def popcount(value) -> Value:

@@ -8,18 +8,19 @@ import argparse
 import importlib
 import sys
 
+
 #: (command, module, one-line help)
 COMMANDS = [
-    ("generate", "kaleido_hw.generate", "write the Verilog of every block and manifest.json to rtl_out/"),
-    ("lint", "kaleido_hw.lint", "run verilator --lint-only -Wall on the generated Verilog"),
-    ("tile-report", "kaleido_hw.tile_report", "single-array TileEngine: speedup, PE utilization and op reduction, RTL and cycle model"),
-    ("analyze", "kaleido_hw.analyze", "reuse fractions, oracle QK^T reduction and quality of one attention head"),
-    ("bench", "kaleido_hw.bench", "time the golden model: 720p reuse analysis and exact S throughput"),
-    ("synth", "kaleido_hw.synth", "area (yosys cells, transistors), longest path and iCE40 LUT/FF/fmax of the PEs and dispatcher blocks"),
-    ("engine-report", "kaleido_hw.engine_report", "multi-array KaleidoEngine: ablation of the dispatcher variants, array scaling, the paper-scale head (cycle model)"),
-    ("linear-report", "kaleido_hw.linear_report", "linear layers on the arrays: speedup alone and with attention (paper Fig. 20 analogue)"),
-    ("dispatch-report", "kaleido_hw.dispatch_report", "Hamming spread and merge efficiency of the data dispatcher on the synthetic workloads"),
-    ("report", "kaleido_hw.report", "plots + JSON/CSV reproducing the paper's figures (reuse vs skip, thresholds, patterns, motion, array size, area)"),
+    ("generate", "kaleido_hw.flow.generate", "write the Verilog of every block and manifest.json to rtl_out/"),
+    ("lint", "kaleido_hw.flow.lint", "run verilator --lint-only -Wall on the generated Verilog"),
+    ("tile-report", "kaleido_hw.reports.tile_report", "single-array TileEngine: speedup, PE utilization and op reduction, RTL and cycle model"),
+    ("analyze", "kaleido_hw.reports.analyze", "reuse fractions, oracle QK^T reduction and quality of one attention head"),
+    ("bench", "kaleido_hw.reports.bench", "time the golden model: 720p reuse analysis and exact S throughput"),
+    ("synth", "kaleido_hw.flow.synth", "OSU 0.18 um area, critical path and power, iCE40 LUTs and fmax of the PEs, arrays and dispatcher blocks (--engine: whole engine)"),
+    ("engine-report", "kaleido_hw.reports.engine_report", "multi-array KaleidoEngine: ablation of the dispatcher variants, array scaling, the paper-scale head (cycle model)"),
+    ("linear-report", "kaleido_hw.reports.linear_report", "linear layers on the arrays: speedup alone and with attention (paper Fig. 20 analogue)"),
+    ("dispatch-report", "kaleido_hw.reports.dispatch_report", "Hamming spread and merge efficiency of the data dispatcher on the synthetic workloads"),
+    ("report", "kaleido_hw.reports.report", "plots + JSON/CSV reproducing the paper's figures (reuse vs skip, thresholds, patterns, motion, array size, area)"),
 ]
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,7 +28,7 @@ else:  # pragma: no cover
 from golden.numerics import PRESETS, ChannelGroups
 
 
-__all__ = ["ConfigError", "ENGINE_DISPATCHERS", "KaleidoConfig", "min_acc_width"]
+__all__ = ["ConfigError", "ENGINE_DISPATCHERS", "ENGINE_PES", "KaleidoConfig", "min_acc_width"]
 
 
 class ConfigError(ValueError):
@@ -36,6 +37,10 @@ class ConfigError(ValueError):
 
 #: Dispatcher hardware a KaleidoEngine can be built with (``engine_dispatcher``).
 ENGINE_DISPATCHERS = ("none", "scheduler", "matcher", "full")
+
+#: PEs a KaleidoEngine can be built from (``engine_pe``): ReusePEs, or plain BaselinePEs (the
+#: dense systolic accelerator of the iso-area comparison, ``docs/engine.md``, "Plain build").
+ENGINE_PES = ("reuse", "plain")
 
 #: Largest |a*b| of two int8 values: (-128) * (-128).
 MAX_PRODUCT = 128 * 128
@@ -100,8 +105,13 @@ class KaleidoConfig:
             Verification only: 0 (the default) builds nothing; otherwise the seed of LFSRs
             that randomly withhold every internal stream handshake of the KaleidoEngine
             (``docs/engine.md``, "Back-pressure"), 0..0xFFFF. Never set it for a product build.
+        engine_pe : str
+            PEs of the KaleidoEngine's arrays: ``"reuse"`` (ReusePEs, the default) or
+            ``"plain"`` (BaselinePEs: the dense-only systolic engine the paper starts from,
+            with no reuse hardware; ``docs/engine.md``, "Plain build"). ``"plain"`` needs
+            ``engine_dispatcher = "none"``.
 
-    Dispatcher (``docs/dispatcher.md``)
+    Dispatcher (``docs/dispatch.md``)
         sched_entries : int
             Entries in one scheduler batch (the string queue), 4..256.
         sched_pattern_width : int
@@ -133,6 +143,7 @@ class KaleidoConfig:
     linear_max_out: int = 16
     engine_dispatcher: str = "full"
     engine_stall_seed: int = 0
+    engine_pe: str = "reuse"
     sched_entries: int = 64
     sched_pattern_width: int = 16
     sched_clusters: int = 4
@@ -171,6 +182,14 @@ class KaleidoConfig:
             raise ConfigError(f"engine_dispatcher must be one of {', '.join(ENGINE_DISPATCHERS)}, "
                               f"got {self.engine_dispatcher!r}")
         _check_int("engine_stall_seed", self.engine_stall_seed, 0, 0xFFFF)
+        if self.engine_pe not in ENGINE_PES:
+            raise ConfigError(f"engine_pe must be one of {', '.join(ENGINE_PES)}, "
+                              f"got {self.engine_pe!r}")
+        if self.engine_pe == "plain" and self.engine_dispatcher != "none":
+            raise ConfigError(
+                f"engine_pe = 'plain' needs engine_dispatcher = 'none' (BaselinePEs run dense "
+                f"only, so a plain engine has no dispatcher), got engine_dispatcher = "
+                f"{self.engine_dispatcher!r}")
         _check_int("sched_entries", self.sched_entries, 4, 256)
         _check_int("sched_pattern_width", self.sched_pattern_width, 4, 64)
         if self.sched_pattern_width % 4:

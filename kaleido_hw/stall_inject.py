@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Signal
 
-from .config import KaleidoConfig
+from kaleido_hw.config import KaleidoConfig
 
 
 __all__ = ["stall_gate", "probe_wires", "gate_state", "STREAM_IDS", "ARRAY_STREAMS", "array_stream"]

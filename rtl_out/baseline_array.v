@@ -2,74 +2,102 @@
 
 module baseline_array(col, tag, clk, rst, drain, busy_count, row);
   reg \$auto$verilog_backend.cc:2355:dump_module$1  = 0;
-  wire [1:0] \$1 ;
-  wire [2:0] \$10 ;
-  wire [1:0] \$11 ;
-  wire [1:0] \$12 ;
-  wire [2:0] \$13 ;
-  wire [3:0] \$14 ;
-  reg [23:0] \$15 ;
-  wire [2:0] \$16 ;
+  wire \$1 ;
+  wire \$10 ;
+  wire \$11 ;
+  wire \$12 ;
+  wire \$13 ;
+  wire \$14 ;
+  wire \$15 ;
+  wire \$16 ;
   wire \$17 ;
-  reg [23:0] \$18 ;
-  wire [2:0] \$19 ;
-  wire [1:0] \$2 ;
+  wire \$18 ;
+  wire \$19 ;
+  wire \$2 ;
   wire \$20 ;
-  reg [23:0] \$21 ;
-  wire [2:0] \$22 ;
+  wire \$21 ;
+  wire \$22 ;
   wire \$23 ;
-  reg [23:0] \$24 ;
-  wire [2:0] \$25 ;
+  wire \$24 ;
+  wire \$25 ;
   wire \$26 ;
-  reg [14:0] \$27 ;
-  reg [14:0] \$28 ;
-  reg [14:0] \$29 ;
-  wire [2:0] \$3 ;
-  reg [14:0] \$30 ;
-  reg [14:0] \$31 ;
-  reg [14:0] \$32 ;
-  reg [10:0] \$33 ;
-  reg [10:0] \$34 ;
-  reg [10:0] \$35 ;
-  reg [10:0] \$36 ;
-  reg [10:0] \$37 ;
-  reg [10:0] \$38 ;
-  reg \$39 ;
-  wire [1:0] \$4 ;
-  reg [7:0] \$40 ;
-  reg [7:0] \$41 ;
-  reg [139:0] \$42 ;
-  reg [1:0] \$43 ;
-  reg \$44 ;
-  reg \$45 ;
-  reg [7:0] \$46 ;
-  reg [7:0] \$47 ;
-  reg [1:0] \$48 ;
-  reg \$49 ;
-  wire [1:0] \$5 ;
-  reg \$50 ;
-  reg [7:0] \$51 ;
-  reg [7:0] \$52 ;
-  reg [1:0] \$53 ;
-  reg \$54 ;
-  reg \$55 ;
-  reg [7:0] \$56 ;
-  reg [7:0] \$57 ;
-  reg [1:0] \$58 ;
-  reg \$59 ;
-  wire [2:0] \$6 ;
-  wire [3:0] \$7 ;
-  wire [1:0] \$8 ;
-  wire [1:0] \$9 ;
+  wire \$27 ;
+  wire \$28 ;
+  wire \$29 ;
+  wire \$3 ;
+  wire \$30 ;
+  wire \$31 ;
+  wire \$32 ;
+  wire \$33 ;
+  wire \$34 ;
+  wire \$35 ;
+  wire \$36 ;
+  wire [1:0] \$37 ;
+  wire [1:0] \$38 ;
+  wire [2:0] \$39 ;
+  wire \$4 ;
+  wire [1:0] \$40 ;
+  wire [1:0] \$41 ;
+  wire [2:0] \$42 ;
+  wire [3:0] \$43 ;
+  wire [1:0] \$44 ;
+  wire [1:0] \$45 ;
+  wire [2:0] \$46 ;
+  wire [1:0] \$47 ;
+  wire [1:0] \$48 ;
+  wire [2:0] \$49 ;
+  wire \$5 ;
+  wire [3:0] \$50 ;
+  reg [23:0] \$51 ;
+  wire [2:0] \$52 ;
+  wire \$53 ;
+  reg [23:0] \$54 ;
+  wire [2:0] \$55 ;
+  wire \$56 ;
+  reg [23:0] \$57 ;
+  wire [2:0] \$58 ;
+  wire \$59 ;
+  wire \$6 ;
+  reg [23:0] \$60 ;
+  wire [2:0] \$61 ;
+  wire \$62 ;
+  reg [9:0] \$63 ;
+  reg [9:0] \$64 ;
+  reg [9:0] \$65 ;
+  reg [9:0] \$66 ;
+  reg [9:0] \$67 ;
+  reg [9:0] \$68 ;
+  reg [8:0] \$69 ;
+  wire \$7 ;
+  reg [8:0] \$70 ;
+  reg [8:0] \$71 ;
+  reg [8:0] \$72 ;
+  reg [8:0] \$73 ;
+  reg [8:0] \$74 ;
+  reg \$75 ;
+  reg [7:0] \$76 ;
+  reg [7:0] \$77 ;
+  reg [139:0] \$78 ;
+  reg [1:0] \$79 ;
+  wire \$8 ;
+  reg \$80 ;
+  reg \$81 ;
+  reg [7:0] \$82 ;
+  reg [7:0] \$83 ;
+  reg [1:0] \$84 ;
+  reg \$85 ;
+  reg \$86 ;
+  reg [7:0] \$87 ;
+  reg [7:0] \$88 ;
+  reg [1:0] \$89 ;
+  wire \$9 ;
+  reg \$90 ;
+  reg \$91 ;
+  reg [7:0] \$92 ;
+  reg [7:0] \$93 ;
+  reg [1:0] \$94 ;
+  reg \$95 ;
   wire busy;
-  wire \busy$74 ;
-  wire \busy$75 ;
-  wire \busy$76 ;
-  wire \busy$77 ;
-  wire \busy$78 ;
-  wire \busy$79 ;
-  wire \busy$80 ;
-  wire \busy$81 ;
   wire \busy$82 ;
   wire \busy$83 ;
   wire \busy$84 ;
@@ -77,76 +105,68 @@ module baseline_array(col, tag, clk, rst, drain, busy_count, row);
   wire \busy$86 ;
   wire \busy$87 ;
   wire \busy$88 ;
+  wire \busy$89 ;
+  wire \busy$90 ;
+  wire \busy$91 ;
+  wire \busy$92 ;
+  wire \busy$93 ;
+  wire \busy$94 ;
+  wire \busy$95 ;
+  wire \busy$96 ;
   output [4:0] busy_count;
   wire [4:0] busy_count;
   input clk;
   wire clk;
   input [43:0] col;
   wire [43:0] col;
-  wire [10:0] \col$14 ;
-  wire [7:0] \col$14.b ;
-  wire [1:0] \col$14.kc ;
-  wire \col$14.valid ;
-  reg [10:0] \col$15  = 11'h000;
-  wire [7:0] \col$15.b ;
-  wire [1:0] \col$15.kc ;
-  wire \col$15.valid ;
-  reg [10:0] \col$17  = 11'h000;
-  wire [7:0] \col$17.b ;
-  wire [1:0] \col$17.kc ;
-  wire \col$17.valid ;
-  reg [10:0] \col$19  = 11'h000;
+  wire [8:0] \col$19 ;
   wire [7:0] \col$19.b ;
-  wire [1:0] \col$19.kc ;
-  wire \col$19.valid ;
-  wire [10:0] \col$23 ;
-  wire [7:0] \col$23.b ;
-  wire [1:0] \col$23.kc ;
-  wire \col$23.valid ;
-  wire [10:0] \col$27 ;
+  wire \col$19.present ;
+  reg [8:0] \col$21  = 9'h000;
+  wire [7:0] \col$21.b ;
+  wire \col$21.present ;
+  reg [8:0] \col$24  = 9'h000;
+  wire [7:0] \col$24.b ;
+  wire \col$24.present ;
+  reg [8:0] \col$27  = 9'h000;
   wire [7:0] \col$27.b ;
-  wire [1:0] \col$27.kc ;
-  wire \col$27.valid ;
-  wire [10:0] \col$31 ;
+  wire \col$27.present ;
+  wire [8:0] \col$31 ;
   wire [7:0] \col$31.b ;
-  wire [1:0] \col$31.kc ;
-  wire \col$31.valid ;
-  wire [10:0] \col$33 ;
-  wire [7:0] \col$33.b ;
-  wire [1:0] \col$33.kc ;
-  wire \col$33.valid ;
-  wire [10:0] \col$37 ;
-  wire [7:0] \col$37.b ;
-  wire [1:0] \col$37.kc ;
-  wire \col$37.valid ;
-  wire [10:0] \col$41 ;
+  wire \col$31.present ;
+  wire [8:0] \col$35 ;
+  wire [7:0] \col$35.b ;
+  wire \col$35.present ;
+  wire [8:0] \col$39 ;
+  wire [7:0] \col$39.b ;
+  wire \col$39.present ;
+  wire [8:0] \col$41 ;
   wire [7:0] \col$41.b ;
-  wire [1:0] \col$41.kc ;
-  wire \col$41.valid ;
-  wire [10:0] \col$45 ;
+  wire \col$41.present ;
+  wire [8:0] \col$45 ;
   wire [7:0] \col$45.b ;
-  wire [1:0] \col$45.kc ;
-  wire \col$45.valid ;
-  wire [10:0] \col$47 ;
-  wire [7:0] \col$47.b ;
-  wire [1:0] \col$47.kc ;
-  wire \col$47.valid ;
-  wire [10:0] \col$51 ;
-  wire [7:0] \col$51.b ;
-  wire [1:0] \col$51.kc ;
-  wire \col$51.valid ;
-  wire [10:0] \col$55 ;
+  wire \col$45.present ;
+  wire [8:0] \col$49 ;
+  wire [7:0] \col$49.b ;
+  wire \col$49.present ;
+  wire [8:0] \col$53 ;
+  wire [7:0] \col$53.b ;
+  wire \col$53.present ;
+  wire [8:0] \col$55 ;
   wire [7:0] \col$55.b ;
-  wire [1:0] \col$55.kc ;
-  wire \col$55.valid ;
-  wire [10:0] \col$59 ;
+  wire \col$55.present ;
+  wire [8:0] \col$59 ;
   wire [7:0] \col$59.b ;
-  wire [1:0] \col$59.kc ;
-  wire \col$59.valid ;
-  wire [10:0] \col$61 ;
-  wire [7:0] \col$61.b ;
-  wire [1:0] \col$61.kc ;
-  wire \col$61.valid ;
+  wire \col$59.present ;
+  wire [8:0] \col$63 ;
+  wire [7:0] \col$63.b ;
+  wire \col$63.present ;
+  wire [8:0] \col$67 ;
+  wire [7:0] \col$67.b ;
+  wire \col$67.present ;
+  wire [8:0] \col$69 ;
+  wire [7:0] \col$69.b ;
+  wire \col$69.present ;
   wire [10:0] \col[0] ;
   wire [7:0] \col[0].b ;
   wire [1:0] \col[0].kc ;
@@ -163,81 +183,75 @@ module baseline_array(col, tag, clk, rst, drain, busy_count, row);
   wire [7:0] \col[3].b ;
   wire [1:0] \col[3].kc ;
   wire \col[3].valid ;
-  wire [10:0] col_out;
-  wire [10:0] \col_out$28 ;
-  wire [7:0] \col_out$28.b ;
-  wire [1:0] \col_out$28.kc ;
-  wire \col_out$28.valid ;
-  wire [10:0] \col_out$32 ;
-  wire [7:0] \col_out$32.b ;
-  wire [1:0] \col_out$32.kc ;
-  wire \col_out$32.valid ;
-  wire [10:0] \col_out$34 ;
-  wire [7:0] \col_out$34.b ;
-  wire [1:0] \col_out$34.kc ;
-  wire \col_out$34.valid ;
-  wire [10:0] \col_out$38 ;
-  wire [7:0] \col_out$38.b ;
-  wire [1:0] \col_out$38.kc ;
-  wire \col_out$38.valid ;
-  wire [10:0] \col_out$42 ;
+  wire [8:0] col_edge_0;
+  wire [7:0] \col_edge_0.b ;
+  wire \col_edge_0.present ;
+  wire [8:0] col_edge_1;
+  wire [7:0] \col_edge_1.b ;
+  wire \col_edge_1.present ;
+  wire [8:0] col_edge_2;
+  wire [7:0] \col_edge_2.b ;
+  wire \col_edge_2.present ;
+  wire [8:0] col_edge_3;
+  wire [7:0] \col_edge_3.b ;
+  wire \col_edge_3.present ;
+  wire [8:0] col_out;
+  wire [8:0] \col_out$36 ;
+  wire [7:0] \col_out$36.b ;
+  wire \col_out$36.present ;
+  wire [8:0] \col_out$40 ;
+  wire [7:0] \col_out$40.b ;
+  wire \col_out$40.present ;
+  wire [8:0] \col_out$42 ;
   wire [7:0] \col_out$42.b ;
-  wire [1:0] \col_out$42.kc ;
-  wire \col_out$42.valid ;
-  wire [10:0] \col_out$46 ;
+  wire \col_out$42.present ;
+  wire [8:0] \col_out$46 ;
   wire [7:0] \col_out$46.b ;
-  wire [1:0] \col_out$46.kc ;
-  wire \col_out$46.valid ;
-  wire [10:0] \col_out$48 ;
-  wire [7:0] \col_out$48.b ;
-  wire [1:0] \col_out$48.kc ;
-  wire \col_out$48.valid ;
-  wire [10:0] \col_out$52 ;
-  wire [7:0] \col_out$52.b ;
-  wire [1:0] \col_out$52.kc ;
-  wire \col_out$52.valid ;
-  wire [10:0] \col_out$56 ;
+  wire \col_out$46.present ;
+  wire [8:0] \col_out$50 ;
+  wire [7:0] \col_out$50.b ;
+  wire \col_out$50.present ;
+  wire [8:0] \col_out$54 ;
+  wire [7:0] \col_out$54.b ;
+  wire \col_out$54.present ;
+  wire [8:0] \col_out$56 ;
   wire [7:0] \col_out$56.b ;
-  wire [1:0] \col_out$56.kc ;
-  wire \col_out$56.valid ;
-  wire [10:0] \col_out$60 ;
+  wire \col_out$56.present ;
+  wire [8:0] \col_out$60 ;
   wire [7:0] \col_out$60.b ;
-  wire [1:0] \col_out$60.kc ;
-  wire \col_out$60.valid ;
-  wire [10:0] \col_out$62 ;
-  wire [7:0] \col_out$62.b ;
-  wire [1:0] \col_out$62.kc ;
-  wire \col_out$62.valid ;
+  wire \col_out$60.present ;
+  wire [8:0] \col_out$64 ;
+  wire [7:0] \col_out$64.b ;
+  wire \col_out$64.present ;
+  wire [8:0] \col_out$68 ;
+  wire [7:0] \col_out$68.b ;
+  wire \col_out$68.present ;
+  wire [8:0] \col_out$70 ;
+  wire [7:0] \col_out$70.b ;
+  wire \col_out$70.present ;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  (* init = 11'h000 *)
-  wire [10:0] col_skew_1_0;
+  wire \col_out.present ;
+  (* init = 9'h000 *)
+  wire [8:0] col_skew_1_0;
   wire [7:0] \col_skew_1_0.b ;
-  wire [1:0] \col_skew_1_0.kc ;
-  wire \col_skew_1_0.valid ;
-  reg [10:0] col_skew_2_0 = 11'h000;
+  wire \col_skew_1_0.present ;
+  reg [8:0] col_skew_2_0 = 9'h000;
   wire [7:0] \col_skew_2_0.b ;
-  wire [1:0] \col_skew_2_0.kc ;
-  wire \col_skew_2_0.valid ;
-  (* init = 11'h000 *)
-  wire [10:0] col_skew_2_1;
+  wire \col_skew_2_0.present ;
+  (* init = 9'h000 *)
+  wire [8:0] col_skew_2_1;
   wire [7:0] \col_skew_2_1.b ;
-  wire [1:0] \col_skew_2_1.kc ;
-  wire \col_skew_2_1.valid ;
-  reg [10:0] col_skew_3_0 = 11'h000;
+  wire \col_skew_2_1.present ;
+  reg [8:0] col_skew_3_0 = 9'h000;
   wire [7:0] \col_skew_3_0.b ;
-  wire [1:0] \col_skew_3_0.kc ;
-  wire \col_skew_3_0.valid ;
-  reg [10:0] col_skew_3_1 = 11'h000;
+  wire \col_skew_3_0.present ;
+  reg [8:0] col_skew_3_1 = 9'h000;
   wire [7:0] \col_skew_3_1.b ;
-  wire [1:0] \col_skew_3_1.kc ;
-  wire \col_skew_3_1.valid ;
-  (* init = 11'h000 *)
-  wire [10:0] col_skew_3_2;
+  wire \col_skew_3_1.present ;
+  (* init = 9'h000 *)
+  wire [8:0] col_skew_3_2;
   wire [7:0] \col_skew_3_2.b ;
-  wire [1:0] \col_skew_3_2.kc ;
-  wire \col_skew_3_2.valid ;
+  wire \col_skew_3_2.present ;
   output [139:0] drain;
   reg [139:0] drain = 140'h00000000000000000000000000000000000;
   wire [34:0] \drain[0] ;
@@ -261,21 +275,21 @@ module baseline_array(col, tag, clk, rst, drain, busy_count, row);
   wire [7:0] \drain[3].tag ;
   wire \drain[3].valid ;
   wire [23:0] drain__data;
-  wire [23:0] \drain__data$101 ;
-  wire [23:0] \drain__data$102 ;
-  wire [23:0] \drain__data$103 ;
-  wire [23:0] \drain__data$108 ;
+  wire [23:0] \drain__data$109 ;
   wire [23:0] \drain__data$110 ;
   wire [23:0] \drain__data$111 ;
-  wire [23:0] \drain__data$112 ;
-  wire [23:0] \drain__data$117 ;
+  wire [23:0] \drain__data$116 ;
+  wire [23:0] \drain__data$118 ;
   wire [23:0] \drain__data$119 ;
   wire [23:0] \drain__data$120 ;
-  wire [23:0] \drain__data$121 ;
-  wire [23:0] \drain__data$126 ;
+  wire [23:0] \drain__data$125 ;
+  wire [23:0] \drain__data$127 ;
   wire [23:0] \drain__data$128 ;
   wire [23:0] \drain__data$129 ;
-  wire [23:0] \drain__data$130 ;
+  wire [23:0] \drain__data$134 ;
+  wire [23:0] \drain__data$136 ;
+  wire [23:0] \drain__data$137 ;
+  wire [23:0] \drain__data$138 ;
   reg drain_active_0 = 1'h0;
   reg drain_active_1 = 1'h0;
   reg drain_active_2 = 1'h0;
@@ -302,134 +316,70 @@ module baseline_array(col, tag, clk, rst, drain, busy_count, row);
   reg [7:0] drain_tag_3 = 8'h00;
   input [59:0] row;
   wire [59:0] row;
-  reg [14:0] \row$10  = 15'h0000;
+  reg [9:0] \row$10  = 10'h000;
   wire [7:0] \row$10.a ;
-  wire [3:0] \row$10.mode ;
-  wire \row$10.mode.first ;
-  wire \row$10.mode.issue ;
-  wire [1:0] \row$10.mode.pass_idx ;
-  wire [1:0] \row$10.qc ;
-  wire \row$10.valid ;
-  reg [14:0] \row$12  = 15'h0000;
-  wire [7:0] \row$12.a ;
-  wire [3:0] \row$12.mode ;
-  wire \row$12.mode.first ;
-  wire \row$12.mode.issue ;
-  wire [1:0] \row$12.mode.pass_idx ;
-  wire [1:0] \row$12.qc ;
-  wire \row$12.valid ;
-  wire [14:0] \row$21 ;
-  wire [7:0] \row$21.a ;
-  wire [3:0] \row$21.mode ;
-  wire \row$21.mode.first ;
-  wire \row$21.mode.issue ;
-  wire [1:0] \row$21.mode.pass_idx ;
-  wire [1:0] \row$21.qc ;
-  wire \row$21.valid ;
-  wire [14:0] \row$25 ;
-  wire [7:0] \row$25.a ;
-  wire [3:0] \row$25.mode ;
-  wire \row$25.mode.first ;
-  wire \row$25.mode.issue ;
-  wire [1:0] \row$25.mode.pass_idx ;
-  wire [1:0] \row$25.qc ;
-  wire \row$25.valid ;
-  wire [14:0] \row$29 ;
+  wire \row$10.acc ;
+  wire \row$10.first ;
+  reg [9:0] \row$13  = 10'h000;
+  wire [7:0] \row$13.a ;
+  wire \row$13.acc ;
+  wire \row$13.first ;
+  reg [9:0] \row$16  = 10'h000;
+  wire [7:0] \row$16.a ;
+  wire \row$16.acc ;
+  wire \row$16.first ;
+  wire [9:0] \row$29 ;
   wire [7:0] \row$29.a ;
-  wire [3:0] \row$29.mode ;
-  wire \row$29.mode.first ;
-  wire \row$29.mode.issue ;
-  wire [1:0] \row$29.mode.pass_idx ;
-  wire [1:0] \row$29.qc ;
-  wire \row$29.valid ;
-  wire [14:0] \row$35 ;
-  wire [7:0] \row$35.a ;
-  wire [3:0] \row$35.mode ;
-  wire \row$35.mode.first ;
-  wire \row$35.mode.issue ;
-  wire [1:0] \row$35.mode.pass_idx ;
-  wire [1:0] \row$35.qc ;
-  wire \row$35.valid ;
-  wire [14:0] \row$39 ;
-  wire [7:0] \row$39.a ;
-  wire [3:0] \row$39.mode ;
-  wire \row$39.mode.first ;
-  wire \row$39.mode.issue ;
-  wire [1:0] \row$39.mode.pass_idx ;
-  wire [1:0] \row$39.qc ;
-  wire \row$39.valid ;
-  wire [14:0] \row$43 ;
+  wire \row$29.acc ;
+  wire \row$29.first ;
+  wire [9:0] \row$33 ;
+  wire [7:0] \row$33.a ;
+  wire \row$33.acc ;
+  wire \row$33.first ;
+  wire [9:0] \row$37 ;
+  wire [7:0] \row$37.a ;
+  wire \row$37.acc ;
+  wire \row$37.first ;
+  wire [9:0] \row$43 ;
   wire [7:0] \row$43.a ;
-  wire [3:0] \row$43.mode ;
-  wire \row$43.mode.first ;
-  wire \row$43.mode.issue ;
-  wire [1:0] \row$43.mode.pass_idx ;
-  wire [1:0] \row$43.qc ;
-  wire \row$43.valid ;
-  wire [14:0] \row$49 ;
-  wire [7:0] \row$49.a ;
-  wire [3:0] \row$49.mode ;
-  wire \row$49.mode.first ;
-  wire \row$49.mode.issue ;
-  wire [1:0] \row$49.mode.pass_idx ;
-  wire [1:0] \row$49.qc ;
-  wire \row$49.valid ;
-  wire [14:0] \row$53 ;
-  wire [7:0] \row$53.a ;
-  wire [3:0] \row$53.mode ;
-  wire \row$53.mode.first ;
-  wire \row$53.mode.issue ;
-  wire [1:0] \row$53.mode.pass_idx ;
-  wire [1:0] \row$53.qc ;
-  wire \row$53.valid ;
-  wire [14:0] \row$57 ;
+  wire \row$43.acc ;
+  wire \row$43.first ;
+  wire [9:0] \row$47 ;
+  wire [7:0] \row$47.a ;
+  wire \row$47.acc ;
+  wire \row$47.first ;
+  wire [9:0] \row$51 ;
+  wire [7:0] \row$51.a ;
+  wire \row$51.acc ;
+  wire \row$51.first ;
+  wire [9:0] \row$57 ;
   wire [7:0] \row$57.a ;
-  wire [3:0] \row$57.mode ;
-  wire \row$57.mode.first ;
-  wire \row$57.mode.issue ;
-  wire [1:0] \row$57.mode.pass_idx ;
-  wire [1:0] \row$57.qc ;
-  wire \row$57.valid ;
-  wire [14:0] \row$63 ;
-  wire [7:0] \row$63.a ;
-  wire [3:0] \row$63.mode ;
-  wire \row$63.mode.first ;
-  wire \row$63.mode.issue ;
-  wire [1:0] \row$63.mode.pass_idx ;
-  wire [1:0] \row$63.qc ;
-  wire \row$63.valid ;
-  wire [14:0] \row$65 ;
+  wire \row$57.acc ;
+  wire \row$57.first ;
+  wire [9:0] \row$61 ;
+  wire [7:0] \row$61.a ;
+  wire \row$61.acc ;
+  wire \row$61.first ;
+  wire [9:0] \row$65 ;
   wire [7:0] \row$65.a ;
-  wire [3:0] \row$65.mode ;
-  wire \row$65.mode.first ;
-  wire \row$65.mode.issue ;
-  wire [1:0] \row$65.mode.pass_idx ;
-  wire [1:0] \row$65.qc ;
-  wire \row$65.valid ;
-  wire [14:0] \row$67 ;
-  wire [7:0] \row$67.a ;
-  wire [3:0] \row$67.mode ;
-  wire \row$67.mode.first ;
-  wire \row$67.mode.issue ;
-  wire [1:0] \row$67.mode.pass_idx ;
-  wire [1:0] \row$67.qc ;
-  wire \row$67.valid ;
-  wire [14:0] \row$7 ;
-  wire [7:0] \row$7.a ;
-  wire [3:0] \row$7.mode ;
-  wire \row$7.mode.first ;
-  wire \row$7.mode.issue ;
-  wire [1:0] \row$7.mode.pass_idx ;
-  wire [1:0] \row$7.qc ;
-  wire \row$7.valid ;
-  reg [14:0] \row$8  = 15'h0000;
+  wire \row$65.acc ;
+  wire \row$65.first ;
+  wire [9:0] \row$71 ;
+  wire [7:0] \row$71.a ;
+  wire \row$71.acc ;
+  wire \row$71.first ;
+  wire [9:0] \row$73 ;
+  wire [7:0] \row$73.a ;
+  wire \row$73.acc ;
+  wire \row$73.first ;
+  wire [9:0] \row$75 ;
+  wire [7:0] \row$75.a ;
+  wire \row$75.acc ;
+  wire \row$75.first ;
+  wire [9:0] \row$8 ;
   wire [7:0] \row$8.a ;
-  wire [3:0] \row$8.mode ;
-  wire \row$8.mode.first ;
-  wire \row$8.mode.issue ;
-  wire [1:0] \row$8.mode.pass_idx ;
-  wire [1:0] \row$8.qc ;
-  wire \row$8.valid ;
+  wire \row$8.acc ;
+  wire \row$8.first ;
   wire [14:0] \row[0] ;
   wire [7:0] \row[0].a ;
   wire [3:0] \row[0].mode ;
@@ -462,708 +412,390 @@ module baseline_array(col, tag, clk, rst, drain, busy_count, row);
   wire [1:0] \row[3].mode.pass_idx ;
   wire [1:0] \row[3].qc ;
   wire \row[3].valid ;
-  wire [14:0] row_out;
-  wire [14:0] \row_out$26 ;
-  wire [7:0] \row_out$26.a ;
-  wire [3:0] \row_out$26.mode ;
-  wire \row_out$26.mode.first ;
-  wire \row_out$26.mode.issue ;
-  wire [1:0] \row_out$26.mode.pass_idx ;
-  wire [1:0] \row_out$26.qc ;
-  wire \row_out$26.valid ;
-  wire [14:0] \row_out$30 ;
-  wire [7:0] \row_out$30.a ;
-  wire [3:0] \row_out$30.mode ;
-  wire \row_out$30.mode.first ;
-  wire \row_out$30.mode.issue ;
-  wire [1:0] \row_out$30.mode.pass_idx ;
-  wire [1:0] \row_out$30.qc ;
-  wire \row_out$30.valid ;
-  wire [14:0] \row_out$36 ;
-  wire [7:0] \row_out$36.a ;
-  wire [3:0] \row_out$36.mode ;
-  wire \row_out$36.mode.first ;
-  wire \row_out$36.mode.issue ;
-  wire [1:0] \row_out$36.mode.pass_idx ;
-  wire [1:0] \row_out$36.qc ;
-  wire \row_out$36.valid ;
-  wire [14:0] \row_out$40 ;
-  wire [7:0] \row_out$40.a ;
-  wire [3:0] \row_out$40.mode ;
-  wire \row_out$40.mode.first ;
-  wire \row_out$40.mode.issue ;
-  wire [1:0] \row_out$40.mode.pass_idx ;
-  wire [1:0] \row_out$40.qc ;
-  wire \row_out$40.valid ;
-  wire [14:0] \row_out$44 ;
+  wire [9:0] row_edge_0;
+  wire [7:0] \row_edge_0.a ;
+  wire \row_edge_0.acc ;
+  wire \row_edge_0.first ;
+  wire [9:0] row_edge_1;
+  wire [7:0] \row_edge_1.a ;
+  wire \row_edge_1.acc ;
+  wire \row_edge_1.first ;
+  wire [9:0] row_edge_2;
+  wire [7:0] \row_edge_2.a ;
+  wire \row_edge_2.acc ;
+  wire \row_edge_2.first ;
+  wire [9:0] row_edge_3;
+  wire [7:0] \row_edge_3.a ;
+  wire \row_edge_3.acc ;
+  wire \row_edge_3.first ;
+  wire [9:0] row_out;
+  wire [9:0] \row_out$34 ;
+  wire [7:0] \row_out$34.a ;
+  wire \row_out$34.acc ;
+  wire \row_out$34.first ;
+  wire [9:0] \row_out$38 ;
+  wire [7:0] \row_out$38.a ;
+  wire \row_out$38.acc ;
+  wire \row_out$38.first ;
+  wire [9:0] \row_out$44 ;
   wire [7:0] \row_out$44.a ;
-  wire [3:0] \row_out$44.mode ;
-  wire \row_out$44.mode.first ;
-  wire \row_out$44.mode.issue ;
-  wire [1:0] \row_out$44.mode.pass_idx ;
-  wire [1:0] \row_out$44.qc ;
-  wire \row_out$44.valid ;
-  wire [14:0] \row_out$50 ;
-  wire [7:0] \row_out$50.a ;
-  wire [3:0] \row_out$50.mode ;
-  wire \row_out$50.mode.first ;
-  wire \row_out$50.mode.issue ;
-  wire [1:0] \row_out$50.mode.pass_idx ;
-  wire [1:0] \row_out$50.qc ;
-  wire \row_out$50.valid ;
-  wire [14:0] \row_out$54 ;
-  wire [7:0] \row_out$54.a ;
-  wire [3:0] \row_out$54.mode ;
-  wire \row_out$54.mode.first ;
-  wire \row_out$54.mode.issue ;
-  wire [1:0] \row_out$54.mode.pass_idx ;
-  wire [1:0] \row_out$54.qc ;
-  wire \row_out$54.valid ;
-  wire [14:0] \row_out$58 ;
+  wire \row_out$44.acc ;
+  wire \row_out$44.first ;
+  wire [9:0] \row_out$48 ;
+  wire [7:0] \row_out$48.a ;
+  wire \row_out$48.acc ;
+  wire \row_out$48.first ;
+  wire [9:0] \row_out$52 ;
+  wire [7:0] \row_out$52.a ;
+  wire \row_out$52.acc ;
+  wire \row_out$52.first ;
+  wire [9:0] \row_out$58 ;
   wire [7:0] \row_out$58.a ;
-  wire [3:0] \row_out$58.mode ;
-  wire \row_out$58.mode.first ;
-  wire \row_out$58.mode.issue ;
-  wire [1:0] \row_out$58.mode.pass_idx ;
-  wire [1:0] \row_out$58.qc ;
-  wire \row_out$58.valid ;
-  wire [14:0] \row_out$64 ;
-  wire [7:0] \row_out$64.a ;
-  wire [3:0] \row_out$64.mode ;
-  wire \row_out$64.mode.first ;
-  wire \row_out$64.mode.issue ;
-  wire [1:0] \row_out$64.mode.pass_idx ;
-  wire [1:0] \row_out$64.qc ;
-  wire \row_out$64.valid ;
-  wire [14:0] \row_out$66 ;
+  wire \row_out$58.acc ;
+  wire \row_out$58.first ;
+  wire [9:0] \row_out$62 ;
+  wire [7:0] \row_out$62.a ;
+  wire \row_out$62.acc ;
+  wire \row_out$62.first ;
+  wire [9:0] \row_out$66 ;
   wire [7:0] \row_out$66.a ;
-  wire [3:0] \row_out$66.mode ;
-  wire \row_out$66.mode.first ;
-  wire \row_out$66.mode.issue ;
-  wire [1:0] \row_out$66.mode.pass_idx ;
-  wire [1:0] \row_out$66.qc ;
-  wire \row_out$66.valid ;
-  wire [14:0] \row_out$68 ;
-  wire [7:0] \row_out$68.a ;
-  wire [3:0] \row_out$68.mode ;
-  wire \row_out$68.mode.first ;
-  wire \row_out$68.mode.issue ;
-  wire [1:0] \row_out$68.mode.pass_idx ;
-  wire [1:0] \row_out$68.qc ;
-  wire \row_out$68.valid ;
+  wire \row_out$66.acc ;
+  wire \row_out$66.first ;
+  wire [9:0] \row_out$72 ;
+  wire [7:0] \row_out$72.a ;
+  wire \row_out$72.acc ;
+  wire \row_out$72.first ;
+  wire [9:0] \row_out$74 ;
+  wire [7:0] \row_out$74.a ;
+  wire \row_out$74.acc ;
+  wire \row_out$74.first ;
+  wire [9:0] \row_out$76 ;
+  wire [7:0] \row_out$76.a ;
+  wire \row_out$76.acc ;
+  wire \row_out$76.first ;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
-  (* init = 15'h0000 *)
-  wire [14:0] row_skew_1_0;
+  wire \row_out.acc ;
+  wire \row_out.first ;
+  (* init = 10'h000 *)
+  wire [9:0] row_skew_1_0;
   wire [7:0] \row_skew_1_0.a ;
-  wire [3:0] \row_skew_1_0.mode ;
-  wire \row_skew_1_0.mode.first ;
-  wire \row_skew_1_0.mode.issue ;
-  wire [1:0] \row_skew_1_0.mode.pass_idx ;
-  wire [1:0] \row_skew_1_0.qc ;
-  wire \row_skew_1_0.valid ;
-  reg [14:0] row_skew_2_0 = 15'h0000;
+  wire \row_skew_1_0.acc ;
+  wire \row_skew_1_0.first ;
+  reg [9:0] row_skew_2_0 = 10'h000;
   wire [7:0] \row_skew_2_0.a ;
-  wire [3:0] \row_skew_2_0.mode ;
-  wire \row_skew_2_0.mode.first ;
-  wire \row_skew_2_0.mode.issue ;
-  wire [1:0] \row_skew_2_0.mode.pass_idx ;
-  wire [1:0] \row_skew_2_0.qc ;
-  wire \row_skew_2_0.valid ;
-  (* init = 15'h0000 *)
-  wire [14:0] row_skew_2_1;
+  wire \row_skew_2_0.acc ;
+  wire \row_skew_2_0.first ;
+  (* init = 10'h000 *)
+  wire [9:0] row_skew_2_1;
   wire [7:0] \row_skew_2_1.a ;
-  wire [3:0] \row_skew_2_1.mode ;
-  wire \row_skew_2_1.mode.first ;
-  wire \row_skew_2_1.mode.issue ;
-  wire [1:0] \row_skew_2_1.mode.pass_idx ;
-  wire [1:0] \row_skew_2_1.qc ;
-  wire \row_skew_2_1.valid ;
-  reg [14:0] row_skew_3_0 = 15'h0000;
+  wire \row_skew_2_1.acc ;
+  wire \row_skew_2_1.first ;
+  reg [9:0] row_skew_3_0 = 10'h000;
   wire [7:0] \row_skew_3_0.a ;
-  wire [3:0] \row_skew_3_0.mode ;
-  wire \row_skew_3_0.mode.first ;
-  wire \row_skew_3_0.mode.issue ;
-  wire [1:0] \row_skew_3_0.mode.pass_idx ;
-  wire [1:0] \row_skew_3_0.qc ;
-  wire \row_skew_3_0.valid ;
-  reg [14:0] row_skew_3_1 = 15'h0000;
+  wire \row_skew_3_0.acc ;
+  wire \row_skew_3_0.first ;
+  reg [9:0] row_skew_3_1 = 10'h000;
   wire [7:0] \row_skew_3_1.a ;
-  wire [3:0] \row_skew_3_1.mode ;
-  wire \row_skew_3_1.mode.first ;
-  wire \row_skew_3_1.mode.issue ;
-  wire [1:0] \row_skew_3_1.mode.pass_idx ;
-  wire [1:0] \row_skew_3_1.qc ;
-  wire \row_skew_3_1.valid ;
-  (* init = 15'h0000 *)
-  wire [14:0] row_skew_3_2;
+  wire \row_skew_3_1.acc ;
+  wire \row_skew_3_1.first ;
+  (* init = 10'h000 *)
+  wire [9:0] row_skew_3_2;
   wire [7:0] \row_skew_3_2.a ;
-  wire [3:0] \row_skew_3_2.mode ;
-  wire \row_skew_3_2.mode.first ;
-  wire \row_skew_3_2.mode.issue ;
-  wire [1:0] \row_skew_3_2.mode.pass_idx ;
-  wire [1:0] \row_skew_3_2.qc ;
-  wire \row_skew_3_2.valid ;
+  wire \row_skew_3_2.acc ;
+  wire \row_skew_3_2.first ;
   input rst;
   wire rst;
   input [7:0] tag;
   wire [7:0] tag;
+  assign \$5  = \$1  & \$4 ;
+  assign \$6  = row[29] & row[25];
+  assign \$7  = ! row[27];
+  assign \$8  = row[24:23] != 2'h3;
+  assign \$9  = \$7  | \$8 ;
+  assign \$10  = \$6  & \$9 ;
+  assign \$11  = row[44] & row[40];
+  assign \$12  = ! row[42];
+  assign \$13  = row[39:38] != 2'h3;
+  assign \$14  = \$12  | \$13 ;
+  assign \$15  = \$11  & \$14 ;
+  assign \$16  = row[59] & row[55];
+  assign \$17  = ! row[57];
+  assign \$18  = row[54:53] != 2'h3;
+  assign \$19  = \$17  | \$18 ;
+  assign \$20  = \$16  & \$19 ;
+  assign \$21  = ! row[11];
+  assign \$22  = col[9:8] != 2'h3;
+  assign \$23  = \$21  | \$22 ;
+  assign \$24  = col[10] & \$23 ;
+  assign \$25  = ! row[11];
+  assign \$26  = col[20:19] != 2'h3;
+  assign \$27  = \$25  | \$26 ;
+  assign \$28  = col[21] & \$27 ;
+  assign \$29  = ! row[11];
+  assign \$30  = col[31:30] != 2'h3;
+  assign \$31  = \$29  | \$30 ;
+  assign \$32  = col[32] & \$31 ;
+  assign \$33  = ! row[11];
+  assign \$34  = col[42:41] != 2'h3;
+  assign \$35  = \$33  | \$34 ;
+  assign \$36  = col[43] & \$35 ;
+  assign \$37  = busy + \busy$82 ;
+  assign \$38  = \busy$83  + \busy$84 ;
+  assign \$39  = \$37  + \$38 ;
+  assign \$40  = \busy$85  + \busy$86 ;
+  assign \$41  = \busy$87  + \busy$88 ;
+  assign \$42  = \$40  + \$41 ;
+  assign \$43  = \$39  + \$42 ;
+  assign \$44  = \busy$89  + \busy$90 ;
+  assign \$45  = \busy$91  + \busy$92 ;
+  assign \$46  = \$44  + \$45 ;
+  assign \$47  = \busy$93  + \busy$94 ;
+  assign \$48  = \busy$95  + \busy$96 ;
+  assign \$49  = \$47  + \$48 ;
+  assign \$50  = \$46  + \$49 ;
+  assign busy_count = \$43  + \$50 ;
+  assign \$52  = drain_row_0 + 1'h1;
+  assign \$53  = drain_row_0 == 2'h3;
+  assign \$55  = drain_row_1 + 1'h1;
+  assign \$56  = drain_row_1 == 2'h3;
+  assign \$58  = drain_row_2 + 1'h1;
+  assign \$59  = drain_row_2 == 2'h3;
+  assign \$61  = drain_row_3 + 1'h1;
+  assign \$62  = drain_row_3 == 2'h3;
   always @(posedge clk)
-    \col$15  <= \$33 ;
+    \row$10  <= \$63 ;
   always @(posedge clk)
-    col_skew_2_0 <= \$34 ;
+    row_skew_2_0 <= \$64 ;
   always @(posedge clk)
-    \col$17  <= \$35 ;
+    \row$13  <= \$65 ;
   always @(posedge clk)
-    col_skew_3_0 <= \$36 ;
+    row_skew_3_0 <= \$66 ;
   always @(posedge clk)
-    col_skew_3_1 <= \$37 ;
+    row_skew_3_1 <= \$67 ;
   always @(posedge clk)
-    \col$19  <= \$38 ;
+    \row$16  <= \$68 ;
   always @(posedge clk)
-    drain_first_0 <= \$39 ;
+    \col$21  <= \$69 ;
   always @(posedge clk)
-    drain_tag_0 <= \$40 ;
+    col_skew_2_0 <= \$70 ;
   always @(posedge clk)
-    drain_held_tag_0 <= \$41 ;
+    \col$24  <= \$71 ;
   always @(posedge clk)
-    drain <= \$42 ;
+    col_skew_3_0 <= \$72 ;
   always @(posedge clk)
-    drain_row_0 <= \$43 ;
+    col_skew_3_1 <= \$73 ;
   always @(posedge clk)
-    drain_active_0 <= \$44 ;
+    \col$27  <= \$74 ;
   always @(posedge clk)
-    drain_first_1 <= \$45 ;
+    drain_first_0 <= \$75 ;
   always @(posedge clk)
-    drain_tag_1 <= \$46 ;
+    drain_tag_0 <= \$76 ;
   always @(posedge clk)
-    drain_held_tag_1 <= \$47 ;
+    drain_held_tag_0 <= \$77 ;
   always @(posedge clk)
-    drain_row_1 <= \$48 ;
+    drain <= \$78 ;
   always @(posedge clk)
-    drain_active_1 <= \$49 ;
+    drain_row_0 <= \$79 ;
   always @(posedge clk)
-    drain_first_2 <= \$50 ;
+    drain_active_0 <= \$80 ;
   always @(posedge clk)
-    drain_tag_2 <= \$51 ;
+    drain_first_1 <= \$81 ;
   always @(posedge clk)
-    drain_held_tag_2 <= \$52 ;
+    drain_tag_1 <= \$82 ;
   always @(posedge clk)
-    drain_row_2 <= \$53 ;
+    drain_held_tag_1 <= \$83 ;
   always @(posedge clk)
-    drain_active_2 <= \$54 ;
+    drain_row_1 <= \$84 ;
   always @(posedge clk)
-    drain_first_3 <= \$55 ;
+    drain_active_1 <= \$85 ;
   always @(posedge clk)
-    drain_tag_3 <= \$56 ;
+    drain_first_2 <= \$86 ;
   always @(posedge clk)
-    drain_held_tag_3 <= \$57 ;
+    drain_tag_2 <= \$87 ;
   always @(posedge clk)
-    drain_row_3 <= \$58 ;
+    drain_held_tag_2 <= \$88 ;
   always @(posedge clk)
-    drain_active_3 <= \$59 ;
-  assign \$1  = busy + \busy$74 ;
-  assign \$2  = \busy$75  + \busy$76 ;
-  assign \$3  = \$1  + \$2 ;
-  assign \$4  = \busy$77  + \busy$78 ;
-  assign \$5  = \busy$79  + \busy$80 ;
-  assign \$6  = \$4  + \$5 ;
-  assign \$7  = \$3  + \$6 ;
-  assign \$8  = \busy$81  + \busy$82 ;
-  assign \$9  = \busy$83  + \busy$84 ;
-  assign \$10  = \$8  + \$9 ;
-  assign \$11  = \busy$85  + \busy$86 ;
-  assign \$12  = \busy$87  + \busy$88 ;
-  assign \$13  = \$11  + \$12 ;
-  assign \$14  = \$10  + \$13 ;
-  assign busy_count = \$7  + \$14 ;
-  assign \$16  = drain_row_0 + 1'h1;
-  assign \$17  = drain_row_0 == 2'h3;
-  assign \$19  = drain_row_1 + 1'h1;
-  assign \$20  = drain_row_1 == 2'h3;
-  assign \$22  = drain_row_2 + 1'h1;
-  assign \$23  = drain_row_2 == 2'h3;
-  assign \$25  = drain_row_3 + 1'h1;
-  assign \$26  = drain_row_3 == 2'h3;
+    drain_row_2 <= \$89 ;
   always @(posedge clk)
-    \row$8  <= \$27 ;
+    drain_active_2 <= \$90 ;
   always @(posedge clk)
-    row_skew_2_0 <= \$28 ;
+    drain_first_3 <= \$91 ;
   always @(posedge clk)
-    \row$10  <= \$29 ;
+    drain_tag_3 <= \$92 ;
   always @(posedge clk)
-    row_skew_3_0 <= \$30 ;
+    drain_held_tag_3 <= \$93 ;
   always @(posedge clk)
-    row_skew_3_1 <= \$31 ;
+    drain_row_3 <= \$94 ;
   always @(posedge clk)
-    \row$12  <= \$32 ;
+    drain_active_3 <= \$95 ;
+  assign \$1  = row[14] & row[10];
+  assign \$2  = ! row[12];
+  assign \$3  = row[9:8] != 2'h3;
+  assign \$4  = \$2  | \$3 ;
   \baseline_array.pe_0_0  pe_0_0 (
     .busy(busy),
     .clk(clk),
-    .col(col[10:0]),
-    .col_out(\col$23 ),
-    .drain_in__data(drain__data),
-    .row(row[14:0]),
-    .row_out(\row$21 ),
-    .rst(rst)
-  );
-  \baseline_array.pe_0_1  pe_0_1 (
-    .busy(\busy$74 ),
-    .clk(clk),
-    .col(\col$15 ),
-    .col_out(\col$27 ),
-    .drain_in__data(\drain__data$108 ),
-    .row(\row$21 ),
-    .row_out(\row$25 ),
-    .rst(rst)
-  );
-  \baseline_array.pe_0_2  pe_0_2 (
-    .busy(\busy$75 ),
-    .clk(clk),
-    .col(\col$17 ),
+    .col(col_edge_0),
     .col_out(\col$31 ),
-    .drain_in__data(\drain__data$117 ),
-    .row(\row$25 ),
+    .drain_in__data(drain__data),
+    .row(row_edge_0),
     .row_out(\row$29 ),
     .rst(rst)
   );
-  \baseline_array.pe_0_3  pe_0_3 (
-    .busy(\busy$76 ),
+  \baseline_array.pe_0_1  pe_0_1 (
+    .busy(\busy$82 ),
     .clk(clk),
-    .col(\col$19 ),
-    .col_out(\col$33 ),
-    .drain_in__data(\drain__data$126 ),
+    .col(\col$21 ),
+    .col_out(\col$35 ),
+    .drain_in__data(\drain__data$116 ),
     .row(\row$29 ),
+    .row_out(\row$33 ),
     .rst(rst)
   );
-  \baseline_array.pe_1_0  pe_1_0 (
-    .busy(\busy$77 ),
+  \baseline_array.pe_0_2  pe_0_2 (
+    .busy(\busy$83 ),
     .clk(clk),
-    .col(\col$23 ),
-    .col_out(\col$37 ),
-    .drain_in__data(\drain__data$101 ),
-    .row(\row$8 ),
-    .row_out(\row$35 ),
+    .col(\col$24 ),
+    .col_out(\col$39 ),
+    .drain_in__data(\drain__data$125 ),
+    .row(\row$33 ),
+    .row_out(\row$37 ),
     .rst(rst)
   );
-  \baseline_array.pe_1_1  pe_1_1 (
-    .busy(\busy$78 ),
+  \baseline_array.pe_0_3  pe_0_3 (
+    .busy(\busy$84 ),
     .clk(clk),
     .col(\col$27 ),
     .col_out(\col$41 ),
-    .drain_in__data(\drain__data$110 ),
-    .row(\row$35 ),
-    .row_out(\row$39 ),
+    .drain_in__data(\drain__data$134 ),
+    .row(\row$37 ),
     .rst(rst)
   );
-  \baseline_array.pe_1_2  pe_1_2 (
-    .busy(\busy$79 ),
+  \baseline_array.pe_1_0  pe_1_0 (
+    .busy(\busy$85 ),
     .clk(clk),
     .col(\col$31 ),
     .col_out(\col$45 ),
-    .drain_in__data(\drain__data$119 ),
-    .row(\row$39 ),
+    .drain_in__data(\drain__data$109 ),
+    .row(\row$10 ),
     .row_out(\row$43 ),
     .rst(rst)
   );
-  \baseline_array.pe_1_3  pe_1_3 (
-    .busy(\busy$80 ),
+  \baseline_array.pe_1_1  pe_1_1 (
+    .busy(\busy$86 ),
     .clk(clk),
-    .col(\col$33 ),
-    .col_out(\col$47 ),
-    .drain_in__data(\drain__data$128 ),
+    .col(\col$35 ),
+    .col_out(\col$49 ),
+    .drain_in__data(\drain__data$118 ),
     .row(\row$43 ),
+    .row_out(\row$47 ),
     .rst(rst)
   );
-  \baseline_array.pe_2_0  pe_2_0 (
-    .busy(\busy$81 ),
+  \baseline_array.pe_1_2  pe_1_2 (
+    .busy(\busy$87 ),
     .clk(clk),
-    .col(\col$37 ),
-    .col_out(\col$51 ),
-    .drain_in__data(\drain__data$102 ),
-    .row(\row$10 ),
-    .row_out(\row$49 ),
+    .col(\col$39 ),
+    .col_out(\col$53 ),
+    .drain_in__data(\drain__data$127 ),
+    .row(\row$47 ),
+    .row_out(\row$51 ),
     .rst(rst)
   );
-  \baseline_array.pe_2_1  pe_2_1 (
-    .busy(\busy$82 ),
+  \baseline_array.pe_1_3  pe_1_3 (
+    .busy(\busy$88 ),
     .clk(clk),
     .col(\col$41 ),
     .col_out(\col$55 ),
-    .drain_in__data(\drain__data$111 ),
-    .row(\row$49 ),
-    .row_out(\row$53 ),
+    .drain_in__data(\drain__data$136 ),
+    .row(\row$51 ),
     .rst(rst)
   );
-  \baseline_array.pe_2_2  pe_2_2 (
-    .busy(\busy$83 ),
+  \baseline_array.pe_2_0  pe_2_0 (
+    .busy(\busy$89 ),
     .clk(clk),
     .col(\col$45 ),
     .col_out(\col$59 ),
-    .drain_in__data(\drain__data$120 ),
-    .row(\row$53 ),
+    .drain_in__data(\drain__data$110 ),
+    .row(\row$13 ),
     .row_out(\row$57 ),
     .rst(rst)
   );
-  \baseline_array.pe_2_3  pe_2_3 (
-    .busy(\busy$84 ),
+  \baseline_array.pe_2_1  pe_2_1 (
+    .busy(\busy$90 ),
     .clk(clk),
-    .col(\col$47 ),
-    .col_out(\col$61 ),
-    .drain_in__data(\drain__data$129 ),
+    .col(\col$49 ),
+    .col_out(\col$63 ),
+    .drain_in__data(\drain__data$119 ),
     .row(\row$57 ),
+    .row_out(\row$61 ),
     .rst(rst)
   );
-  \baseline_array.pe_3_0  pe_3_0 (
-    .busy(\busy$85 ),
+  \baseline_array.pe_2_2  pe_2_2 (
+    .busy(\busy$91 ),
     .clk(clk),
-    .col(\col$51 ),
-    .drain_in__data(\drain__data$103 ),
-    .row(\row$12 ),
-    .row_out(\row$63 ),
-    .rst(rst)
-  );
-  \baseline_array.pe_3_1  pe_3_1 (
-    .busy(\busy$86 ),
-    .clk(clk),
-    .col(\col$55 ),
-    .drain_in__data(\drain__data$112 ),
-    .row(\row$63 ),
+    .col(\col$53 ),
+    .col_out(\col$67 ),
+    .drain_in__data(\drain__data$128 ),
+    .row(\row$61 ),
     .row_out(\row$65 ),
     .rst(rst)
   );
-  \baseline_array.pe_3_2  pe_3_2 (
-    .busy(\busy$87 ),
+  \baseline_array.pe_2_3  pe_2_3 (
+    .busy(\busy$92 ),
+    .clk(clk),
+    .col(\col$55 ),
+    .col_out(\col$69 ),
+    .drain_in__data(\drain__data$137 ),
+    .row(\row$65 ),
+    .rst(rst)
+  );
+  \baseline_array.pe_3_0  pe_3_0 (
+    .busy(\busy$93 ),
     .clk(clk),
     .col(\col$59 ),
-    .drain_in__data(\drain__data$121 ),
-    .row(\row$65 ),
-    .row_out(\row$67 ),
+    .drain_in__data(\drain__data$111 ),
+    .row(\row$16 ),
+    .row_out(\row$71 ),
+    .rst(rst)
+  );
+  \baseline_array.pe_3_1  pe_3_1 (
+    .busy(\busy$94 ),
+    .clk(clk),
+    .col(\col$63 ),
+    .drain_in__data(\drain__data$120 ),
+    .row(\row$71 ),
+    .row_out(\row$73 ),
+    .rst(rst)
+  );
+  \baseline_array.pe_3_2  pe_3_2 (
+    .busy(\busy$95 ),
+    .clk(clk),
+    .col(\col$67 ),
+    .drain_in__data(\drain__data$129 ),
+    .row(\row$73 ),
+    .row_out(\row$75 ),
     .rst(rst)
   );
   \baseline_array.pe_3_3  pe_3_3 (
-    .busy(\busy$88 ),
+    .busy(\busy$96 ),
     .clk(clk),
-    .col(\col$61 ),
-    .drain_in__data(\drain__data$130 ),
-    .row(\row$67 ),
+    .col(\col$69 ),
+    .drain_in__data(\drain__data$138 ),
+    .row(\row$75 ),
     .rst(rst)
   );
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$34  = col[32:22];
-    if (rst) begin
-      \$34  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$35  = col_skew_2_0;
-    if (rst) begin
-      \$35  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$36  = col[43:33];
-    if (rst) begin
-      \$36  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$37  = col_skew_3_0;
-    if (rst) begin
-      \$37  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$38  = col_skew_3_1;
-    if (rst) begin
-      \$38  = 11'h000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$39  = row[13];
-    if (rst) begin
-      \$39  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$40  = tag;
-    if (rst) begin
-      \$40  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$41  = drain_held_tag_0;
-    if (drain_first_0) begin
-      \$41  = drain_tag_0;
-    end
-    if (rst) begin
-      \$41  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    { \$42 [139:106], \$42 [104:71], \$42 [69:36], \$42 [34:1] } = { drain[139:106], drain[104:71], drain[69:36], drain[34:1] };
-    (* full_case = 32'd1 *)
-    if (drain_first_0) begin
-      \$42 [0] = 1'h1;
-      \$42 [2:1] = 2'h0;
-      \$42 [26:3] = drain__data;
-      \$42 [34:27] = drain_tag_0;
-    end else if (drain_active_0) begin
-      \$42 [0] = 1'h1;
-      \$42 [2:1] = drain_row_0;
-      \$42 [26:3] = \$15 ;
-      \$42 [34:27] = drain_held_tag_0;
-    end else begin
-      \$42 [0] = 1'h0;
-    end
-    (* full_case = 32'd1 *)
-    if (drain_first_1) begin
-      \$42 [35] = 1'h1;
-      \$42 [37:36] = 2'h0;
-      \$42 [61:38] = \drain__data$108 ;
-      \$42 [69:62] = drain_tag_1;
-    end else if (drain_active_1) begin
-      \$42 [35] = 1'h1;
-      \$42 [37:36] = drain_row_1;
-      \$42 [61:38] = \$18 ;
-      \$42 [69:62] = drain_held_tag_1;
-    end else begin
-      \$42 [35] = 1'h0;
-    end
-    (* full_case = 32'd1 *)
-    if (drain_first_2) begin
-      \$42 [70] = 1'h1;
-      \$42 [72:71] = 2'h0;
-      \$42 [96:73] = \drain__data$117 ;
-      \$42 [104:97] = drain_tag_2;
-    end else if (drain_active_2) begin
-      \$42 [70] = 1'h1;
-      \$42 [72:71] = drain_row_2;
-      \$42 [96:73] = \$21 ;
-      \$42 [104:97] = drain_held_tag_2;
-    end else begin
-      \$42 [70] = 1'h0;
-    end
-    (* full_case = 32'd1 *)
-    if (drain_first_3) begin
-      \$42 [105] = 1'h1;
-      \$42 [107:106] = 2'h0;
-      \$42 [131:108] = \drain__data$126 ;
-      \$42 [139:132] = drain_tag_3;
-    end else if (drain_active_3) begin
-      \$42 [105] = 1'h1;
-      \$42 [107:106] = drain_row_3;
-      \$42 [131:108] = \$24 ;
-      \$42 [139:132] = drain_held_tag_3;
-    end else begin
-      \$42 [105] = 1'h0;
-    end
-    if (rst) begin
-      \$42  = 140'h00000000000000000000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$43  = drain_row_0;
-    if (drain_first_0) begin
-      \$43  = 2'h1;
-    end else if (drain_active_0) begin
-      \$43  = \$16 [1:0];
-    end
-    if (rst) begin
-      \$43  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$44  = drain_active_0;
-    if (drain_first_0) begin
-      \$44  = 1'h1;
-    end else if (drain_active_0) begin
-      if (\$17 ) begin
-        \$44  = 1'h0;
-      end
-    end
-    if (rst) begin
-      \$44  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$45  = drain_first_0;
-    if (rst) begin
-      \$45  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$46  = drain_tag_0;
-    if (rst) begin
-      \$46  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$47  = drain_held_tag_1;
-    if (drain_first_1) begin
-      \$47  = drain_tag_1;
-    end
-    if (rst) begin
-      \$47  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$48  = drain_row_1;
-    if (drain_first_1) begin
-      \$48  = 2'h1;
-    end else if (drain_active_1) begin
-      \$48  = \$19 [1:0];
-    end
-    if (rst) begin
-      \$48  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$49  = drain_active_1;
-    if (drain_first_1) begin
-      \$49  = 1'h1;
-    end else if (drain_active_1) begin
-      if (\$20 ) begin
-        \$49  = 1'h0;
-      end
-    end
-    if (rst) begin
-      \$49  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$50  = drain_first_1;
-    if (rst) begin
-      \$50  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$51  = drain_tag_1;
-    if (rst) begin
-      \$51  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$52  = drain_held_tag_2;
-    if (drain_first_2) begin
-      \$52  = drain_tag_2;
-    end
-    if (rst) begin
-      \$52  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$53  = drain_row_2;
-    if (drain_first_2) begin
-      \$53  = 2'h1;
-    end else if (drain_active_2) begin
-      \$53  = \$22 [1:0];
-    end
-    if (rst) begin
-      \$53  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$54  = drain_active_2;
-    if (drain_first_2) begin
-      \$54  = 1'h1;
-    end else if (drain_active_2) begin
-      if (\$23 ) begin
-        \$54  = 1'h0;
-      end
-    end
-    if (rst) begin
-      \$54  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$55  = drain_first_2;
-    if (rst) begin
-      \$55  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$56  = drain_tag_2;
-    if (rst) begin
-      \$56  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$57  = drain_held_tag_3;
-    if (drain_first_3) begin
-      \$57  = drain_tag_3;
-    end
-    if (rst) begin
-      \$57  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$58  = drain_row_3;
-    if (drain_first_3) begin
-      \$58  = 2'h1;
-    end else if (drain_active_3) begin
-      \$58  = \$25 [1:0];
-    end
-    if (rst) begin
-      \$58  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$59  = drain_active_3;
-    if (drain_first_3) begin
-      \$59  = 1'h1;
-    end else if (drain_active_3) begin
-      if (\$26 ) begin
-        \$59  = 1'h0;
-      end
-    end
-    if (rst) begin
-      \$59  = 1'h0;
-    end
-  end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
     (* full_case = 32'd1 *)
     casez (drain_row_0)
       2'h0:
-          \$15  = drain__data;
+          \$51  = drain__data;
       2'h1:
-          \$15  = \drain__data$101 ;
+          \$51  = \drain__data$109 ;
       2'h2:
-          \$15  = \drain__data$102 ;
+          \$51  = \drain__data$110 ;
       2'h3:
-          \$15  = \drain__data$103 ;
+          \$51  = \drain__data$111 ;
     endcase
   end
   always @* begin
@@ -1171,13 +803,13 @@ module baseline_array(col, tag, clk, rst, drain, busy_count, row);
     (* full_case = 32'd1 *)
     casez (drain_row_1)
       2'h0:
-          \$18  = \drain__data$108 ;
+          \$54  = \drain__data$116 ;
       2'h1:
-          \$18  = \drain__data$110 ;
+          \$54  = \drain__data$118 ;
       2'h2:
-          \$18  = \drain__data$111 ;
+          \$54  = \drain__data$119 ;
       2'h3:
-          \$18  = \drain__data$112 ;
+          \$54  = \drain__data$120 ;
     endcase
   end
   always @* begin
@@ -1185,13 +817,13 @@ module baseline_array(col, tag, clk, rst, drain, busy_count, row);
     (* full_case = 32'd1 *)
     casez (drain_row_2)
       2'h0:
-          \$21  = \drain__data$117 ;
+          \$57  = \drain__data$125 ;
       2'h1:
-          \$21  = \drain__data$119 ;
+          \$57  = \drain__data$127 ;
       2'h2:
-          \$21  = \drain__data$120 ;
+          \$57  = \drain__data$128 ;
       2'h3:
-          \$21  = \drain__data$121 ;
+          \$57  = \drain__data$129 ;
     endcase
   end
   always @* begin
@@ -1199,96 +831,394 @@ module baseline_array(col, tag, clk, rst, drain, busy_count, row);
     (* full_case = 32'd1 *)
     casez (drain_row_3)
       2'h0:
-          \$24  = \drain__data$126 ;
+          \$60  = \drain__data$134 ;
       2'h1:
-          \$24  = \drain__data$128 ;
+          \$60  = \drain__data$136 ;
       2'h2:
-          \$24  = \drain__data$129 ;
+          \$60  = \drain__data$137 ;
       2'h3:
-          \$24  = \drain__data$130 ;
+          \$60  = \drain__data$138 ;
     endcase
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$27  = row[29:15];
+    \$63  = row_edge_1;
     if (rst) begin
-      \$27  = 15'h0000;
+      \$63  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$28  = row[44:30];
+    \$64  = row_edge_2;
     if (rst) begin
-      \$28  = 15'h0000;
+      \$64  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$29  = row_skew_2_0;
+    \$65  = row_skew_2_0;
     if (rst) begin
-      \$29  = 15'h0000;
+      \$65  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$30  = row[59:45];
+    \$66  = row_edge_3;
     if (rst) begin
-      \$30  = 15'h0000;
+      \$66  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$31  = row_skew_3_0;
+    \$67  = row_skew_3_0;
     if (rst) begin
-      \$31  = 15'h0000;
+      \$67  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$32  = row_skew_3_1;
+    \$68  = row_skew_3_1;
     if (rst) begin
-      \$32  = 15'h0000;
+      \$68  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
-    \$33  = col[21:11];
+    \$69  = col_edge_1;
     if (rst) begin
-      \$33  = 11'h000;
+      \$69  = 9'h000;
     end
   end
-  assign \row$7  = row[14:0];
-  assign row_skew_1_0 = \row$8 ;
-  assign row_skew_2_1 = \row$10 ;
-  assign row_skew_3_2 = \row$12 ;
-  assign \col$14  = col[10:0];
-  assign col_skew_1_0 = \col$15 ;
-  assign col_skew_2_1 = \col$17 ;
-  assign col_skew_3_2 = \col$19 ;
-  assign row_out = \row$21 ;
-  assign col_out = \col$23 ;
-  assign \row_out$26  = \row$25 ;
-  assign \col_out$28  = \col$27 ;
-  assign \row_out$30  = \row$29 ;
-  assign \col_out$32  = \col$31 ;
-  assign \col_out$34  = \col$33 ;
-  assign \row_out$36  = \row$35 ;
-  assign \col_out$38  = \col$37 ;
-  assign \row_out$40  = \row$39 ;
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$70  = col_edge_2;
+    if (rst) begin
+      \$70  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$71  = col_skew_2_0;
+    if (rst) begin
+      \$71  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$72  = col_edge_3;
+    if (rst) begin
+      \$72  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$73  = col_skew_3_0;
+    if (rst) begin
+      \$73  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$74  = col_skew_3_1;
+    if (rst) begin
+      \$74  = 9'h000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$75  = row[13];
+    if (rst) begin
+      \$75  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$76  = tag;
+    if (rst) begin
+      \$76  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$77  = drain_held_tag_0;
+    if (drain_first_0) begin
+      \$77  = drain_tag_0;
+    end
+    if (rst) begin
+      \$77  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    { \$78 [139:106], \$78 [104:71], \$78 [69:36], \$78 [34:1] } = { drain[139:106], drain[104:71], drain[69:36], drain[34:1] };
+    (* full_case = 32'd1 *)
+    if (drain_first_0) begin
+      \$78 [0] = 1'h1;
+      \$78 [2:1] = 2'h0;
+      \$78 [26:3] = drain__data;
+      \$78 [34:27] = drain_tag_0;
+    end else if (drain_active_0) begin
+      \$78 [0] = 1'h1;
+      \$78 [2:1] = drain_row_0;
+      \$78 [26:3] = \$51 ;
+      \$78 [34:27] = drain_held_tag_0;
+    end else begin
+      \$78 [0] = 1'h0;
+    end
+    (* full_case = 32'd1 *)
+    if (drain_first_1) begin
+      \$78 [35] = 1'h1;
+      \$78 [37:36] = 2'h0;
+      \$78 [61:38] = \drain__data$116 ;
+      \$78 [69:62] = drain_tag_1;
+    end else if (drain_active_1) begin
+      \$78 [35] = 1'h1;
+      \$78 [37:36] = drain_row_1;
+      \$78 [61:38] = \$54 ;
+      \$78 [69:62] = drain_held_tag_1;
+    end else begin
+      \$78 [35] = 1'h0;
+    end
+    (* full_case = 32'd1 *)
+    if (drain_first_2) begin
+      \$78 [70] = 1'h1;
+      \$78 [72:71] = 2'h0;
+      \$78 [96:73] = \drain__data$125 ;
+      \$78 [104:97] = drain_tag_2;
+    end else if (drain_active_2) begin
+      \$78 [70] = 1'h1;
+      \$78 [72:71] = drain_row_2;
+      \$78 [96:73] = \$57 ;
+      \$78 [104:97] = drain_held_tag_2;
+    end else begin
+      \$78 [70] = 1'h0;
+    end
+    (* full_case = 32'd1 *)
+    if (drain_first_3) begin
+      \$78 [105] = 1'h1;
+      \$78 [107:106] = 2'h0;
+      \$78 [131:108] = \drain__data$134 ;
+      \$78 [139:132] = drain_tag_3;
+    end else if (drain_active_3) begin
+      \$78 [105] = 1'h1;
+      \$78 [107:106] = drain_row_3;
+      \$78 [131:108] = \$60 ;
+      \$78 [139:132] = drain_held_tag_3;
+    end else begin
+      \$78 [105] = 1'h0;
+    end
+    if (rst) begin
+      \$78  = 140'h00000000000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$79  = drain_row_0;
+    if (drain_first_0) begin
+      \$79  = 2'h1;
+    end else if (drain_active_0) begin
+      \$79  = \$52 [1:0];
+    end
+    if (rst) begin
+      \$79  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$80  = drain_active_0;
+    if (drain_first_0) begin
+      \$80  = 1'h1;
+    end else if (drain_active_0) begin
+      if (\$53 ) begin
+        \$80  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$80  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$81  = drain_first_0;
+    if (rst) begin
+      \$81  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$82  = drain_tag_0;
+    if (rst) begin
+      \$82  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$83  = drain_held_tag_1;
+    if (drain_first_1) begin
+      \$83  = drain_tag_1;
+    end
+    if (rst) begin
+      \$83  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$84  = drain_row_1;
+    if (drain_first_1) begin
+      \$84  = 2'h1;
+    end else if (drain_active_1) begin
+      \$84  = \$55 [1:0];
+    end
+    if (rst) begin
+      \$84  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$85  = drain_active_1;
+    if (drain_first_1) begin
+      \$85  = 1'h1;
+    end else if (drain_active_1) begin
+      if (\$56 ) begin
+        \$85  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$85  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$86  = drain_first_1;
+    if (rst) begin
+      \$86  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$87  = drain_tag_1;
+    if (rst) begin
+      \$87  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$88  = drain_held_tag_2;
+    if (drain_first_2) begin
+      \$88  = drain_tag_2;
+    end
+    if (rst) begin
+      \$88  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$89  = drain_row_2;
+    if (drain_first_2) begin
+      \$89  = 2'h1;
+    end else if (drain_active_2) begin
+      \$89  = \$58 [1:0];
+    end
+    if (rst) begin
+      \$89  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$90  = drain_active_2;
+    if (drain_first_2) begin
+      \$90  = 1'h1;
+    end else if (drain_active_2) begin
+      if (\$59 ) begin
+        \$90  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$90  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$91  = drain_first_2;
+    if (rst) begin
+      \$91  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$92  = drain_tag_2;
+    if (rst) begin
+      \$92  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$93  = drain_held_tag_3;
+    if (drain_first_3) begin
+      \$93  = drain_tag_3;
+    end
+    if (rst) begin
+      \$93  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$94  = drain_row_3;
+    if (drain_first_3) begin
+      \$94  = 2'h1;
+    end else if (drain_active_3) begin
+      \$94  = \$61 [1:0];
+    end
+    if (rst) begin
+      \$94  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$auto$verilog_backend.cc:2355:dump_module$1 ) begin end
+    \$95  = drain_active_3;
+    if (drain_first_3) begin
+      \$95  = 1'h1;
+    end else if (drain_active_3) begin
+      if (\$62 ) begin
+        \$95  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$95  = 1'h0;
+    end
+  end
+  assign \row$8  = row_edge_0;
+  assign row_skew_1_0 = \row$10 ;
+  assign row_skew_2_1 = \row$13 ;
+  assign row_skew_3_2 = \row$16 ;
+  assign \col$19  = col_edge_0;
+  assign col_skew_1_0 = \col$21 ;
+  assign col_skew_2_1 = \col$24 ;
+  assign col_skew_3_2 = \col$27 ;
+  assign row_out = \row$29 ;
+  assign col_out = \col$31 ;
+  assign \row_out$34  = \row$33 ;
+  assign \col_out$36  = \col$35 ;
+  assign \row_out$38  = \row$37 ;
+  assign \col_out$40  = \col$39 ;
   assign \col_out$42  = \col$41 ;
   assign \row_out$44  = \row$43 ;
   assign \col_out$46  = \col$45 ;
-  assign \col_out$48  = \col$47 ;
-  assign \row_out$50  = \row$49 ;
-  assign \col_out$52  = \col$51 ;
-  assign \row_out$54  = \row$53 ;
+  assign \row_out$48  = \row$47 ;
+  assign \col_out$50  = \col$49 ;
+  assign \row_out$52  = \row$51 ;
+  assign \col_out$54  = \col$53 ;
   assign \col_out$56  = \col$55 ;
   assign \row_out$58  = \row$57 ;
   assign \col_out$60  = \col$59 ;
-  assign \col_out$62  = \col$61 ;
-  assign \row_out$64  = \row$63 ;
+  assign \row_out$62  = \row$61 ;
+  assign \col_out$64  = \col$63 ;
   assign \row_out$66  = \row$65 ;
-  assign \row_out$68  = \row$67 ;
+  assign \col_out$68  = \col$67 ;
+  assign \col_out$70  = \col$69 ;
+  assign \row_out$72  = \row$71 ;
+  assign \row_out$74  = \row$73 ;
+  assign \row_out$76  = \row$75 ;
   assign drain_now_0 = 2'h0;
   assign drain_now_1 = 2'h0;
   assign drain_now_2 = 2'h0;
@@ -1361,373 +1291,237 @@ module baseline_array(col, tag, clk, rst, drain, busy_count, row);
   assign \drain[3].row  = drain[107:106];
   assign \drain[3].data  = drain[131:108];
   assign \drain[3].tag  = drain[139:132];
-  assign \row$7.a  = row[7:0];
-  assign \row$7.qc  = row[9:8];
-  assign \row$7.valid  = row[10];
-  assign \row$7.mode  = row[14:11];
-  assign \row$7.mode.pass_idx  = row[12:11];
-  assign \row$7.mode.first  = row[13];
-  assign \row$7.mode.issue  = row[14];
-  assign \row$8.a  = \row$8 [7:0];
-  assign \row$8.qc  = \row$8 [9:8];
-  assign \row$8.valid  = \row$8 [10];
-  assign \row$8.mode  = \row$8 [14:11];
-  assign \row$8.mode.pass_idx  = \row$8 [12:11];
-  assign \row$8.mode.first  = \row$8 [13];
-  assign \row$8.mode.issue  = \row$8 [14];
-  assign \row_skew_1_0.a  = \row$8 [7:0];
-  assign \row_skew_1_0.qc  = \row$8 [9:8];
-  assign \row_skew_1_0.valid  = \row$8 [10];
-  assign \row_skew_1_0.mode  = \row$8 [14:11];
-  assign \row_skew_1_0.mode.pass_idx  = \row$8 [12:11];
-  assign \row_skew_1_0.mode.first  = \row$8 [13];
-  assign \row_skew_1_0.mode.issue  = \row$8 [14];
+  assign \row_edge_0.a  = row_edge_0[7:0];
+  assign \row_edge_0.acc  = row_edge_0[8];
+  assign \row_edge_0.first  = row_edge_0[9];
+  assign \row$8.a  = row_edge_0[7:0];
+  assign \row$8.acc  = row_edge_0[8];
+  assign \row$8.first  = row_edge_0[9];
+  assign \row_edge_1.a  = row_edge_1[7:0];
+  assign \row_edge_1.acc  = row_edge_1[8];
+  assign \row_edge_1.first  = row_edge_1[9];
   assign \row$10.a  = \row$10 [7:0];
-  assign \row$10.qc  = \row$10 [9:8];
-  assign \row$10.valid  = \row$10 [10];
-  assign \row$10.mode  = \row$10 [14:11];
-  assign \row$10.mode.pass_idx  = \row$10 [12:11];
-  assign \row$10.mode.first  = \row$10 [13];
-  assign \row$10.mode.issue  = \row$10 [14];
-  assign \row_skew_2_1.a  = \row$10 [7:0];
-  assign \row_skew_2_1.qc  = \row$10 [9:8];
-  assign \row_skew_2_1.valid  = \row$10 [10];
-  assign \row_skew_2_1.mode  = \row$10 [14:11];
-  assign \row_skew_2_1.mode.pass_idx  = \row$10 [12:11];
-  assign \row_skew_2_1.mode.first  = \row$10 [13];
-  assign \row_skew_2_1.mode.issue  = \row$10 [14];
-  assign \row$12.a  = \row$12 [7:0];
-  assign \row$12.qc  = \row$12 [9:8];
-  assign \row$12.valid  = \row$12 [10];
-  assign \row$12.mode  = \row$12 [14:11];
-  assign \row$12.mode.pass_idx  = \row$12 [12:11];
-  assign \row$12.mode.first  = \row$12 [13];
-  assign \row$12.mode.issue  = \row$12 [14];
-  assign \row_skew_3_2.a  = \row$12 [7:0];
-  assign \row_skew_3_2.qc  = \row$12 [9:8];
-  assign \row_skew_3_2.valid  = \row$12 [10];
-  assign \row_skew_3_2.mode  = \row$12 [14:11];
-  assign \row_skew_3_2.mode.pass_idx  = \row$12 [12:11];
-  assign \row_skew_3_2.mode.first  = \row$12 [13];
-  assign \row_skew_3_2.mode.issue  = \row$12 [14];
-  assign \col$14.b  = col[7:0];
-  assign \col$14.kc  = col[9:8];
-  assign \col$14.valid  = col[10];
-  assign \col$15.b  = \col$15 [7:0];
-  assign \col$15.kc  = \col$15 [9:8];
-  assign \col$15.valid  = \col$15 [10];
-  assign \col_skew_1_0.b  = \col$15 [7:0];
-  assign \col_skew_1_0.kc  = \col$15 [9:8];
-  assign \col_skew_1_0.valid  = \col$15 [10];
-  assign \col$17.b  = \col$17 [7:0];
-  assign \col$17.kc  = \col$17 [9:8];
-  assign \col$17.valid  = \col$17 [10];
-  assign \col_skew_2_1.b  = \col$17 [7:0];
-  assign \col_skew_2_1.kc  = \col$17 [9:8];
-  assign \col_skew_2_1.valid  = \col$17 [10];
-  assign \col$19.b  = \col$19 [7:0];
-  assign \col$19.kc  = \col$19 [9:8];
-  assign \col$19.valid  = \col$19 [10];
-  assign \col_skew_3_2.b  = \col$19 [7:0];
-  assign \col_skew_3_2.kc  = \col$19 [9:8];
-  assign \col_skew_3_2.valid  = \col$19 [10];
-  assign \row$21.a  = \row$21 [7:0];
-  assign \row$21.qc  = \row$21 [9:8];
-  assign \row$21.valid  = \row$21 [10];
-  assign \row$21.mode  = \row$21 [14:11];
-  assign \row$21.mode.pass_idx  = \row$21 [12:11];
-  assign \row$21.mode.first  = \row$21 [13];
-  assign \row$21.mode.issue  = \row$21 [14];
-  assign \row_out.a  = \row$21 [7:0];
-  assign \row_out.qc  = \row$21 [9:8];
-  assign \row_out.valid  = \row$21 [10];
-  assign \row_out.mode  = \row$21 [14:11];
-  assign \row_out.mode.pass_idx  = \row$21 [12:11];
-  assign \row_out.mode.first  = \row$21 [13];
-  assign \row_out.mode.issue  = \row$21 [14];
-  assign \col$23.b  = \col$23 [7:0];
-  assign \col$23.kc  = \col$23 [9:8];
-  assign \col$23.valid  = \col$23 [10];
-  assign \col_out.b  = \col$23 [7:0];
-  assign \col_out.kc  = \col$23 [9:8];
-  assign \col_out.valid  = \col$23 [10];
-  assign \row$25.a  = \row$25 [7:0];
-  assign \row$25.qc  = \row$25 [9:8];
-  assign \row$25.valid  = \row$25 [10];
-  assign \row$25.mode  = \row$25 [14:11];
-  assign \row$25.mode.pass_idx  = \row$25 [12:11];
-  assign \row$25.mode.first  = \row$25 [13];
-  assign \row$25.mode.issue  = \row$25 [14];
-  assign \row_out$26.a  = \row$25 [7:0];
-  assign \row_out$26.qc  = \row$25 [9:8];
-  assign \row_out$26.valid  = \row$25 [10];
-  assign \row_out$26.mode  = \row$25 [14:11];
-  assign \row_out$26.mode.pass_idx  = \row$25 [12:11];
-  assign \row_out$26.mode.first  = \row$25 [13];
-  assign \row_out$26.mode.issue  = \row$25 [14];
+  assign \row$10.acc  = \row$10 [8];
+  assign \row$10.first  = \row$10 [9];
+  assign \row_skew_1_0.a  = \row$10 [7:0];
+  assign \row_skew_1_0.acc  = \row$10 [8];
+  assign \row_skew_1_0.first  = \row$10 [9];
+  assign \row_edge_2.a  = row_edge_2[7:0];
+  assign \row_edge_2.acc  = row_edge_2[8];
+  assign \row_edge_2.first  = row_edge_2[9];
+  assign \row$13.a  = \row$13 [7:0];
+  assign \row$13.acc  = \row$13 [8];
+  assign \row$13.first  = \row$13 [9];
+  assign \row_skew_2_1.a  = \row$13 [7:0];
+  assign \row_skew_2_1.acc  = \row$13 [8];
+  assign \row_skew_2_1.first  = \row$13 [9];
+  assign \row_edge_3.a  = row_edge_3[7:0];
+  assign \row_edge_3.acc  = row_edge_3[8];
+  assign \row_edge_3.first  = row_edge_3[9];
+  assign \row$16.a  = \row$16 [7:0];
+  assign \row$16.acc  = \row$16 [8];
+  assign \row$16.first  = \row$16 [9];
+  assign \row_skew_3_2.a  = \row$16 [7:0];
+  assign \row_skew_3_2.acc  = \row$16 [8];
+  assign \row_skew_3_2.first  = \row$16 [9];
+  assign \col_edge_0.b  = col_edge_0[7:0];
+  assign \col_edge_0.present  = col_edge_0[8];
+  assign \col$19.b  = col_edge_0[7:0];
+  assign \col$19.present  = col_edge_0[8];
+  assign \col_edge_1.b  = col_edge_1[7:0];
+  assign \col_edge_1.present  = col_edge_1[8];
+  assign \col$21.b  = \col$21 [7:0];
+  assign \col$21.present  = \col$21 [8];
+  assign \col_skew_1_0.b  = \col$21 [7:0];
+  assign \col_skew_1_0.present  = \col$21 [8];
+  assign \col_edge_2.b  = col_edge_2[7:0];
+  assign \col_edge_2.present  = col_edge_2[8];
+  assign \col$24.b  = \col$24 [7:0];
+  assign \col$24.present  = \col$24 [8];
+  assign \col_skew_2_1.b  = \col$24 [7:0];
+  assign \col_skew_2_1.present  = \col$24 [8];
+  assign \col_edge_3.b  = col_edge_3[7:0];
+  assign \col_edge_3.present  = col_edge_3[8];
   assign \col$27.b  = \col$27 [7:0];
-  assign \col$27.kc  = \col$27 [9:8];
-  assign \col$27.valid  = \col$27 [10];
-  assign \col_out$28.b  = \col$27 [7:0];
-  assign \col_out$28.kc  = \col$27 [9:8];
-  assign \col_out$28.valid  = \col$27 [10];
+  assign \col$27.present  = \col$27 [8];
+  assign \col_skew_3_2.b  = \col$27 [7:0];
+  assign \col_skew_3_2.present  = \col$27 [8];
   assign \row$29.a  = \row$29 [7:0];
-  assign \row$29.qc  = \row$29 [9:8];
-  assign \row$29.valid  = \row$29 [10];
-  assign \row$29.mode  = \row$29 [14:11];
-  assign \row$29.mode.pass_idx  = \row$29 [12:11];
-  assign \row$29.mode.first  = \row$29 [13];
-  assign \row$29.mode.issue  = \row$29 [14];
-  assign \row_out$30.a  = \row$29 [7:0];
-  assign \row_out$30.qc  = \row$29 [9:8];
-  assign \row_out$30.valid  = \row$29 [10];
-  assign \row_out$30.mode  = \row$29 [14:11];
-  assign \row_out$30.mode.pass_idx  = \row$29 [12:11];
-  assign \row_out$30.mode.first  = \row$29 [13];
-  assign \row_out$30.mode.issue  = \row$29 [14];
+  assign \row$29.acc  = \row$29 [8];
+  assign \row$29.first  = \row$29 [9];
+  assign \row_out.a  = \row$29 [7:0];
+  assign \row_out.acc  = \row$29 [8];
+  assign \row_out.first  = \row$29 [9];
   assign \col$31.b  = \col$31 [7:0];
-  assign \col$31.kc  = \col$31 [9:8];
-  assign \col$31.valid  = \col$31 [10];
-  assign \col_out$32.b  = \col$31 [7:0];
-  assign \col_out$32.kc  = \col$31 [9:8];
-  assign \col_out$32.valid  = \col$31 [10];
-  assign \col$33.b  = \col$33 [7:0];
-  assign \col$33.kc  = \col$33 [9:8];
-  assign \col$33.valid  = \col$33 [10];
-  assign \col_out$34.b  = \col$33 [7:0];
-  assign \col_out$34.kc  = \col$33 [9:8];
-  assign \col_out$34.valid  = \col$33 [10];
-  assign \row$35.a  = \row$35 [7:0];
-  assign \row$35.qc  = \row$35 [9:8];
-  assign \row$35.valid  = \row$35 [10];
-  assign \row$35.mode  = \row$35 [14:11];
-  assign \row$35.mode.pass_idx  = \row$35 [12:11];
-  assign \row$35.mode.first  = \row$35 [13];
-  assign \row$35.mode.issue  = \row$35 [14];
-  assign \row_out$36.a  = \row$35 [7:0];
-  assign \row_out$36.qc  = \row$35 [9:8];
-  assign \row_out$36.valid  = \row$35 [10];
-  assign \row_out$36.mode  = \row$35 [14:11];
-  assign \row_out$36.mode.pass_idx  = \row$35 [12:11];
-  assign \row_out$36.mode.first  = \row$35 [13];
-  assign \row_out$36.mode.issue  = \row$35 [14];
-  assign \col$37.b  = \col$37 [7:0];
-  assign \col$37.kc  = \col$37 [9:8];
-  assign \col$37.valid  = \col$37 [10];
-  assign \col_out$38.b  = \col$37 [7:0];
-  assign \col_out$38.kc  = \col$37 [9:8];
-  assign \col_out$38.valid  = \col$37 [10];
-  assign \row$39.a  = \row$39 [7:0];
-  assign \row$39.qc  = \row$39 [9:8];
-  assign \row$39.valid  = \row$39 [10];
-  assign \row$39.mode  = \row$39 [14:11];
-  assign \row$39.mode.pass_idx  = \row$39 [12:11];
-  assign \row$39.mode.first  = \row$39 [13];
-  assign \row$39.mode.issue  = \row$39 [14];
-  assign \row_out$40.a  = \row$39 [7:0];
-  assign \row_out$40.qc  = \row$39 [9:8];
-  assign \row_out$40.valid  = \row$39 [10];
-  assign \row_out$40.mode  = \row$39 [14:11];
-  assign \row_out$40.mode.pass_idx  = \row$39 [12:11];
-  assign \row_out$40.mode.first  = \row$39 [13];
-  assign \row_out$40.mode.issue  = \row$39 [14];
+  assign \col$31.present  = \col$31 [8];
+  assign \col_out.b  = \col$31 [7:0];
+  assign \col_out.present  = \col$31 [8];
+  assign \row$33.a  = \row$33 [7:0];
+  assign \row$33.acc  = \row$33 [8];
+  assign \row$33.first  = \row$33 [9];
+  assign \row_out$34.a  = \row$33 [7:0];
+  assign \row_out$34.acc  = \row$33 [8];
+  assign \row_out$34.first  = \row$33 [9];
+  assign \col$35.b  = \col$35 [7:0];
+  assign \col$35.present  = \col$35 [8];
+  assign \col_out$36.b  = \col$35 [7:0];
+  assign \col_out$36.present  = \col$35 [8];
+  assign \row$37.a  = \row$37 [7:0];
+  assign \row$37.acc  = \row$37 [8];
+  assign \row$37.first  = \row$37 [9];
+  assign \row_out$38.a  = \row$37 [7:0];
+  assign \row_out$38.acc  = \row$37 [8];
+  assign \row_out$38.first  = \row$37 [9];
+  assign \col$39.b  = \col$39 [7:0];
+  assign \col$39.present  = \col$39 [8];
+  assign \col_out$40.b  = \col$39 [7:0];
+  assign \col_out$40.present  = \col$39 [8];
   assign \col$41.b  = \col$41 [7:0];
-  assign \col$41.kc  = \col$41 [9:8];
-  assign \col$41.valid  = \col$41 [10];
+  assign \col$41.present  = \col$41 [8];
   assign \col_out$42.b  = \col$41 [7:0];
-  assign \col_out$42.kc  = \col$41 [9:8];
-  assign \col_out$42.valid  = \col$41 [10];
+  assign \col_out$42.present  = \col$41 [8];
   assign \row$43.a  = \row$43 [7:0];
-  assign \row$43.qc  = \row$43 [9:8];
-  assign \row$43.valid  = \row$43 [10];
-  assign \row$43.mode  = \row$43 [14:11];
-  assign \row$43.mode.pass_idx  = \row$43 [12:11];
-  assign \row$43.mode.first  = \row$43 [13];
-  assign \row$43.mode.issue  = \row$43 [14];
+  assign \row$43.acc  = \row$43 [8];
+  assign \row$43.first  = \row$43 [9];
   assign \row_out$44.a  = \row$43 [7:0];
-  assign \row_out$44.qc  = \row$43 [9:8];
-  assign \row_out$44.valid  = \row$43 [10];
-  assign \row_out$44.mode  = \row$43 [14:11];
-  assign \row_out$44.mode.pass_idx  = \row$43 [12:11];
-  assign \row_out$44.mode.first  = \row$43 [13];
-  assign \row_out$44.mode.issue  = \row$43 [14];
+  assign \row_out$44.acc  = \row$43 [8];
+  assign \row_out$44.first  = \row$43 [9];
   assign \col$45.b  = \col$45 [7:0];
-  assign \col$45.kc  = \col$45 [9:8];
-  assign \col$45.valid  = \col$45 [10];
+  assign \col$45.present  = \col$45 [8];
   assign \col_out$46.b  = \col$45 [7:0];
-  assign \col_out$46.kc  = \col$45 [9:8];
-  assign \col_out$46.valid  = \col$45 [10];
-  assign \col$47.b  = \col$47 [7:0];
-  assign \col$47.kc  = \col$47 [9:8];
-  assign \col$47.valid  = \col$47 [10];
-  assign \col_out$48.b  = \col$47 [7:0];
-  assign \col_out$48.kc  = \col$47 [9:8];
-  assign \col_out$48.valid  = \col$47 [10];
-  assign \row$49.a  = \row$49 [7:0];
-  assign \row$49.qc  = \row$49 [9:8];
-  assign \row$49.valid  = \row$49 [10];
-  assign \row$49.mode  = \row$49 [14:11];
-  assign \row$49.mode.pass_idx  = \row$49 [12:11];
-  assign \row$49.mode.first  = \row$49 [13];
-  assign \row$49.mode.issue  = \row$49 [14];
-  assign \row_out$50.a  = \row$49 [7:0];
-  assign \row_out$50.qc  = \row$49 [9:8];
-  assign \row_out$50.valid  = \row$49 [10];
-  assign \row_out$50.mode  = \row$49 [14:11];
-  assign \row_out$50.mode.pass_idx  = \row$49 [12:11];
-  assign \row_out$50.mode.first  = \row$49 [13];
-  assign \row_out$50.mode.issue  = \row$49 [14];
-  assign \col$51.b  = \col$51 [7:0];
-  assign \col$51.kc  = \col$51 [9:8];
-  assign \col$51.valid  = \col$51 [10];
-  assign \col_out$52.b  = \col$51 [7:0];
-  assign \col_out$52.kc  = \col$51 [9:8];
-  assign \col_out$52.valid  = \col$51 [10];
-  assign \row$53.a  = \row$53 [7:0];
-  assign \row$53.qc  = \row$53 [9:8];
-  assign \row$53.valid  = \row$53 [10];
-  assign \row$53.mode  = \row$53 [14:11];
-  assign \row$53.mode.pass_idx  = \row$53 [12:11];
-  assign \row$53.mode.first  = \row$53 [13];
-  assign \row$53.mode.issue  = \row$53 [14];
-  assign \row_out$54.a  = \row$53 [7:0];
-  assign \row_out$54.qc  = \row$53 [9:8];
-  assign \row_out$54.valid  = \row$53 [10];
-  assign \row_out$54.mode  = \row$53 [14:11];
-  assign \row_out$54.mode.pass_idx  = \row$53 [12:11];
-  assign \row_out$54.mode.first  = \row$53 [13];
-  assign \row_out$54.mode.issue  = \row$53 [14];
+  assign \col_out$46.present  = \col$45 [8];
+  assign \row$47.a  = \row$47 [7:0];
+  assign \row$47.acc  = \row$47 [8];
+  assign \row$47.first  = \row$47 [9];
+  assign \row_out$48.a  = \row$47 [7:0];
+  assign \row_out$48.acc  = \row$47 [8];
+  assign \row_out$48.first  = \row$47 [9];
+  assign \col$49.b  = \col$49 [7:0];
+  assign \col$49.present  = \col$49 [8];
+  assign \col_out$50.b  = \col$49 [7:0];
+  assign \col_out$50.present  = \col$49 [8];
+  assign \row$51.a  = \row$51 [7:0];
+  assign \row$51.acc  = \row$51 [8];
+  assign \row$51.first  = \row$51 [9];
+  assign \row_out$52.a  = \row$51 [7:0];
+  assign \row_out$52.acc  = \row$51 [8];
+  assign \row_out$52.first  = \row$51 [9];
+  assign \col$53.b  = \col$53 [7:0];
+  assign \col$53.present  = \col$53 [8];
+  assign \col_out$54.b  = \col$53 [7:0];
+  assign \col_out$54.present  = \col$53 [8];
   assign \col$55.b  = \col$55 [7:0];
-  assign \col$55.kc  = \col$55 [9:8];
-  assign \col$55.valid  = \col$55 [10];
+  assign \col$55.present  = \col$55 [8];
   assign \col_out$56.b  = \col$55 [7:0];
-  assign \col_out$56.kc  = \col$55 [9:8];
-  assign \col_out$56.valid  = \col$55 [10];
+  assign \col_out$56.present  = \col$55 [8];
   assign \row$57.a  = \row$57 [7:0];
-  assign \row$57.qc  = \row$57 [9:8];
-  assign \row$57.valid  = \row$57 [10];
-  assign \row$57.mode  = \row$57 [14:11];
-  assign \row$57.mode.pass_idx  = \row$57 [12:11];
-  assign \row$57.mode.first  = \row$57 [13];
-  assign \row$57.mode.issue  = \row$57 [14];
+  assign \row$57.acc  = \row$57 [8];
+  assign \row$57.first  = \row$57 [9];
   assign \row_out$58.a  = \row$57 [7:0];
-  assign \row_out$58.qc  = \row$57 [9:8];
-  assign \row_out$58.valid  = \row$57 [10];
-  assign \row_out$58.mode  = \row$57 [14:11];
-  assign \row_out$58.mode.pass_idx  = \row$57 [12:11];
-  assign \row_out$58.mode.first  = \row$57 [13];
-  assign \row_out$58.mode.issue  = \row$57 [14];
+  assign \row_out$58.acc  = \row$57 [8];
+  assign \row_out$58.first  = \row$57 [9];
   assign \col$59.b  = \col$59 [7:0];
-  assign \col$59.kc  = \col$59 [9:8];
-  assign \col$59.valid  = \col$59 [10];
+  assign \col$59.present  = \col$59 [8];
   assign \col_out$60.b  = \col$59 [7:0];
-  assign \col_out$60.kc  = \col$59 [9:8];
-  assign \col_out$60.valid  = \col$59 [10];
-  assign \col$61.b  = \col$61 [7:0];
-  assign \col$61.kc  = \col$61 [9:8];
-  assign \col$61.valid  = \col$61 [10];
-  assign \col_out$62.b  = \col$61 [7:0];
-  assign \col_out$62.kc  = \col$61 [9:8];
-  assign \col_out$62.valid  = \col$61 [10];
-  assign \row$63.a  = \row$63 [7:0];
-  assign \row$63.qc  = \row$63 [9:8];
-  assign \row$63.valid  = \row$63 [10];
-  assign \row$63.mode  = \row$63 [14:11];
-  assign \row$63.mode.pass_idx  = \row$63 [12:11];
-  assign \row$63.mode.first  = \row$63 [13];
-  assign \row$63.mode.issue  = \row$63 [14];
-  assign \row_out$64.a  = \row$63 [7:0];
-  assign \row_out$64.qc  = \row$63 [9:8];
-  assign \row_out$64.valid  = \row$63 [10];
-  assign \row_out$64.mode  = \row$63 [14:11];
-  assign \row_out$64.mode.pass_idx  = \row$63 [12:11];
-  assign \row_out$64.mode.first  = \row$63 [13];
-  assign \row_out$64.mode.issue  = \row$63 [14];
+  assign \col_out$60.present  = \col$59 [8];
+  assign \row$61.a  = \row$61 [7:0];
+  assign \row$61.acc  = \row$61 [8];
+  assign \row$61.first  = \row$61 [9];
+  assign \row_out$62.a  = \row$61 [7:0];
+  assign \row_out$62.acc  = \row$61 [8];
+  assign \row_out$62.first  = \row$61 [9];
+  assign \col$63.b  = \col$63 [7:0];
+  assign \col$63.present  = \col$63 [8];
+  assign \col_out$64.b  = \col$63 [7:0];
+  assign \col_out$64.present  = \col$63 [8];
   assign \row$65.a  = \row$65 [7:0];
-  assign \row$65.qc  = \row$65 [9:8];
-  assign \row$65.valid  = \row$65 [10];
-  assign \row$65.mode  = \row$65 [14:11];
-  assign \row$65.mode.pass_idx  = \row$65 [12:11];
-  assign \row$65.mode.first  = \row$65 [13];
-  assign \row$65.mode.issue  = \row$65 [14];
+  assign \row$65.acc  = \row$65 [8];
+  assign \row$65.first  = \row$65 [9];
   assign \row_out$66.a  = \row$65 [7:0];
-  assign \row_out$66.qc  = \row$65 [9:8];
-  assign \row_out$66.valid  = \row$65 [10];
-  assign \row_out$66.mode  = \row$65 [14:11];
-  assign \row_out$66.mode.pass_idx  = \row$65 [12:11];
-  assign \row_out$66.mode.first  = \row$65 [13];
-  assign \row_out$66.mode.issue  = \row$65 [14];
-  assign \row$67.a  = \row$67 [7:0];
-  assign \row$67.qc  = \row$67 [9:8];
-  assign \row$67.valid  = \row$67 [10];
-  assign \row$67.mode  = \row$67 [14:11];
-  assign \row$67.mode.pass_idx  = \row$67 [12:11];
-  assign \row$67.mode.first  = \row$67 [13];
-  assign \row$67.mode.issue  = \row$67 [14];
-  assign \row_out$68.a  = \row$67 [7:0];
-  assign \row_out$68.qc  = \row$67 [9:8];
-  assign \row_out$68.valid  = \row$67 [10];
-  assign \row_out$68.mode  = \row$67 [14:11];
-  assign \row_out$68.mode.pass_idx  = \row$67 [12:11];
-  assign \row_out$68.mode.first  = \row$67 [13];
-  assign \row_out$68.mode.issue  = \row$67 [14];
+  assign \row_out$66.acc  = \row$65 [8];
+  assign \row_out$66.first  = \row$65 [9];
+  assign \col$67.b  = \col$67 [7:0];
+  assign \col$67.present  = \col$67 [8];
+  assign \col_out$68.b  = \col$67 [7:0];
+  assign \col_out$68.present  = \col$67 [8];
+  assign \col$69.b  = \col$69 [7:0];
+  assign \col$69.present  = \col$69 [8];
+  assign \col_out$70.b  = \col$69 [7:0];
+  assign \col_out$70.present  = \col$69 [8];
+  assign \row$71.a  = \row$71 [7:0];
+  assign \row$71.acc  = \row$71 [8];
+  assign \row$71.first  = \row$71 [9];
+  assign \row_out$72.a  = \row$71 [7:0];
+  assign \row_out$72.acc  = \row$71 [8];
+  assign \row_out$72.first  = \row$71 [9];
+  assign \row$73.a  = \row$73 [7:0];
+  assign \row$73.acc  = \row$73 [8];
+  assign \row$73.first  = \row$73 [9];
+  assign \row_out$74.a  = \row$73 [7:0];
+  assign \row_out$74.acc  = \row$73 [8];
+  assign \row_out$74.first  = \row$73 [9];
+  assign \row$75.a  = \row$75 [7:0];
+  assign \row$75.acc  = \row$75 [8];
+  assign \row$75.first  = \row$75 [9];
+  assign \row_out$76.a  = \row$75 [7:0];
+  assign \row_out$76.acc  = \row$75 [8];
+  assign \row_out$76.first  = \row$75 [9];
   assign \row_skew_2_0.a  = row_skew_2_0[7:0];
-  assign \row_skew_2_0.qc  = row_skew_2_0[9:8];
-  assign \row_skew_2_0.valid  = row_skew_2_0[10];
-  assign \row_skew_2_0.mode  = row_skew_2_0[14:11];
-  assign \row_skew_2_0.mode.pass_idx  = row_skew_2_0[12:11];
-  assign \row_skew_2_0.mode.first  = row_skew_2_0[13];
-  assign \row_skew_2_0.mode.issue  = row_skew_2_0[14];
+  assign \row_skew_2_0.acc  = row_skew_2_0[8];
+  assign \row_skew_2_0.first  = row_skew_2_0[9];
   assign \row_skew_3_0.a  = row_skew_3_0[7:0];
-  assign \row_skew_3_0.qc  = row_skew_3_0[9:8];
-  assign \row_skew_3_0.valid  = row_skew_3_0[10];
-  assign \row_skew_3_0.mode  = row_skew_3_0[14:11];
-  assign \row_skew_3_0.mode.pass_idx  = row_skew_3_0[12:11];
-  assign \row_skew_3_0.mode.first  = row_skew_3_0[13];
-  assign \row_skew_3_0.mode.issue  = row_skew_3_0[14];
+  assign \row_skew_3_0.acc  = row_skew_3_0[8];
+  assign \row_skew_3_0.first  = row_skew_3_0[9];
   assign \row_skew_3_1.a  = row_skew_3_1[7:0];
-  assign \row_skew_3_1.qc  = row_skew_3_1[9:8];
-  assign \row_skew_3_1.valid  = row_skew_3_1[10];
-  assign \row_skew_3_1.mode  = row_skew_3_1[14:11];
-  assign \row_skew_3_1.mode.pass_idx  = row_skew_3_1[12:11];
-  assign \row_skew_3_1.mode.first  = row_skew_3_1[13];
-  assign \row_skew_3_1.mode.issue  = row_skew_3_1[14];
+  assign \row_skew_3_1.acc  = row_skew_3_1[8];
+  assign \row_skew_3_1.first  = row_skew_3_1[9];
   assign \col_skew_2_0.b  = col_skew_2_0[7:0];
-  assign \col_skew_2_0.kc  = col_skew_2_0[9:8];
-  assign \col_skew_2_0.valid  = col_skew_2_0[10];
+  assign \col_skew_2_0.present  = col_skew_2_0[8];
   assign \col_skew_3_0.b  = col_skew_3_0[7:0];
-  assign \col_skew_3_0.kc  = col_skew_3_0[9:8];
-  assign \col_skew_3_0.valid  = col_skew_3_0[10];
+  assign \col_skew_3_0.present  = col_skew_3_0[8];
   assign \col_skew_3_1.b  = col_skew_3_1[7:0];
-  assign \col_skew_3_1.kc  = col_skew_3_1[9:8];
-  assign \col_skew_3_1.valid  = col_skew_3_1[10];
+  assign \col_skew_3_1.present  = col_skew_3_1[8];
+  assign col_edge_3[8] = \$36 ;
+  assign col_edge_3[7:0] = col[40:33];
+  assign col_edge_2[8] = \$32 ;
+  assign col_edge_2[7:0] = col[29:22];
+  assign col_edge_1[8] = \$28 ;
+  assign col_edge_1[7:0] = col[18:11];
+  assign col_edge_0[8] = \$24 ;
+  assign col_edge_0[7:0] = col[7:0];
+  assign row_edge_3[8] = \$20 ;
+  assign row_edge_3[9] = row[58];
+  assign row_edge_3[7:0] = row[52:45];
+  assign row_edge_2[8] = \$15 ;
+  assign row_edge_2[9] = row[43];
+  assign row_edge_2[7:0] = row[37:30];
+  assign row_edge_1[8] = \$10 ;
+  assign row_edge_1[9] = row[28];
+  assign row_edge_1[7:0] = row[22:15];
+  assign row_edge_0[8] = \$5 ;
+  assign row_edge_0[9] = row[13];
+  assign row_edge_0[7:0] = row[7:0];
 endmodule
 
-module \baseline_array.pe_0_0 (col, clk, rst, row_out, col_out, busy, drain_in__data, row);
+module \baseline_array.pe_0_0 (rst, row, col, row_out, col_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$2  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  output [10:0] col_out;
-  reg [10:0] col_out = 11'h000;
+  output [8:0] col_out;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -1735,47 +1529,28 @@ module \baseline_array.pe_0_0 (col, clk, rst, row_out, col_out, busy, drain_in__
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  output [14:0] row_out;
-  reg [14:0] row_out = 15'h0000;
+  output [9:0] row_out;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_0_0.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$0$10 (row[14:8]),
-    .\port$0$70 (col[10:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_0_0.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -1788,117 +1563,44 @@ module \baseline_array.pe_0_0 (col, clk, rst, row_out, col_out, busy, drain_in__
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$2 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
-module \baseline_array.pe_0_0.decoder (\port$0$70 , ctrl, \port$0$10 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [6:0] \port$0$10 ;
-  wire [6:0] \port$0$10 ;
-  input [2:0] \port$0$70 ;
-  wire [2:0] \port$0$70 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$0$10 [6] & \port$0$10 [2];
-  assign \$2  = \$1  & \port$0$70 [2];
-  assign \$3  = ! \port$0$10 [4];
-  assign \$4  = \port$0$10 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$0$10 [3];
-  assign \$8  = \port$0$70 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$0$10 [6:3];
-  assign rvalid = \port$0$10 [2];
-  assign cvalid = \port$0$70 [2];
-  assign qc = \port$0$10 [1:0];
-  assign kc = \port$0$70 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$0$10 [4:3];
-  assign \mode.first  = \port$0$10 [5];
-  assign \mode.issue  = \port$0$10 [6];
-  assign ctrl[2] = \port$0$10 [5];
-  assign ctrl[1] = \port$0$10 [5];
-  assign ctrl[0] = \$10 ;
-endmodule
-
-module \baseline_array.pe_0_0.pe (col__b, clk, rst, row__ctrl, busy, drain_in__valid, drain_in__data, row__a0);
+module \baseline_array.pe_0_0.pe (rst, row__a0, col__b, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$3  = 0;
   reg [7:0] \$1 ;
   reg [2:0] \$2 ;
@@ -1956,7 +1658,7 @@ module \baseline_array.pe_0_0.pe (col__b, clk, rst, row__ctrl, busy, drain_in__v
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$398$0 (row__ctrl),
+    .\port$298$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -2015,7 +1717,7 @@ module \baseline_array.pe_0_0.pe (col__b, clk, rst, row__ctrl, busy, drain_in__v
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_0_0.pe.acc_unit (rst, product, \port$398$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_0_0.pe.acc_unit (rst, product, \port$298$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$4  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -2036,8 +1738,8 @@ module \baseline_array.pe_0_0.pe.acc_unit (rst, product, \port$398$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$398$0 ;
-  wire [2:0] \port$398$0 ;
+  input [2:0] \port$298$0 ;
+  wire [2:0] \port$298$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -2050,8 +1752,8 @@ module \baseline_array.pe_0_0.pe.acc_unit (rst, product, \port$398$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$398$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$398$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$298$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$298$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
@@ -2063,7 +1765,7 @@ module \baseline_array.pe_0_0.pe.acc_unit (rst, product, \port$398$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$398$0 [2]) begin
+    if (\port$298$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -2075,7 +1777,7 @@ module \baseline_array.pe_0_0.pe.acc_unit (rst, product, \port$398$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$4 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$398$0 [2]) begin
+    if (\port$298$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -2084,14 +1786,14 @@ module \baseline_array.pe_0_0.pe.acc_unit (rst, product, \port$398$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$398$0 [1];
-  assign acc = \port$398$0 [0];
-  assign drain = \port$398$0 [2];
+  assign clear = \port$298$0 [1];
+  assign acc = \port$298$0 [0];
+  assign drain = \port$298$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
 
-module \baseline_array.pe_0_0.pe.mul_unit (b, product, a);
+module \baseline_array.pe_0_0.pe.mul_unit (a, b, product);
   input [7:0] a;
   wire [7:0] a;
   input [7:0] b;
@@ -2103,29 +1805,23 @@ endmodule
 
 module \baseline_array.pe_0_1 (rst, col, row, row_out, col_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$5  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  output [10:0] col_out;
-  reg [10:0] col_out = 11'h000;
+  output [8:0] col_out;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -2133,47 +1829,28 @@ module \baseline_array.pe_0_1 (rst, col, row, row_out, col_out, busy, drain_in__
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  output [14:0] row_out;
-  reg [14:0] row_out = 15'h0000;
+  output [9:0] row_out;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_0_1.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$339$8 (col[10:8]),
-    .\port$395$8 (row[14:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_0_1.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -2186,114 +1863,41 @@ module \baseline_array.pe_0_1 (rst, col, row, row_out, col_out, busy, drain_in__
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$5 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_0_1.decoder (\port$395$8 , ctrl, \port$339$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [2:0] \port$339$8 ;
-  wire [2:0] \port$339$8 ;
-  input [6:0] \port$395$8 ;
-  wire [6:0] \port$395$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$395$8 [6] & \port$395$8 [2];
-  assign \$2  = \$1  & \port$339$8 [2];
-  assign \$3  = ! \port$395$8 [4];
-  assign \$4  = \port$395$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$395$8 [3];
-  assign \$8  = \port$339$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$395$8 [6:3];
-  assign rvalid = \port$395$8 [2];
-  assign cvalid = \port$339$8 [2];
-  assign qc = \port$395$8 [1:0];
-  assign kc = \port$339$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$395$8 [4:3];
-  assign \mode.first  = \port$395$8 [5];
-  assign \mode.issue  = \port$395$8 [6];
-  assign ctrl[2] = \port$395$8 [5];
-  assign ctrl[1] = \port$395$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_0_1.pe (rst, col__b, row__a0, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -2354,7 +1958,7 @@ module \baseline_array.pe_0_1.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$423$0 (row__ctrl),
+    .\port$323$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -2413,7 +2017,7 @@ module \baseline_array.pe_0_1.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_0_1.pe.acc_unit (rst, product, \port$423$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_0_1.pe.acc_unit (rst, product, \port$323$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$7  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -2434,8 +2038,8 @@ module \baseline_array.pe_0_1.pe.acc_unit (rst, product, \port$423$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$423$0 ;
-  wire [2:0] \port$423$0 ;
+  input [2:0] \port$323$0 ;
+  wire [2:0] \port$323$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -2448,8 +2052,8 @@ module \baseline_array.pe_0_1.pe.acc_unit (rst, product, \port$423$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$423$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$423$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$323$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$323$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
@@ -2461,7 +2065,7 @@ module \baseline_array.pe_0_1.pe.acc_unit (rst, product, \port$423$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$423$0 [2]) begin
+    if (\port$323$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -2473,7 +2077,7 @@ module \baseline_array.pe_0_1.pe.acc_unit (rst, product, \port$423$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$7 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$423$0 [2]) begin
+    if (\port$323$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -2482,9 +2086,9 @@ module \baseline_array.pe_0_1.pe.acc_unit (rst, product, \port$423$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$423$0 [1];
-  assign acc = \port$423$0 [0];
-  assign drain = \port$423$0 [2];
+  assign clear = \port$323$0 [1];
+  assign acc = \port$323$0 [0];
+  assign drain = \port$323$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -2501,29 +2105,23 @@ endmodule
 
 module \baseline_array.pe_0_2 (rst, col, row, row_out, col_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$8  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  output [10:0] col_out;
-  reg [10:0] col_out = 11'h000;
+  output [8:0] col_out;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -2531,47 +2129,28 @@ module \baseline_array.pe_0_2 (rst, col, row, row_out, col_out, busy, drain_in__
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  output [14:0] row_out;
-  reg [14:0] row_out = 15'h0000;
+  output [9:0] row_out;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_0_2.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$343$8 (col[10:8]),
-    .\port$420$8 (row[14:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_0_2.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -2584,114 +2163,41 @@ module \baseline_array.pe_0_2 (rst, col, row, row_out, col_out, busy, drain_in__
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$8 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_0_2.decoder (\port$420$8 , ctrl, \port$343$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [2:0] \port$343$8 ;
-  wire [2:0] \port$343$8 ;
-  input [6:0] \port$420$8 ;
-  wire [6:0] \port$420$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$420$8 [6] & \port$420$8 [2];
-  assign \$2  = \$1  & \port$343$8 [2];
-  assign \$3  = ! \port$420$8 [4];
-  assign \$4  = \port$420$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$420$8 [3];
-  assign \$8  = \port$343$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$420$8 [6:3];
-  assign rvalid = \port$420$8 [2];
-  assign cvalid = \port$343$8 [2];
-  assign qc = \port$420$8 [1:0];
-  assign kc = \port$343$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$420$8 [4:3];
-  assign \mode.first  = \port$420$8 [5];
-  assign \mode.issue  = \port$420$8 [6];
-  assign ctrl[2] = \port$420$8 [5];
-  assign ctrl[1] = \port$420$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_0_2.pe (rst, col__b, row__a0, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -2752,7 +2258,7 @@ module \baseline_array.pe_0_2.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$448$0 (row__ctrl),
+    .\port$348$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -2811,7 +2317,7 @@ module \baseline_array.pe_0_2.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_0_2.pe.acc_unit (rst, product, \port$448$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_0_2.pe.acc_unit (rst, product, \port$348$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$10  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -2832,8 +2338,8 @@ module \baseline_array.pe_0_2.pe.acc_unit (rst, product, \port$448$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$448$0 ;
-  wire [2:0] \port$448$0 ;
+  input [2:0] \port$348$0 ;
+  wire [2:0] \port$348$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -2846,8 +2352,8 @@ module \baseline_array.pe_0_2.pe.acc_unit (rst, product, \port$448$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$448$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$448$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$348$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$348$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
@@ -2859,7 +2365,7 @@ module \baseline_array.pe_0_2.pe.acc_unit (rst, product, \port$448$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$448$0 [2]) begin
+    if (\port$348$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -2871,7 +2377,7 @@ module \baseline_array.pe_0_2.pe.acc_unit (rst, product, \port$448$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$10 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$448$0 [2]) begin
+    if (\port$348$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -2880,9 +2386,9 @@ module \baseline_array.pe_0_2.pe.acc_unit (rst, product, \port$448$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$448$0 [1];
-  assign acc = \port$448$0 [0];
-  assign drain = \port$448$0 [2];
+  assign clear = \port$348$0 [1];
+  assign acc = \port$348$0 [0];
+  assign drain = \port$348$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -2899,29 +2405,23 @@ endmodule
 
 module \baseline_array.pe_0_3 (rst, col, row, col_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$11  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  output [10:0] col_out;
-  reg [10:0] col_out = 11'h000;
+  output [8:0] col_out;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -2929,46 +2429,27 @@ module \baseline_array.pe_0_3 (rst, col, row, col_out, busy, drain_in__data, clk
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  reg [14:0] row_out = 15'h0000;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_0_3.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$349$8 (col[10:8]),
-    .\port$445$8 (row[14:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_0_3.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -2981,114 +2462,41 @@ module \baseline_array.pe_0_3 (rst, col, row, col_out, busy, drain_in__data, clk
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$11 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_0_3.decoder (\port$445$8 , ctrl, \port$349$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [2:0] \port$349$8 ;
-  wire [2:0] \port$349$8 ;
-  input [6:0] \port$445$8 ;
-  wire [6:0] \port$445$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$445$8 [6] & \port$445$8 [2];
-  assign \$2  = \$1  & \port$349$8 [2];
-  assign \$3  = ! \port$445$8 [4];
-  assign \$4  = \port$445$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$445$8 [3];
-  assign \$8  = \port$349$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$445$8 [6:3];
-  assign rvalid = \port$445$8 [2];
-  assign cvalid = \port$349$8 [2];
-  assign qc = \port$445$8 [1:0];
-  assign kc = \port$349$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$445$8 [4:3];
-  assign \mode.first  = \port$445$8 [5];
-  assign \mode.issue  = \port$445$8 [6];
-  assign ctrl[2] = \port$445$8 [5];
-  assign ctrl[1] = \port$445$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_0_3.pe (rst, col__b, row__a0, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -3149,7 +2557,7 @@ module \baseline_array.pe_0_3.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$473$0 (row__ctrl),
+    .\port$373$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -3208,7 +2616,7 @@ module \baseline_array.pe_0_3.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_0_3.pe.acc_unit (rst, product, \port$473$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_0_3.pe.acc_unit (rst, product, \port$373$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$13  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -3229,8 +2637,8 @@ module \baseline_array.pe_0_3.pe.acc_unit (rst, product, \port$473$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$473$0 ;
-  wire [2:0] \port$473$0 ;
+  input [2:0] \port$373$0 ;
+  wire [2:0] \port$373$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -3243,8 +2651,8 @@ module \baseline_array.pe_0_3.pe.acc_unit (rst, product, \port$473$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$473$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$473$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$373$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$373$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
@@ -3256,7 +2664,7 @@ module \baseline_array.pe_0_3.pe.acc_unit (rst, product, \port$473$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$473$0 [2]) begin
+    if (\port$373$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -3268,7 +2676,7 @@ module \baseline_array.pe_0_3.pe.acc_unit (rst, product, \port$473$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$13 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$473$0 [2]) begin
+    if (\port$373$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -3277,9 +2685,9 @@ module \baseline_array.pe_0_3.pe.acc_unit (rst, product, \port$473$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$473$0 [1];
-  assign acc = \port$473$0 [0];
-  assign drain = \port$473$0 [2];
+  assign clear = \port$373$0 [1];
+  assign acc = \port$373$0 [0];
+  assign drain = \port$373$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -3296,29 +2704,23 @@ endmodule
 
 module \baseline_array.pe_1_0 (rst, row, col, row_out, col_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$14  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  output [10:0] col_out;
-  reg [10:0] col_out = 11'h000;
+  output [8:0] col_out;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -3326,47 +2728,28 @@ module \baseline_array.pe_1_0 (rst, row, col, row_out, col_out, busy, drain_in__
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  output [14:0] row_out;
-  reg [14:0] row_out = 15'h0000;
+  output [9:0] row_out;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_1_0.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$327$8 (row[14:8]),
-    .\port$397$8 (col[10:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_1_0.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -3379,114 +2762,41 @@ module \baseline_array.pe_1_0 (rst, row, col, row_out, col_out, busy, drain_in__
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$14 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_1_0.decoder (\port$397$8 , ctrl, \port$327$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [6:0] \port$327$8 ;
-  wire [6:0] \port$327$8 ;
-  input [2:0] \port$397$8 ;
-  wire [2:0] \port$397$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$327$8 [6] & \port$327$8 [2];
-  assign \$2  = \$1  & \port$397$8 [2];
-  assign \$3  = ! \port$327$8 [4];
-  assign \$4  = \port$327$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$327$8 [3];
-  assign \$8  = \port$397$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$327$8 [6:3];
-  assign rvalid = \port$327$8 [2];
-  assign cvalid = \port$397$8 [2];
-  assign qc = \port$327$8 [1:0];
-  assign kc = \port$397$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$327$8 [4:3];
-  assign \mode.first  = \port$327$8 [5];
-  assign \mode.issue  = \port$327$8 [6];
-  assign ctrl[2] = \port$327$8 [5];
-  assign ctrl[1] = \port$327$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_1_0.pe (rst, row__a0, col__b, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -3547,7 +2857,7 @@ module \baseline_array.pe_1_0.pe (rst, row__a0, col__b, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$498$0 (row__ctrl),
+    .\port$398$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -3606,7 +2916,7 @@ module \baseline_array.pe_1_0.pe (rst, row__a0, col__b, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_1_0.pe.acc_unit (rst, product, \port$498$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_1_0.pe.acc_unit (rst, product, \port$398$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$16  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -3627,8 +2937,8 @@ module \baseline_array.pe_1_0.pe.acc_unit (rst, product, \port$498$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$498$0 ;
-  wire [2:0] \port$498$0 ;
+  input [2:0] \port$398$0 ;
+  wire [2:0] \port$398$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -3641,8 +2951,8 @@ module \baseline_array.pe_1_0.pe.acc_unit (rst, product, \port$498$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$498$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$498$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$398$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$398$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
@@ -3654,7 +2964,7 @@ module \baseline_array.pe_1_0.pe.acc_unit (rst, product, \port$498$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$498$0 [2]) begin
+    if (\port$398$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -3666,7 +2976,7 @@ module \baseline_array.pe_1_0.pe.acc_unit (rst, product, \port$498$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$16 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$498$0 [2]) begin
+    if (\port$398$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -3675,9 +2985,9 @@ module \baseline_array.pe_1_0.pe.acc_unit (rst, product, \port$498$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$498$0 [1];
-  assign acc = \port$498$0 [0];
-  assign drain = \port$498$0 [2];
+  assign clear = \port$398$0 [1];
+  assign acc = \port$398$0 [0];
+  assign drain = \port$398$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -3694,29 +3004,23 @@ endmodule
 
 module \baseline_array.pe_1_1 (rst, col, row, row_out, col_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$17  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  output [10:0] col_out;
-  reg [10:0] col_out = 11'h000;
+  output [8:0] col_out;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -3724,47 +3028,28 @@ module \baseline_array.pe_1_1 (rst, col, row, row_out, col_out, busy, drain_in__
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  output [14:0] row_out;
-  reg [14:0] row_out = 15'h0000;
+  output [9:0] row_out;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_1_1.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$422$8 (col[10:8]),
-    .\port$495$8 (row[14:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_1_1.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -3777,114 +3062,41 @@ module \baseline_array.pe_1_1 (rst, col, row, row_out, col_out, busy, drain_in__
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$17 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_1_1.decoder (\port$495$8 , ctrl, \port$422$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [2:0] \port$422$8 ;
-  wire [2:0] \port$422$8 ;
-  input [6:0] \port$495$8 ;
-  wire [6:0] \port$495$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$495$8 [6] & \port$495$8 [2];
-  assign \$2  = \$1  & \port$422$8 [2];
-  assign \$3  = ! \port$495$8 [4];
-  assign \$4  = \port$495$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$495$8 [3];
-  assign \$8  = \port$422$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$495$8 [6:3];
-  assign rvalid = \port$495$8 [2];
-  assign cvalid = \port$422$8 [2];
-  assign qc = \port$495$8 [1:0];
-  assign kc = \port$422$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$495$8 [4:3];
-  assign \mode.first  = \port$495$8 [5];
-  assign \mode.issue  = \port$495$8 [6];
-  assign ctrl[2] = \port$495$8 [5];
-  assign ctrl[1] = \port$495$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_1_1.pe (rst, col__b, row__a0, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -3945,7 +3157,7 @@ module \baseline_array.pe_1_1.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$523$0 (row__ctrl),
+    .\port$423$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -4004,7 +3216,7 @@ module \baseline_array.pe_1_1.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_1_1.pe.acc_unit (rst, product, \port$523$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_1_1.pe.acc_unit (rst, product, \port$423$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$19  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -4025,8 +3237,8 @@ module \baseline_array.pe_1_1.pe.acc_unit (rst, product, \port$523$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$523$0 ;
-  wire [2:0] \port$523$0 ;
+  input [2:0] \port$423$0 ;
+  wire [2:0] \port$423$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -4039,8 +3251,8 @@ module \baseline_array.pe_1_1.pe.acc_unit (rst, product, \port$523$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$523$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$523$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$423$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$423$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
@@ -4052,7 +3264,7 @@ module \baseline_array.pe_1_1.pe.acc_unit (rst, product, \port$523$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$523$0 [2]) begin
+    if (\port$423$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -4064,7 +3276,7 @@ module \baseline_array.pe_1_1.pe.acc_unit (rst, product, \port$523$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$19 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$523$0 [2]) begin
+    if (\port$423$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -4073,9 +3285,9 @@ module \baseline_array.pe_1_1.pe.acc_unit (rst, product, \port$523$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$523$0 [1];
-  assign acc = \port$523$0 [0];
-  assign drain = \port$523$0 [2];
+  assign clear = \port$423$0 [1];
+  assign acc = \port$423$0 [0];
+  assign drain = \port$423$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -4092,29 +3304,23 @@ endmodule
 
 module \baseline_array.pe_1_2 (rst, col, row, row_out, col_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$20  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  output [10:0] col_out;
-  reg [10:0] col_out = 11'h000;
+  output [8:0] col_out;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -4122,47 +3328,28 @@ module \baseline_array.pe_1_2 (rst, col, row, row_out, col_out, busy, drain_in__
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  output [14:0] row_out;
-  reg [14:0] row_out = 15'h0000;
+  output [9:0] row_out;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_1_2.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$447$8 (col[10:8]),
-    .\port$520$8 (row[14:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_1_2.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -4175,114 +3362,41 @@ module \baseline_array.pe_1_2 (rst, col, row, row_out, col_out, busy, drain_in__
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$20 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_1_2.decoder (\port$520$8 , ctrl, \port$447$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [2:0] \port$447$8 ;
-  wire [2:0] \port$447$8 ;
-  input [6:0] \port$520$8 ;
-  wire [6:0] \port$520$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$520$8 [6] & \port$520$8 [2];
-  assign \$2  = \$1  & \port$447$8 [2];
-  assign \$3  = ! \port$520$8 [4];
-  assign \$4  = \port$520$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$520$8 [3];
-  assign \$8  = \port$447$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$520$8 [6:3];
-  assign rvalid = \port$520$8 [2];
-  assign cvalid = \port$447$8 [2];
-  assign qc = \port$520$8 [1:0];
-  assign kc = \port$447$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$520$8 [4:3];
-  assign \mode.first  = \port$520$8 [5];
-  assign \mode.issue  = \port$520$8 [6];
-  assign ctrl[2] = \port$520$8 [5];
-  assign ctrl[1] = \port$520$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_1_2.pe (rst, col__b, row__a0, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -4343,7 +3457,7 @@ module \baseline_array.pe_1_2.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$548$0 (row__ctrl),
+    .\port$448$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -4402,7 +3516,7 @@ module \baseline_array.pe_1_2.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_1_2.pe.acc_unit (rst, product, \port$548$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_1_2.pe.acc_unit (rst, product, \port$448$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$22  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -4423,8 +3537,8 @@ module \baseline_array.pe_1_2.pe.acc_unit (rst, product, \port$548$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$548$0 ;
-  wire [2:0] \port$548$0 ;
+  input [2:0] \port$448$0 ;
+  wire [2:0] \port$448$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -4437,8 +3551,8 @@ module \baseline_array.pe_1_2.pe.acc_unit (rst, product, \port$548$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$548$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$548$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$448$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$448$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
@@ -4450,7 +3564,7 @@ module \baseline_array.pe_1_2.pe.acc_unit (rst, product, \port$548$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$548$0 [2]) begin
+    if (\port$448$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -4462,7 +3576,7 @@ module \baseline_array.pe_1_2.pe.acc_unit (rst, product, \port$548$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$22 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$548$0 [2]) begin
+    if (\port$448$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -4471,9 +3585,9 @@ module \baseline_array.pe_1_2.pe.acc_unit (rst, product, \port$548$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$548$0 [1];
-  assign acc = \port$548$0 [0];
-  assign drain = \port$548$0 [2];
+  assign clear = \port$448$0 [1];
+  assign acc = \port$448$0 [0];
+  assign drain = \port$448$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -4490,29 +3604,23 @@ endmodule
 
 module \baseline_array.pe_1_3 (rst, col, row, col_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$23  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  output [10:0] col_out;
-  reg [10:0] col_out = 11'h000;
+  output [8:0] col_out;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -4520,46 +3628,27 @@ module \baseline_array.pe_1_3 (rst, col, row, col_out, busy, drain_in__data, clk
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  reg [14:0] row_out = 15'h0000;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_1_3.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$472$8 (col[10:8]),
-    .\port$545$8 (row[14:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_1_3.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -4572,114 +3661,41 @@ module \baseline_array.pe_1_3 (rst, col, row, col_out, busy, drain_in__data, clk
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$23 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_1_3.decoder (\port$545$8 , ctrl, \port$472$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [2:0] \port$472$8 ;
-  wire [2:0] \port$472$8 ;
-  input [6:0] \port$545$8 ;
-  wire [6:0] \port$545$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$545$8 [6] & \port$545$8 [2];
-  assign \$2  = \$1  & \port$472$8 [2];
-  assign \$3  = ! \port$545$8 [4];
-  assign \$4  = \port$545$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$545$8 [3];
-  assign \$8  = \port$472$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$545$8 [6:3];
-  assign rvalid = \port$545$8 [2];
-  assign cvalid = \port$472$8 [2];
-  assign qc = \port$545$8 [1:0];
-  assign kc = \port$472$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$545$8 [4:3];
-  assign \mode.first  = \port$545$8 [5];
-  assign \mode.issue  = \port$545$8 [6];
-  assign ctrl[2] = \port$545$8 [5];
-  assign ctrl[1] = \port$545$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_1_3.pe (rst, col__b, row__a0, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -4740,7 +3756,7 @@ module \baseline_array.pe_1_3.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$573$0 (row__ctrl),
+    .\port$473$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -4799,7 +3815,7 @@ module \baseline_array.pe_1_3.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_1_3.pe.acc_unit (rst, product, \port$573$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_1_3.pe.acc_unit (rst, product, \port$473$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$25  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -4820,8 +3836,8 @@ module \baseline_array.pe_1_3.pe.acc_unit (rst, product, \port$573$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$573$0 ;
-  wire [2:0] \port$573$0 ;
+  input [2:0] \port$473$0 ;
+  wire [2:0] \port$473$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -4834,8 +3850,8 @@ module \baseline_array.pe_1_3.pe.acc_unit (rst, product, \port$573$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$573$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$573$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$473$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$473$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
@@ -4847,7 +3863,7 @@ module \baseline_array.pe_1_3.pe.acc_unit (rst, product, \port$573$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$573$0 [2]) begin
+    if (\port$473$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -4859,7 +3875,7 @@ module \baseline_array.pe_1_3.pe.acc_unit (rst, product, \port$573$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$25 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$573$0 [2]) begin
+    if (\port$473$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -4868,9 +3884,9 @@ module \baseline_array.pe_1_3.pe.acc_unit (rst, product, \port$573$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$573$0 [1];
-  assign acc = \port$573$0 [0];
-  assign drain = \port$573$0 [2];
+  assign clear = \port$473$0 [1];
+  assign acc = \port$473$0 [0];
+  assign drain = \port$473$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -4887,29 +3903,23 @@ endmodule
 
 module \baseline_array.pe_2_0 (rst, row, col, row_out, col_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$26  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  output [10:0] col_out;
-  reg [10:0] col_out = 11'h000;
+  output [8:0] col_out;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -4917,47 +3927,28 @@ module \baseline_array.pe_2_0 (rst, row, col, row_out, col_out, busy, drain_in__
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  output [14:0] row_out;
-  reg [14:0] row_out = 15'h0000;
+  output [9:0] row_out;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_2_0.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$331$8 (row[14:8]),
-    .\port$497$8 (col[10:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_2_0.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -4970,114 +3961,41 @@ module \baseline_array.pe_2_0 (rst, row, col, row_out, col_out, busy, drain_in__
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$26 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_2_0.decoder (\port$497$8 , ctrl, \port$331$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [6:0] \port$331$8 ;
-  wire [6:0] \port$331$8 ;
-  input [2:0] \port$497$8 ;
-  wire [2:0] \port$497$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$331$8 [6] & \port$331$8 [2];
-  assign \$2  = \$1  & \port$497$8 [2];
-  assign \$3  = ! \port$331$8 [4];
-  assign \$4  = \port$331$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$331$8 [3];
-  assign \$8  = \port$497$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$331$8 [6:3];
-  assign rvalid = \port$331$8 [2];
-  assign cvalid = \port$497$8 [2];
-  assign qc = \port$331$8 [1:0];
-  assign kc = \port$497$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$331$8 [4:3];
-  assign \mode.first  = \port$331$8 [5];
-  assign \mode.issue  = \port$331$8 [6];
-  assign ctrl[2] = \port$331$8 [5];
-  assign ctrl[1] = \port$331$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_2_0.pe (rst, row__a0, col__b, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -5138,7 +4056,7 @@ module \baseline_array.pe_2_0.pe (rst, row__a0, col__b, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$598$0 (row__ctrl),
+    .\port$498$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -5197,7 +4115,7 @@ module \baseline_array.pe_2_0.pe (rst, row__a0, col__b, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_2_0.pe.acc_unit (rst, product, \port$598$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_2_0.pe.acc_unit (rst, product, \port$498$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$28  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -5218,8 +4136,8 @@ module \baseline_array.pe_2_0.pe.acc_unit (rst, product, \port$598$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$598$0 ;
-  wire [2:0] \port$598$0 ;
+  input [2:0] \port$498$0 ;
+  wire [2:0] \port$498$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -5232,8 +4150,8 @@ module \baseline_array.pe_2_0.pe.acc_unit (rst, product, \port$598$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$598$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$598$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$498$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$498$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
@@ -5245,7 +4163,7 @@ module \baseline_array.pe_2_0.pe.acc_unit (rst, product, \port$598$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$598$0 [2]) begin
+    if (\port$498$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -5257,7 +4175,7 @@ module \baseline_array.pe_2_0.pe.acc_unit (rst, product, \port$598$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$28 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$598$0 [2]) begin
+    if (\port$498$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -5266,9 +4184,9 @@ module \baseline_array.pe_2_0.pe.acc_unit (rst, product, \port$598$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$598$0 [1];
-  assign acc = \port$598$0 [0];
-  assign drain = \port$598$0 [2];
+  assign clear = \port$498$0 [1];
+  assign acc = \port$498$0 [0];
+  assign drain = \port$498$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -5285,29 +4203,23 @@ endmodule
 
 module \baseline_array.pe_2_1 (rst, col, row, row_out, col_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$29  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  output [10:0] col_out;
-  reg [10:0] col_out = 11'h000;
+  output [8:0] col_out;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -5315,47 +4227,28 @@ module \baseline_array.pe_2_1 (rst, col, row, row_out, col_out, busy, drain_in__
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  output [14:0] row_out;
-  reg [14:0] row_out = 15'h0000;
+  output [9:0] row_out;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_2_1.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$522$8 (col[10:8]),
-    .\port$595$8 (row[14:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_2_1.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -5368,114 +4261,41 @@ module \baseline_array.pe_2_1 (rst, col, row, row_out, col_out, busy, drain_in__
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$29 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_2_1.decoder (\port$595$8 , ctrl, \port$522$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [2:0] \port$522$8 ;
-  wire [2:0] \port$522$8 ;
-  input [6:0] \port$595$8 ;
-  wire [6:0] \port$595$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$595$8 [6] & \port$595$8 [2];
-  assign \$2  = \$1  & \port$522$8 [2];
-  assign \$3  = ! \port$595$8 [4];
-  assign \$4  = \port$595$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$595$8 [3];
-  assign \$8  = \port$522$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$595$8 [6:3];
-  assign rvalid = \port$595$8 [2];
-  assign cvalid = \port$522$8 [2];
-  assign qc = \port$595$8 [1:0];
-  assign kc = \port$522$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$595$8 [4:3];
-  assign \mode.first  = \port$595$8 [5];
-  assign \mode.issue  = \port$595$8 [6];
-  assign ctrl[2] = \port$595$8 [5];
-  assign ctrl[1] = \port$595$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_2_1.pe (rst, col__b, row__a0, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -5536,7 +4356,7 @@ module \baseline_array.pe_2_1.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$623$0 (row__ctrl),
+    .\port$523$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -5595,7 +4415,7 @@ module \baseline_array.pe_2_1.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_2_1.pe.acc_unit (rst, product, \port$623$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_2_1.pe.acc_unit (rst, product, \port$523$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$31  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -5616,8 +4436,8 @@ module \baseline_array.pe_2_1.pe.acc_unit (rst, product, \port$623$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$623$0 ;
-  wire [2:0] \port$623$0 ;
+  input [2:0] \port$523$0 ;
+  wire [2:0] \port$523$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -5630,8 +4450,8 @@ module \baseline_array.pe_2_1.pe.acc_unit (rst, product, \port$623$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$623$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$623$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$523$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$523$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
@@ -5643,7 +4463,7 @@ module \baseline_array.pe_2_1.pe.acc_unit (rst, product, \port$623$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$623$0 [2]) begin
+    if (\port$523$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -5655,7 +4475,7 @@ module \baseline_array.pe_2_1.pe.acc_unit (rst, product, \port$623$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$31 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$623$0 [2]) begin
+    if (\port$523$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -5664,9 +4484,9 @@ module \baseline_array.pe_2_1.pe.acc_unit (rst, product, \port$623$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$623$0 [1];
-  assign acc = \port$623$0 [0];
-  assign drain = \port$623$0 [2];
+  assign clear = \port$523$0 [1];
+  assign acc = \port$523$0 [0];
+  assign drain = \port$523$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -5683,29 +4503,23 @@ endmodule
 
 module \baseline_array.pe_2_2 (rst, col, row, row_out, col_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$32  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  output [10:0] col_out;
-  reg [10:0] col_out = 11'h000;
+  output [8:0] col_out;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -5713,47 +4527,28 @@ module \baseline_array.pe_2_2 (rst, col, row, row_out, col_out, busy, drain_in__
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  output [14:0] row_out;
-  reg [14:0] row_out = 15'h0000;
+  output [9:0] row_out;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_2_2.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$547$8 (col[10:8]),
-    .\port$620$8 (row[14:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_2_2.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -5766,114 +4561,41 @@ module \baseline_array.pe_2_2 (rst, col, row, row_out, col_out, busy, drain_in__
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$32 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_2_2.decoder (\port$620$8 , ctrl, \port$547$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [2:0] \port$547$8 ;
-  wire [2:0] \port$547$8 ;
-  input [6:0] \port$620$8 ;
-  wire [6:0] \port$620$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$620$8 [6] & \port$620$8 [2];
-  assign \$2  = \$1  & \port$547$8 [2];
-  assign \$3  = ! \port$620$8 [4];
-  assign \$4  = \port$620$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$620$8 [3];
-  assign \$8  = \port$547$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$620$8 [6:3];
-  assign rvalid = \port$620$8 [2];
-  assign cvalid = \port$547$8 [2];
-  assign qc = \port$620$8 [1:0];
-  assign kc = \port$547$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$620$8 [4:3];
-  assign \mode.first  = \port$620$8 [5];
-  assign \mode.issue  = \port$620$8 [6];
-  assign ctrl[2] = \port$620$8 [5];
-  assign ctrl[1] = \port$620$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_2_2.pe (rst, col__b, row__a0, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -5934,7 +4656,7 @@ module \baseline_array.pe_2_2.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$648$0 (row__ctrl),
+    .\port$548$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -5993,7 +4715,7 @@ module \baseline_array.pe_2_2.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_2_2.pe.acc_unit (rst, product, \port$648$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_2_2.pe.acc_unit (rst, product, \port$548$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$34  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -6014,8 +4736,8 @@ module \baseline_array.pe_2_2.pe.acc_unit (rst, product, \port$648$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$648$0 ;
-  wire [2:0] \port$648$0 ;
+  input [2:0] \port$548$0 ;
+  wire [2:0] \port$548$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -6028,8 +4750,8 @@ module \baseline_array.pe_2_2.pe.acc_unit (rst, product, \port$648$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$648$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$648$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$548$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$548$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
@@ -6041,7 +4763,7 @@ module \baseline_array.pe_2_2.pe.acc_unit (rst, product, \port$648$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$648$0 [2]) begin
+    if (\port$548$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -6053,7 +4775,7 @@ module \baseline_array.pe_2_2.pe.acc_unit (rst, product, \port$648$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$34 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$648$0 [2]) begin
+    if (\port$548$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -6062,9 +4784,9 @@ module \baseline_array.pe_2_2.pe.acc_unit (rst, product, \port$648$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$648$0 [1];
-  assign acc = \port$648$0 [0];
-  assign drain = \port$648$0 [2];
+  assign clear = \port$548$0 [1];
+  assign acc = \port$548$0 [0];
+  assign drain = \port$548$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -6081,29 +4803,23 @@ endmodule
 
 module \baseline_array.pe_2_3 (rst, col, row, col_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$35  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  output [10:0] col_out;
-  reg [10:0] col_out = 11'h000;
+  output [8:0] col_out;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -6111,46 +4827,27 @@ module \baseline_array.pe_2_3 (rst, col, row, col_out, busy, drain_in__data, clk
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  reg [14:0] row_out = 15'h0000;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_2_3.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$572$8 (col[10:8]),
-    .\port$645$8 (row[14:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_2_3.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -6163,114 +4860,41 @@ module \baseline_array.pe_2_3 (rst, col, row, col_out, busy, drain_in__data, clk
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$35 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_2_3.decoder (\port$645$8 , ctrl, \port$572$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [2:0] \port$572$8 ;
-  wire [2:0] \port$572$8 ;
-  input [6:0] \port$645$8 ;
-  wire [6:0] \port$645$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$645$8 [6] & \port$645$8 [2];
-  assign \$2  = \$1  & \port$572$8 [2];
-  assign \$3  = ! \port$645$8 [4];
-  assign \$4  = \port$645$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$645$8 [3];
-  assign \$8  = \port$572$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$645$8 [6:3];
-  assign rvalid = \port$645$8 [2];
-  assign cvalid = \port$572$8 [2];
-  assign qc = \port$645$8 [1:0];
-  assign kc = \port$572$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$645$8 [4:3];
-  assign \mode.first  = \port$645$8 [5];
-  assign \mode.issue  = \port$645$8 [6];
-  assign ctrl[2] = \port$645$8 [5];
-  assign ctrl[1] = \port$645$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_2_3.pe (rst, col__b, row__a0, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -6331,7 +4955,7 @@ module \baseline_array.pe_2_3.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$673$0 (row__ctrl),
+    .\port$573$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -6390,7 +5014,7 @@ module \baseline_array.pe_2_3.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_2_3.pe.acc_unit (rst, product, \port$673$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_2_3.pe.acc_unit (rst, product, \port$573$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$37  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -6411,8 +5035,8 @@ module \baseline_array.pe_2_3.pe.acc_unit (rst, product, \port$673$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$673$0 ;
-  wire [2:0] \port$673$0 ;
+  input [2:0] \port$573$0 ;
+  wire [2:0] \port$573$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -6425,8 +5049,8 @@ module \baseline_array.pe_2_3.pe.acc_unit (rst, product, \port$673$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$673$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$673$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$573$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$573$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
@@ -6438,7 +5062,7 @@ module \baseline_array.pe_2_3.pe.acc_unit (rst, product, \port$673$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$673$0 [2]) begin
+    if (\port$573$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -6450,7 +5074,7 @@ module \baseline_array.pe_2_3.pe.acc_unit (rst, product, \port$673$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$37 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$673$0 [2]) begin
+    if (\port$573$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -6459,9 +5083,9 @@ module \baseline_array.pe_2_3.pe.acc_unit (rst, product, \port$673$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$673$0 [1];
-  assign acc = \port$673$0 [0];
-  assign drain = \port$673$0 [2];
+  assign clear = \port$573$0 [1];
+  assign acc = \port$573$0 [0];
+  assign drain = \port$573$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -6478,28 +5102,22 @@ endmodule
 
 module \baseline_array.pe_3_0 (rst, row, col, row_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$38  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  reg [10:0] col_out = 11'h000;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -6507,47 +5125,28 @@ module \baseline_array.pe_3_0 (rst, row, col, row_out, busy, drain_in__data, clk
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  output [14:0] row_out;
-  reg [14:0] row_out = 15'h0000;
+  output [9:0] row_out;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_3_0.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$337$8 (row[14:8]),
-    .\port$597$8 (col[10:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_3_0.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -6560,114 +5159,41 @@ module \baseline_array.pe_3_0 (rst, row, col, row_out, busy, drain_in__data, clk
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$38 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_3_0.decoder (\port$597$8 , ctrl, \port$337$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [6:0] \port$337$8 ;
-  wire [6:0] \port$337$8 ;
-  input [2:0] \port$597$8 ;
-  wire [2:0] \port$597$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$337$8 [6] & \port$337$8 [2];
-  assign \$2  = \$1  & \port$597$8 [2];
-  assign \$3  = ! \port$337$8 [4];
-  assign \$4  = \port$337$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$337$8 [3];
-  assign \$8  = \port$597$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$337$8 [6:3];
-  assign rvalid = \port$337$8 [2];
-  assign cvalid = \port$597$8 [2];
-  assign qc = \port$337$8 [1:0];
-  assign kc = \port$597$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$337$8 [4:3];
-  assign \mode.first  = \port$337$8 [5];
-  assign \mode.issue  = \port$337$8 [6];
-  assign ctrl[2] = \port$337$8 [5];
-  assign ctrl[1] = \port$337$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_3_0.pe (rst, row__a0, col__b, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -6728,7 +5254,7 @@ module \baseline_array.pe_3_0.pe (rst, row__a0, col__b, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$698$0 (row__ctrl),
+    .\port$598$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -6787,7 +5313,7 @@ module \baseline_array.pe_3_0.pe (rst, row__a0, col__b, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_3_0.pe.acc_unit (rst, product, \port$698$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_3_0.pe.acc_unit (rst, product, \port$598$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$40  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -6808,8 +5334,8 @@ module \baseline_array.pe_3_0.pe.acc_unit (rst, product, \port$698$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$698$0 ;
-  wire [2:0] \port$698$0 ;
+  input [2:0] \port$598$0 ;
+  wire [2:0] \port$598$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -6822,8 +5348,8 @@ module \baseline_array.pe_3_0.pe.acc_unit (rst, product, \port$698$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$698$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$698$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$598$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$598$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
@@ -6835,7 +5361,7 @@ module \baseline_array.pe_3_0.pe.acc_unit (rst, product, \port$698$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$698$0 [2]) begin
+    if (\port$598$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -6847,7 +5373,7 @@ module \baseline_array.pe_3_0.pe.acc_unit (rst, product, \port$698$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$40 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$698$0 [2]) begin
+    if (\port$598$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -6856,9 +5382,9 @@ module \baseline_array.pe_3_0.pe.acc_unit (rst, product, \port$698$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$698$0 [1];
-  assign acc = \port$698$0 [0];
-  assign drain = \port$698$0 [2];
+  assign clear = \port$598$0 [1];
+  assign acc = \port$598$0 [0];
+  assign drain = \port$598$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -6875,28 +5401,22 @@ endmodule
 
 module \baseline_array.pe_3_1 (rst, col, row, row_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$41  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  reg [10:0] col_out = 11'h000;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -6904,47 +5424,28 @@ module \baseline_array.pe_3_1 (rst, col, row, row_out, busy, drain_in__data, clk
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  output [14:0] row_out;
-  reg [14:0] row_out = 15'h0000;
+  output [9:0] row_out;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_3_1.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$622$8 (col[10:8]),
-    .\port$695$8 (row[14:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_3_1.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -6957,114 +5458,41 @@ module \baseline_array.pe_3_1 (rst, col, row, row_out, busy, drain_in__data, clk
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$41 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_3_1.decoder (\port$695$8 , ctrl, \port$622$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [2:0] \port$622$8 ;
-  wire [2:0] \port$622$8 ;
-  input [6:0] \port$695$8 ;
-  wire [6:0] \port$695$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$695$8 [6] & \port$695$8 [2];
-  assign \$2  = \$1  & \port$622$8 [2];
-  assign \$3  = ! \port$695$8 [4];
-  assign \$4  = \port$695$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$695$8 [3];
-  assign \$8  = \port$622$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$695$8 [6:3];
-  assign rvalid = \port$695$8 [2];
-  assign cvalid = \port$622$8 [2];
-  assign qc = \port$695$8 [1:0];
-  assign kc = \port$622$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$695$8 [4:3];
-  assign \mode.first  = \port$695$8 [5];
-  assign \mode.issue  = \port$695$8 [6];
-  assign ctrl[2] = \port$695$8 [5];
-  assign ctrl[1] = \port$695$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_3_1.pe (rst, col__b, row__a0, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -7125,7 +5553,7 @@ module \baseline_array.pe_3_1.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$723$0 (row__ctrl),
+    .\port$623$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -7184,7 +5612,7 @@ module \baseline_array.pe_3_1.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_3_1.pe.acc_unit (rst, product, \port$723$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_3_1.pe.acc_unit (rst, product, \port$623$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$43  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -7205,8 +5633,8 @@ module \baseline_array.pe_3_1.pe.acc_unit (rst, product, \port$723$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$723$0 ;
-  wire [2:0] \port$723$0 ;
+  input [2:0] \port$623$0 ;
+  wire [2:0] \port$623$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -7219,8 +5647,8 @@ module \baseline_array.pe_3_1.pe.acc_unit (rst, product, \port$723$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$723$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$723$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$623$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$623$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
@@ -7232,7 +5660,7 @@ module \baseline_array.pe_3_1.pe.acc_unit (rst, product, \port$723$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$723$0 [2]) begin
+    if (\port$623$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -7244,7 +5672,7 @@ module \baseline_array.pe_3_1.pe.acc_unit (rst, product, \port$723$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$43 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$723$0 [2]) begin
+    if (\port$623$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -7253,9 +5681,9 @@ module \baseline_array.pe_3_1.pe.acc_unit (rst, product, \port$723$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$723$0 [1];
-  assign acc = \port$723$0 [0];
-  assign drain = \port$723$0 [2];
+  assign clear = \port$623$0 [1];
+  assign acc = \port$623$0 [0];
+  assign drain = \port$623$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -7272,28 +5700,22 @@ endmodule
 
 module \baseline_array.pe_3_2 (rst, col, row, row_out, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$44  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  reg [10:0] col_out = 11'h000;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -7301,47 +5723,28 @@ module \baseline_array.pe_3_2 (rst, col, row, row_out, busy, drain_in__data, clk
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  output [14:0] row_out;
-  reg [14:0] row_out = 15'h0000;
+  output [9:0] row_out;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_3_2.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$647$8 (col[10:8]),
-    .\port$720$8 (row[14:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_3_2.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -7354,114 +5757,41 @@ module \baseline_array.pe_3_2 (rst, col, row, row_out, busy, drain_in__data, clk
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$44 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_3_2.decoder (\port$720$8 , ctrl, \port$647$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [2:0] \port$647$8 ;
-  wire [2:0] \port$647$8 ;
-  input [6:0] \port$720$8 ;
-  wire [6:0] \port$720$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$720$8 [6] & \port$720$8 [2];
-  assign \$2  = \$1  & \port$647$8 [2];
-  assign \$3  = ! \port$720$8 [4];
-  assign \$4  = \port$720$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$720$8 [3];
-  assign \$8  = \port$647$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$720$8 [6:3];
-  assign rvalid = \port$720$8 [2];
-  assign cvalid = \port$647$8 [2];
-  assign qc = \port$720$8 [1:0];
-  assign kc = \port$647$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$720$8 [4:3];
-  assign \mode.first  = \port$720$8 [5];
-  assign \mode.issue  = \port$720$8 [6];
-  assign ctrl[2] = \port$720$8 [5];
-  assign ctrl[1] = \port$720$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_3_2.pe (rst, col__b, row__a0, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -7522,7 +5852,7 @@ module \baseline_array.pe_3_2.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$748$0 (row__ctrl),
+    .\port$648$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -7581,7 +5911,7 @@ module \baseline_array.pe_3_2.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_3_2.pe.acc_unit (rst, product, \port$748$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_3_2.pe.acc_unit (rst, product, \port$648$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$46  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -7602,8 +5932,8 @@ module \baseline_array.pe_3_2.pe.acc_unit (rst, product, \port$748$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$748$0 ;
-  wire [2:0] \port$748$0 ;
+  input [2:0] \port$648$0 ;
+  wire [2:0] \port$648$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -7616,8 +5946,8 @@ module \baseline_array.pe_3_2.pe.acc_unit (rst, product, \port$748$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$748$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$748$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$648$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$648$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
@@ -7629,7 +5959,7 @@ module \baseline_array.pe_3_2.pe.acc_unit (rst, product, \port$748$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$748$0 [2]) begin
+    if (\port$648$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -7641,7 +5971,7 @@ module \baseline_array.pe_3_2.pe.acc_unit (rst, product, \port$748$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$46 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$748$0 [2]) begin
+    if (\port$648$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -7650,9 +5980,9 @@ module \baseline_array.pe_3_2.pe.acc_unit (rst, product, \port$748$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$748$0 [1];
-  assign acc = \port$748$0 [0];
-  assign drain = \port$748$0 [2];
+  assign clear = \port$648$0 [1];
+  assign acc = \port$648$0 [0];
+  assign drain = \port$648$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule
@@ -7669,28 +5999,22 @@ endmodule
 
 module \baseline_array.pe_3_3 (rst, col, row, busy, drain_in__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$47  = 0;
-  reg [14:0] \$1 ;
-  reg [10:0] \$2 ;
+  wire \$1 ;
+  reg [9:0] \$2 ;
+  reg [8:0] \$3 ;
   output busy;
   wire busy;
-  wire \busy$22 ;
+  wire \busy$16 ;
   input clk;
   wire clk;
-  input [10:0] col;
-  wire [10:0] col;
+  input [8:0] col;
+  wire [8:0] col;
   wire [7:0] \col.b ;
-  wire [1:0] \col.kc ;
-  wire \col.valid ;
+  wire \col.present ;
   wire [7:0] col__b;
-  reg [10:0] col_out = 11'h000;
+  reg [8:0] col_out = 9'h000;
   wire [7:0] \col_out.b ;
-  wire [1:0] \col_out.kc ;
-  wire \col_out.valid ;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
+  wire \col_out.present ;
   wire [23:0] drain__data;
   wire drain__valid;
   output [23:0] drain_in__data;
@@ -7698,46 +6022,27 @@ module \baseline_array.pe_3_3 (rst, col, row, busy, drain_in__data, clk);
   wire drain_in__valid;
   wire [23:0] drain_out__data;
   wire drain_out__valid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  wire [1:0] qc;
-  input [14:0] row;
-  wire [14:0] row;
+  input [9:0] row;
+  wire [9:0] row;
   wire [7:0] \row.a ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.pass_idx ;
-  wire [1:0] \row.qc ;
-  wire \row.valid ;
+  wire \row.acc ;
+  wire \row.first ;
   wire [7:0] row__a0;
   wire [2:0] row__ctrl;
   wire \row__ctrl.acc ;
   wire \row__ctrl.clear ;
   wire \row__ctrl.drain ;
-  reg [14:0] row_out = 15'h0000;
+  reg [9:0] row_out = 10'h000;
   wire [7:0] \row_out.a ;
-  wire [3:0] \row_out.mode ;
-  wire \row_out.mode.first ;
-  wire \row_out.mode.issue ;
-  wire [1:0] \row_out.mode.pass_idx ;
-  wire [1:0] \row_out.qc ;
-  wire \row_out.valid ;
+  wire \row_out.acc ;
+  wire \row_out.first ;
   input rst;
   wire rst;
-  wire rvalid;
+  assign \$1  = row[8] & col[8];
   always @(posedge clk)
-    row_out <= \$1 ;
+    row_out <= \$2 ;
   always @(posedge clk)
-    col_out <= \$2 ;
-  \baseline_array.pe_3_3.decoder  decoder (
-    .ctrl(row__ctrl),
-    .\port$672$8 (col[10:8]),
-    .\port$745$8 (row[14:8])
-  );
+    col_out <= \$3 ;
   \baseline_array.pe_3_3.pe  pe (
     .busy(busy),
     .clk(clk),
@@ -7750,114 +6055,41 @@ module \baseline_array.pe_3_3 (rst, col, row, busy, drain_in__data, clk);
   );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$1  = row;
+    \$2  = row;
     if (rst) begin
-      \$1  = 15'h0000;
+      \$2  = 10'h000;
     end
   end
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$47 ) begin end
-    \$2  = col;
+    \$3  = col;
     if (rst) begin
-      \$2  = 11'h000;
+      \$3  = 9'h000;
     end
   end
-  assign mode = row[14:11];
-  assign rvalid = row[10];
-  assign cvalid = col[10];
-  assign qc = row[9:8];
-  assign kc = col[9:8];
   assign row__a0 = row[7:0];
-  assign ctrl = row__ctrl;
   assign col__b = col[7:0];
   assign drain_out__valid = drain_in__valid;
   assign drain_out__data = drain_in__data;
   assign drain__valid = drain_in__valid;
   assign drain__data = drain_in__data;
-  assign \busy$22  = busy;
+  assign \busy$16  = busy;
   assign \row_out.a  = row_out[7:0];
-  assign \row_out.qc  = row_out[9:8];
-  assign \row_out.valid  = row_out[10];
-  assign \row_out.mode  = row_out[14:11];
-  assign \row_out.mode.pass_idx  = row_out[12:11];
-  assign \row_out.mode.first  = row_out[13];
-  assign \row_out.mode.issue  = row_out[14];
+  assign \row_out.acc  = row_out[8];
+  assign \row_out.first  = row_out[9];
   assign \row.a  = row[7:0];
-  assign \row.qc  = row[9:8];
-  assign \row.valid  = row[10];
-  assign \row.mode  = row[14:11];
-  assign \row.mode.pass_idx  = row[12:11];
-  assign \row.mode.first  = row[13];
-  assign \row.mode.issue  = row[14];
+  assign \row.acc  = row[8];
+  assign \row.first  = row[9];
   assign \col_out.b  = col_out[7:0];
-  assign \col_out.kc  = col_out[9:8];
-  assign \col_out.valid  = col_out[10];
+  assign \col_out.present  = col_out[8];
   assign \col.b  = col[7:0];
-  assign \col.kc  = col[9:8];
-  assign \col.valid  = col[10];
-  assign \mode.pass_idx  = row[12:11];
-  assign \mode.first  = row[13];
-  assign \mode.issue  = row[14];
+  assign \col.present  = col[8];
   assign \row__ctrl.acc  = row__ctrl[0];
   assign \row__ctrl.clear  = row__ctrl[1];
   assign \row__ctrl.drain  = row__ctrl[2];
-  assign \ctrl.acc  = row__ctrl[0];
-  assign \ctrl.clear  = row__ctrl[1];
-  assign \ctrl.drain  = row__ctrl[2];
-endmodule
-
-module \baseline_array.pe_3_3.decoder (\port$745$8 , ctrl, \port$672$8 );
-  wire \$1 ;
-  wire \$10 ;
-  wire \$2 ;
-  wire \$3 ;
-  wire \$4 ;
-  wire \$5 ;
-  wire \$6 ;
-  wire \$7 ;
-  wire \$8 ;
-  wire \$9 ;
-  output [2:0] ctrl;
-  wire [2:0] ctrl;
-  wire \ctrl.acc ;
-  wire \ctrl.clear ;
-  wire \ctrl.drain ;
-  wire cvalid;
-  wire [1:0] kc;
-  wire [3:0] mode;
-  wire \mode.first ;
-  wire \mode.issue ;
-  wire [1:0] \mode.pass_idx ;
-  input [2:0] \port$672$8 ;
-  wire [2:0] \port$672$8 ;
-  input [6:0] \port$745$8 ;
-  wire [6:0] \port$745$8 ;
-  wire [1:0] qc;
-  wire rvalid;
-  assign \$1  = \port$745$8 [6] & \port$745$8 [2];
-  assign \$2  = \$1  & \port$672$8 [2];
-  assign \$3  = ! \port$745$8 [4];
-  assign \$4  = \port$745$8 [1:0] != 2'h3;
-  assign \$5  = \$3  | \$4 ;
-  assign \$6  = \$2  & \$5 ;
-  assign \$7  = ! \port$745$8 [3];
-  assign \$8  = \port$672$8 [1:0] != 2'h3;
-  assign \$9  = \$7  | \$8 ;
-  assign \$10  = \$6  & \$9 ;
-  assign mode = \port$745$8 [6:3];
-  assign rvalid = \port$745$8 [2];
-  assign cvalid = \port$672$8 [2];
-  assign qc = \port$745$8 [1:0];
-  assign kc = \port$672$8 [1:0];
-  assign \ctrl.acc  = ctrl[0];
-  assign \ctrl.clear  = ctrl[1];
-  assign \ctrl.drain  = ctrl[2];
-  assign \mode.pass_idx  = \port$745$8 [4:3];
-  assign \mode.first  = \port$745$8 [5];
-  assign \mode.issue  = \port$745$8 [6];
-  assign ctrl[2] = \port$745$8 [5];
-  assign ctrl[1] = \port$745$8 [5];
-  assign ctrl[0] = \$10 ;
+  assign row__ctrl[2] = row[9];
+  assign row__ctrl[1] = row[9];
+  assign row__ctrl[0] = \$1 ;
 endmodule
 
 module \baseline_array.pe_3_3.pe (rst, col__b, row__a0, row__ctrl, busy, drain_in__valid, drain_in__data, clk);
@@ -7918,7 +6150,7 @@ module \baseline_array.pe_3_3.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
     .clk(clk),
     .drain_out__data(drain_in__data),
     .drain_out__valid(drain_in__valid),
-    .\port$773$0 (row__ctrl),
+    .\port$673$0 (row__ctrl),
     .product(product),
     .r0(r0),
     .rst(rst)
@@ -7977,7 +6209,7 @@ module \baseline_array.pe_3_3.pe (rst, col__b, row__a0, row__ctrl, busy, drain_i
   assign \row__ctrl.drain  = row__ctrl[2];
 endmodule
 
-module \baseline_array.pe_3_3.pe.acc_unit (rst, product, \port$773$0 , r0, drain_out__valid, drain_out__data, clk);
+module \baseline_array.pe_3_3.pe.acc_unit (rst, product, \port$673$0 , r0, drain_out__valid, drain_out__data, clk);
   reg \$auto$verilog_backend.cc:2355:dump_module$49  = 0;
   wire [23:0] \$1 ;
   wire [15:0] \$2 ;
@@ -7998,8 +6230,8 @@ module \baseline_array.pe_3_3.pe.acc_unit (rst, product, \port$773$0 , r0, drain
   reg [23:0] drain_out__data = 24'h000000;
   output drain_out__valid;
   reg drain_out__valid = 1'h0;
-  input [2:0] \port$773$0 ;
-  wire [2:0] \port$773$0 ;
+  input [2:0] \port$673$0 ;
+  wire [2:0] \port$673$0 ;
   input [15:0] product;
   wire [15:0] product;
   output [23:0] r0;
@@ -8012,8 +6244,8 @@ module \baseline_array.pe_3_3.pe.acc_unit (rst, product, \port$773$0 , r0, drain
     drain_out__valid <= \$5 ;
   always @(posedge clk)
     drain_out__data <= \$6 ;
-  assign \$1  = \port$773$0 [1] ? 24'h000000 : r0;
-  assign \$2  = \port$773$0 [0] ? product : 16'h0000;
+  assign \$1  = \port$673$0 [1] ? 24'h000000 : r0;
+  assign \$2  = \port$673$0 [0] ? product : 16'h0000;
   assign \$3  = $signed(\$1 ) + $signed(\$2 );
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
@@ -8025,7 +6257,7 @@ module \baseline_array.pe_3_3.pe.acc_unit (rst, product, \port$773$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$773$0 [2]) begin
+    if (\port$673$0 [2]) begin
       \$5  = 1'h1;
     end else begin
       \$5  = drain_out__valid;
@@ -8037,7 +6269,7 @@ module \baseline_array.pe_3_3.pe.acc_unit (rst, product, \port$773$0 , r0, drain
   always @* begin
     if (\$auto$verilog_backend.cc:2355:dump_module$49 ) begin end
     (* full_case = 32'd1 *)
-    if (\port$773$0 [2]) begin
+    if (\port$673$0 [2]) begin
       \$6  = r0;
     end else begin
       \$6  = drain_out__data;
@@ -8046,9 +6278,9 @@ module \baseline_array.pe_3_3.pe.acc_unit (rst, product, \port$773$0 , r0, drain
       \$6  = 24'h000000;
     end
   end
-  assign clear = \port$773$0 [1];
-  assign acc = \port$773$0 [0];
-  assign drain = \port$773$0 [2];
+  assign clear = \port$673$0 [1];
+  assign acc = \port$673$0 [0];
+  assign drain = \port$673$0 [2];
   assign drain_in__valid = drain_out__valid;
   assign drain_in__data = drain_out__data;
 endmodule

@@ -27,12 +27,13 @@ COCOTB_HDL_TIMEPRECISION = 1ps
 # The repo's verilator wrapper first: the system's 5.006 is too old for cocotb 2.x.
 export PATH := $(REPO)/tools/bin:$(REPO)/.venv/bin:$(PATH)
 export KALEIDO_PYTHON ?= $(REPO)/.venv/bin/python
-export PYTHONPATH := $(REPO)/sim:$(REPO):$(PYTHONPATH)
+# Shared helpers: sim/ and each block's folder (sim/pe/reuse, sim/dispatch, sim/engine/tile).
+export PYTHONPATH := $(REPO)/sim:$(REPO)/sim/pe/reuse:$(REPO)/sim/dispatch:$(REPO)/sim/engine/tile:$(REPO):$(PYTHONPATH)
 
 ifeq ($(SIM),verilator)
   # Make 4.3's $(shell) does not see the PATH exported above, so name the wrapper's folder.
   VERILATOR_BIN_DIR := $(REPO)/tools/bin
-  COMPILE_ARGS += $(REPO)/kaleido_hw/lint_waivers.vlt
+  COMPILE_ARGS += $(REPO)/kaleido_hw/flow/lint_waivers.vlt
   # One C++ file: the PyPI wheel's verilated.mk lacks the PCH include flag that split builds need.
   COMPILE_ARGS += --output-split 0
   ifeq ($(WAVES),1)

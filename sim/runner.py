@@ -1,6 +1,6 @@
 """Run a cocotb bench from pytest through ``cocotb_tools.runner``.
 
-The same bench files serve ``make -C sim/<bench>`` and pytest. Builds go to
+The same bench files serve ``make -C sim/<block>/<bench>`` and pytest. Builds go to
 ``sim_build/<bench>/<sim>[/<variant>]`` at the repo root, so benches, simulators and
 generated variants never share a build folder.
 """
@@ -14,23 +14,31 @@ from pathlib import Path
 
 import pytest
 
+
 REPO = Path(__file__).resolve().parents[1]
 SIM_DIR = REPO / "sim"
 RTL_DIR = REPO / "rtl_out"
-WAIVERS = REPO / "kaleido_hw" / "lint_waivers.vlt"
+WAIVERS = REPO / "kaleido_hw" / "flow" / "lint_waivers.vlt"
 SIMULATORS = ("verilator", "icarus")
-#: Extra Verilator arguments of a bench: the TileEngine's large C++ model builds in about a
+#: Extra Verilator arguments of a bench: the engines' large C++ models build in about a
 #: minute at gcc -O0 instead of ten at the default -Os.
-VERILATOR_ARGS = {"engine": ["-CFLAGS", "-O0"], "kaleido_engine": ["-CFLAGS", "-O0"],
-                  "linear_engine": ["-CFLAGS", "-O0"]}
-#: Every cocotb bench, ``sim/<bench>/test_<bench>.py``, and the top in ``rtl_out/`` it drives
-#: (``make regress`` runs each on both simulators with N seeds).
-BENCHES = {"pe": "kaleido_pe", "baseline_pe": "baseline_pe", "scheduler": "cluster_scheduler",
-           "matcher": "merge_matcher", "example": "baseline_pe", "kaleido_engine": "kaleido_engine",
-           "linear_engine": "linear_engine"}
-# The TileEngine bench (engine issue) joins the registry once its files have landed.
-if (SIM_DIR / "engine" / "test_engine.py").exists():
-    BENCHES["engine"] = "tile_engine"
+VERILATOR_ARGS = {"engine/tile": ["-CFLAGS", "-O0"], "engine/kaleido": ["-CFLAGS", "-O0"],
+                  "engine/linear": ["-CFLAGS", "-O0"], "engine/plain": ["-CFLAGS", "-O0"]}
+#: Every cocotb bench, ``sim/<block>/<bench>/test_*.py``, and the top in ``rtl_out/`` it
+#: drives (``make regress`` runs each on both simulators with N seeds).
+BENCHES = {"pe/reuse": "kaleido_pe", "pe/baseline": "baseline_pe",
+           "dispatch/scheduler": "cluster_scheduler", "dispatch/matcher": "merge_matcher",
+           "example": "baseline_pe", "engine/tile": "tile_engine",
+           "engine/kaleido": "kaleido_engine", "engine/linear": "linear_engine",
+           "engine/plain": "plain_engine"}
+#: Folders of the shared bench helpers (on PYTHONPATH, as sim/common.mk puts them).
+HELPER_DIRS = [SIM_DIR, SIM_DIR / "pe", SIM_DIR / "dispatch", SIM_DIR / "engine"]
+
+
+def test_module_of(bench: str) -> str:
+    """The bench's cocotb test module: the one ``test_*.py`` in its folder."""
+    (test,) = sorted((SIM_DIR / bench).glob("test_*.py"))
+    return test.stem
 
 
 def tool_env() -> None:
@@ -40,7 +48,7 @@ def tool_env() -> None:
     parts = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p not in (wrapper, bindir)]
     os.environ["PATH"] = os.pathsep.join([wrapper, bindir, *parts])
     os.environ["KALEIDO_PYTHON"] = sys.executable
-    pypath = [str(SIM_DIR), str(REPO)]
+    pypath = [*(str(d) for d in HELPER_DIRS), str(REPO)]
     if os.environ.get("PYTHONPATH"):
         pypath.append(os.environ["PYTHONPATH"])
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(pypath))
@@ -57,7 +65,8 @@ def skip_unless_simulator(sim: str) -> None:
 def run_bench(bench: str, toplevel: str, sim: str, *, sources=None, variant: str = "",
               test_module: str | None = None, extra_env: dict | None = None,
               seed: int | None = None, testcase=None, waves: bool = False) -> None:
-    """Build ``sources`` (default: ``rtl_out/<toplevel>.v``) and run ``sim/<bench>/<test_module>``.
+    """Build ``sources`` (default: ``rtl_out/<toplevel>.v``) and run ``sim/<bench>/<test_module>``
+    (``bench``: the bench's folder below ``sim/``, e.g. ``pe/reuse``).
 
     ``extra_env`` reaches the cocotb tests as environment variables (e.g. a seed count or
     the path of a non-default manifest). Fails the calling pytest test if any cocotb test fails.
@@ -80,7 +89,7 @@ def run_bench(bench: str, toplevel: str, sim: str, *, sources=None, variant: str
     runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
                  build_args=build_args, timescale=("1ns", "1ps"), waves=waves)
     results = runner.test(
-        test_module=test_module or f"test_{bench}", hdl_toplevel=toplevel,
+        test_module=test_module or test_module_of(bench), hdl_toplevel=toplevel,
         test_dir=SIM_DIR / bench, build_dir=build_dir, extra_env=extra_env or {},
         seed=seed, testcase=testcase, timescale=("1ns", "1ps"), waves=waves,
         results_xml=str(build_dir / "results.xml"))
@@ -95,7 +104,7 @@ def run_variant(bench: str, toplevel: str, config, variant: str, sim: str = "ica
     The Verilog and its manifest go to ``sim_build/<bench>/rtl-<variant>``; benches that
     read parameters from a manifest find it through ``KALEIDO_MANIFEST``.
     """
-    from kaleido_hw.generate import TOPS, generate
+    from kaleido_hw.flow.generate import TOPS, generate
 
     out = REPO / "sim_build" / bench / f"rtl-{variant}"
     generate(config, out, [t for t in TOPS if t.module == toplevel])

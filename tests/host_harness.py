@@ -5,7 +5,7 @@ configuration ports and the ``start`` pulse, and a bounded wait for ``done``.
 
 from __future__ import annotations
 
-from kaleido_hw.tile_engine import operand_writes
+from kaleido_hw.engine.tile_engine import operand_writes
 
 
 async def write_operand(ctx, dut, sel: int, matrix, index: str = "token"):

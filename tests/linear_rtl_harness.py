@@ -1,4 +1,4 @@
-"""Amaranth-simulation driver of the LinearEngine for ``tests/test_linear_engine_rtl.py``:
+"""Amaranth-simulation driver of the LinearEngine for ``tests/engine/test_linear_engine_rtl.py``:
 several whole runs back to back on one engine (writes, configuration, start, counters, Y read
 under random back-pressure)."""
 
@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from amaranth.sim import Simulator
-
-from kaleido_hw.linear_engine import LinearEngine, counter_names, linear_ports
-
 from host_harness import configure_and_start, wait_done, write_operand
+
+from kaleido_hw.engine.linear_engine import LinearEngine, counter_names, linear_ports
+
 
 #: Longest run the tests wait for.
 MAX_CYCLES = 20000

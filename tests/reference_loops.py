@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+
 FULL, HALF, NONE = 0, 1, 2
 
 

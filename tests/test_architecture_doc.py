@@ -1,6 +1,6 @@
 """docs/architecture.md agrees with the generated manifest and the generator.
 
-Every top of ``rtl_out/manifest.json`` and of ``kaleido_hw.generate.TOPS`` needs a section
+Every top of ``rtl_out/manifest.json`` and of ``kaleido_hw.flow.generate.TOPS`` needs a section
 ``### `<module>`...`` in docs/architecture.md whose port table lists exactly its ports, with
 the same direction, width (default configuration), signedness and meaning as the manifest and
 as a freshly built component. The "width rule" column (an expression over KaleidoConfig keys;
@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from kaleido_hw.generate import TOPS
+from kaleido_hw.flow.generate import TOPS
+
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "architecture.md"
@@ -155,7 +156,7 @@ def test_width_rules_hold_for_other_configurations(module, sections):
     """The table against freshly built components: the default configuration (names, widths,
     signedness) and the variants (names and width rules)."""
     from kaleido_hw.config import KaleidoConfig
-    from kaleido_hw.generate import build_top, port_table
+    from kaleido_hw.flow.generate import build_top, port_table
     top = next(t for t in TOPS if t.module == module)
     rows = port_rows(sections.get(module, ""))
     assert rows, f"docs/architecture.md has no port table for {module}"
@@ -230,7 +231,7 @@ def print_table(module: str) -> None:
     """Print a port table of top ``module`` for the default configuration (width rules left
     empty); per-array ports ``..__a<k>__..`` are printed once, as ``<k>`` rows."""
     from kaleido_hw.config import KaleidoConfig
-    from kaleido_hw.generate import build_top, port_table
+    from kaleido_hw.flow.generate import build_top, port_table
     top = next(t for t in TOPS if t.module == module)
     print(TABLE_HEADER)
     print("|---|---|---|---|---|")

@@ -16,6 +16,7 @@ import pytest
 
 from kaleido_hw import cli
 
+
 NAMES = [name for name, _, _ in cli.COMMANDS]
 #: A command's one-line help stays readable in a listing.
 MAX_HELP = 140

@@ -38,6 +38,8 @@ def test_min_acc_width_is_tight(channels, width):
     ("engine_arrays", 65, "engine_arrays must be in [1, 64]"),
     ("engine_dispatcher", "scheduler+matcher", "engine_dispatcher must be one of none, scheduler, matcher, full"),
     ("engine_stall_seed", 0x10000, "engine_stall_seed must be in [0, 65535]"),
+    ("engine_pe", "baseline", "engine_pe must be one of reuse, plain, got 'baseline'"),
+    ("engine_pe", "plain", "engine_pe = 'plain' needs engine_dispatcher = 'none'"),
 ])
 def test_bad_values_name_the_key_and_range(key, value, needle):
     if needle is None:
@@ -50,6 +52,17 @@ def test_bad_values_name_the_key_and_range(key, value, needle):
 def test_half_bits_must_be_below_full_bits():
     with pytest.raises(ConfigError, match="full_bits must be greater than half_bits"):
         KaleidoConfig(full_bits=4, half_bits=4)
+
+
+def test_plain_engine_needs_no_dispatcher():
+    """engine_pe = "plain" is accepted with engine_dispatcher = "none" only; the error names
+    both keys and the dispatcher asked for."""
+    assert KaleidoConfig(engine_pe="plain", engine_dispatcher="none").engine_pe == "plain"
+    assert KaleidoConfig().engine_pe == "reuse"
+    for dispatcher in ("scheduler", "matcher", "full"):
+        with pytest.raises(ConfigError, match=f"engine_pe = 'plain' needs engine_dispatcher = "
+                                              f"'none'.*got engine_dispatcher = '{dispatcher}'"):
+            KaleidoConfig(engine_pe="plain", engine_dispatcher=dispatcher)
 
 
 def test_narrow_accumulator_is_accepted_for_a_preset_with_small_groups():

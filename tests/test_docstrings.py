@@ -16,6 +16,7 @@ import pkgutil
 import golden
 import kaleido_hw
 
+
 EXCLUDED_MODULES = {"kaleido_hw.__main__"}            # runs the CLI on import
 EXCLUDED_PREFIXES: tuple = ()
 PROTOCOL_METHODS = {"elaborate"}

@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "sim"))
 from runner import SIMULATORS, skip_unless_simulator, tool_env  # noqa: E402
+
 
 BENCH = REPO / "sim" / "example"
 

@@ -5,14 +5,15 @@ import itertools
 
 import numpy as np
 import pytest
+import reference_loops as ref
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import golden
-import reference_loops as ref
 from golden import (FULL, HALF, NONE, PRESETS, ChannelGroups, VideoGrid, anchor_index,
-                    attention_scores, code_counts, effective_operand, exact_matmul,
-                    follower_mask, oracle_cap, oracle_ops, quantize, reuse_masks)
+                    attention_scores, code_counts, effective_operand, exact_matmul, follower_mask,
+                    oracle_cap, oracle_ops, quantize, reuse_masks)
+
 
 FAST = settings(max_examples=40, deadline=None)
 

@@ -31,9 +31,11 @@ from pathlib import Path
 
 import pytest
 
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "sim"))
 from runner import BENCHES, SIMULATORS, run_bench  # noqa: E402
+
 
 SEEDS = int(os.environ.get("KALEIDO_SEEDS", "0") or 0)
 SEED_BASE = int(os.environ.get("KALEIDO_SEED_BASE", "0") or 0)

@@ -1,11 +1,11 @@
 """The repo's verilator wrapper: on PATH first, a version cocotb accepts, a working binary."""
 
 import os
-import re
 import shutil
 import subprocess
 from importlib.metadata import version
 from pathlib import Path
+
 
 REPO = Path(__file__).resolve().parents[1]
 

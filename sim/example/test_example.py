@@ -18,6 +18,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
+
 ACC, CLEAR, DRAIN = 1, 2, 4
 MANIFEST = Path(os.environ.get("KALEIDO_MANIFEST",
                                Path(__file__).resolve().parents[2] / "rtl_out" / "manifest.json"))

@@ -1,0 +1,666 @@
+"""Golden model of the multi-array KaleidoEngine (``docs/engine.md``): functional and cycle model.
+
+The engine runs the tile quads of ``docs/array.md`` on P arrays of R x C ReusePEs, fed by the
+data dispatcher (``docs/dispatch.md``). The channels of every group are cut into *chunks* of
+W channels; per chunk,
+
+1. each side (Q rows, K columns) gets a unit *order*: natural, or the ClusterScheduler's
+   output (:func:`orders`);
+2. column block ``cb`` of the chunk's column order goes to array ``cb mod P``, which walks its
+   column blocks and, for each, every row block (quads in the order (cb, rb));
+3. every quad runs passes 0-3 through the per-PE decode table ``golden.array.schedule.DECODE``;
+   with the matcher, pass 3 replays the MergeMatcher's slot sequence of the column block,
+   issuing two compatible channels per step where it can;
+4. results go to the chunk's plane of the accumulation buffer (banked by column position),
+   and S is the sum of the planes read back through the inverse column orders.
+
+Variants (``VARIANTS``): ``dense`` (every code NONE: exact ``Q @ K^T``), ``pe`` (reuse, natural
+order, one channel per step), ``pe-sh`` (+ scheduler), ``pe-m`` (+ matcher), ``full`` (both).
+
+Two models, checked against each other and against a per-quad walk by
+``tests/engine/test_engine_model.py``:
+
+- :func:`kaleido_engine`: S, computed the way the engine computes it (orders, decode table,
+  slot sequence with merged low-nibble pairs, bank/address map); equals
+  ``golden.attention_scores`` (dense: ``q @ k.T``) bit for bit.
+- :func:`engine_counters`: every counter of the RTL, cycle-exact per ``docs/engine.md``,
+  vectorized over quads (issue counts as matrix products over per-block code sets, the
+  matcher run once per chunk for all column blocks), fast enough for a 720p head on the
+  paper's 16,384 arrays.
+
+Plain numpy; no hardware imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from golden.array.schedule import (DECODE, PASSES, REGISTER_TILE, SET_WORK, Op, _code_sets,
+                                   _contributions, _plans, follower_codes, units)
+from golden.checks import as_int8, check_bits, check_int, check_tokens
+from golden.dispatch.model import (SEL_BYTE_A, SEL_BYTE_B, SEL_NIB_A, SEL_NIB_AB, SEL_NIB_B,
+                                   MatcherParams, SchedulerParams, match, schedule)
+from golden.numerics import FULL, HALF, NONE, _as_groups, as_grid
+
+
+__all__ = [
+    "VARIANTS", "variant_flags", "EngineParams", "EngineTiming", "Chunk", "ChunkOrder",
+    "EngineCounters", "chunks", "orders", "kaleido_engine", "engine_counters",
+    "match_codes", "bank_address",
+]
+
+#: Variant -> (reuse, scheduler, matcher): the run-time ``cfg`` bits of ``docs/engine.md``.
+_FLAGS = {"dense": (False, False, False), "pe": (True, False, False),
+          "pe-sh": (True, True, False), "pe-m": (True, False, True),
+          "full": (True, True, True)}
+VARIANTS = tuple(_FLAGS)
+
+#: Pass-3 class of a column's K-follower code (FULL/HALF/NONE/ABSENT) as a matcher code:
+#: FULL and ABSENT need nothing in pass 3, HALF the low nibble, NONE the whole byte.
+_PASS3_CLASS = np.array([FULL, HALF, NONE, FULL], dtype=np.uint8)
+
+
+def variant_flags(variant: str) -> tuple[bool, bool, bool]:
+    """``(reuse, scheduler, matcher)`` of a variant name."""
+    if variant not in _FLAGS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    return _FLAGS[variant]
+
+
+@dataclass(frozen=True)
+class EngineParams:
+    """Shape of the engine and of its dispatcher (mirror of ``KaleidoConfig`` keys).
+
+    rows, cols : int   R x C ReusePEs per array (``rows``, ``cols``)
+    arrays : int       P arrays (``engine_arrays``; larger values are allowed here for
+                       paper-scale studies, e.g. 16,384 arrays of 4 x 4)
+    width : int        W channels per chunk (``sched_pattern_width``); also the scheduler's
+                       pattern width and the matcher's batch of channels
+    entries : int      E entries per scheduler batch (``sched_entries``)
+    clusters : int     K cluster queues (``sched_clusters``)
+    seed : int         LFSR seed of both schedulers (``sched_lfsr_seed``)
+    lookahead : int    L, the matcher's pending window (``matcher_lookahead``)
+    """
+    rows: int = 4
+    cols: int = 4
+    arrays: int = 4
+    width: int = 16
+    entries: int = 64
+    clusters: int = 4
+    seed: int = 0xACE1
+    lookahead: int = 4
+
+    def __post_init__(self):
+        check_int("rows", self.rows, 1, 64)
+        check_int("cols", self.cols, 1, 64)
+        check_int("arrays", self.arrays, 1, 1 << 20)
+        check_int("width", self.width, 1, 64)
+        check_int("lookahead", self.lookahead, 1, 64)
+        self.scheduler()    # checks entries, clusters, seed
+
+    @classmethod
+    def from_config(cls, config, **overrides) -> "EngineParams":
+        """From a ``KaleidoConfig`` (or a dict with its keys); ``overrides`` replace fields."""
+        c = config.__getitem__ if isinstance(config, dict) else (lambda key: getattr(config, key))
+        values = dict(rows=c("rows"), cols=c("cols"), arrays=c("engine_arrays"),
+                      width=c("sched_pattern_width"), entries=c("sched_entries"),
+                      clusters=c("sched_clusters"), seed=c("sched_lfsr_seed"),
+                      lookahead=c("matcher_lookahead"))
+        values.update(overrides)
+        return cls(**values)
+
+    def scheduler(self) -> SchedulerParams:
+        """Parameters of each side's ClusterScheduler (E, W, K, seed)."""
+        return SchedulerParams(self.entries, self.width, self.clusters, self.seed)
+
+    def matcher(self) -> MatcherParams:
+        """Parameters of each array's MergeMatcher (C = cols, M = W, L)."""
+        return MatcherParams(self.cols, self.width, self.lookahead)
+
+
+@dataclass(frozen=True)
+class EngineTiming:
+    """Fixed latencies of the engine's pipeline (``docs/engine.md``, "Timing").
+
+    - ``load_base``, ``tail_base``: as the TileEngine's (``golden.array.schedule.Timing``).
+    - ``pre_base``: the scheduler pre-pass of a chunk of U units takes
+      ``(ceil(U/E) + 2) * E + pre_base`` cycles: one unit per cycle in (padded to whole
+      batches), then the last batch's E reads and E outputs, plus ``pre_base`` cycles of
+      pipeline (set from the RTL: two cycles from the chunk's pre-pass start to its first
+      unit in the OrderUnit, whose order is complete ``N + 2E + 3`` cycles later, and one
+      cycle to register the chunk's ``go``).
+    - ``barrier``: cycles from the end of a chunk (every array issued its last step) to the
+      start of the next one.
+    """
+    load_base: int = 2
+    tail_base: int = 1
+    pre_base: int = 6
+    barrier: int = 2
+
+    @staticmethod
+    def gap(rows: int, cols: int) -> int:
+        """Minimum distance of two quads' starts: ``2*max(R, C)`` reads plus one cycle."""
+        return 2 * max(rows, cols) + 1
+
+    def prepass(self, units: int, entries: int) -> int:
+        """Cycles of one chunk's scheduler pre-pass over ``units`` units."""
+        return (-(-units // entries) + 2) * entries + self.pre_base
+
+
+# -- chunks and orders ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk: ``channels`` (head channel indices, ascending) of ``group``; ``local`` are
+    their positions within the group's channel list."""
+    index: int
+    group: int
+    direction: int
+    channels: np.ndarray
+    local: np.ndarray
+
+
+def chunks(groups, width: int) -> list[Chunk]:
+    """The run's chunks in run order: group t, y, x (empty groups have none), then W
+    consecutive channels of the group at a time (the last chunk of a group may be shorter)."""
+    groups = _as_groups(groups)
+    width = check_int("width", width, 1, 64)
+    out = []
+    for g in range(3):
+        ch = groups.channels(g)
+        for j in range(0, ch.size, width):
+            local = np.arange(j, min(j + width, ch.size))
+            out.append(Chunk(len(out), g, groups.directions[g], ch[local], local))
+    return out
+
+
+@dataclass
+class ChunkOrder:
+    """Unit orders of one chunk: ``q[pos]`` / ``k[pos]`` is the unit at row / column
+    position ``pos``; ``inv_q[u]`` / ``inv_k[u]`` the position of unit ``u``."""
+    chunk: Chunk
+    q: np.ndarray
+    k: np.ndarray
+    inv_q: np.ndarray = field(repr=False, default=None)
+    inv_k: np.ndarray = field(repr=False, default=None)
+
+    def __post_init__(self):
+        self.inv_q = np.argsort(self.q, kind="stable")
+        self.inv_k = np.argsort(self.k, kind="stable")
+
+
+def _patterns(codes: np.ndarray, width: int) -> np.ndarray:
+    """(U, n) follower codes (with ABSENT) -> (U,) scheduler patterns: bit j set iff the
+    follower has code HALF or NONE at chunk channel j."""
+    work = ((codes == HALF) | (codes == NONE)).astype(np.uint64)
+    weights = np.uint64(1) << np.arange(codes.shape[1], dtype=np.uint64)
+    return (work * weights).sum(axis=1, dtype=np.uint64)
+
+
+def _scheduled_order(codes, params: EngineParams, state: int):
+    """The ClusterScheduler's order of the units of one chunk side, and the LFSR state after."""
+    U = codes.shape[0]
+    E = params.entries
+    pats = np.zeros(-(-U // E) * E, dtype=np.uint64)        # dummies: pattern 0
+    pats[:U] = _patterns(codes, params.width)
+    r = schedule(pats, params.scheduler(), state=state)
+    out = (r.order + (np.arange(r.order.shape[0]) * E)[:, None]).ravel()
+    return out[out < U], r.state
+
+
+def _chunk_codes(plans, chunk_list):
+    by_group = {pl.group: pl for pl in plans}
+    for ch in chunk_list:
+        pl = by_group[ch.group]
+        yield ch, pl, pl.qc[:, ch.local], pl.kc[:, ch.local]
+
+
+def _orders(plans, chunk_list, params: EngineParams, scheduled: bool) -> list[ChunkOrder]:
+    out = []
+    state_q = state_k = params.seed
+    for ch, pl, qc, kc in _chunk_codes(plans, chunk_list):
+        U = pl.anchors.size
+        if scheduled:
+            oq, state_q = _scheduled_order(qc, params, state_q)
+            ok, state_k = _scheduled_order(kc, params, state_k)
+        else:
+            oq = ok = np.arange(U)
+        out.append(ChunkOrder(ch, oq, ok))
+    return out
+
+
+def orders(codes, grid, groups, params: EngineParams, scheduled: bool = True
+           ) -> list[ChunkOrder]:
+    """Per chunk (run order), the Q and K unit orders and their inverses.
+
+    ``codes``: ``(mask_q, mask_k)``, the (N, d) reuse codes of Q and K
+    (``golden.reuse_masks``). Without the scheduler every order is the natural one. With it,
+    each side streams the chunk's units in natural order through its own ClusterScheduler
+    (pattern bit j: the unit's follower is HALF or NONE at chunk channel j; padded with
+    dummy entries to whole batches of E); the order is its output with the dummies removed.
+    Both LFSRs start from the seed; each side's state then runs on across its chunks.
+    """
+    grid, groups = as_grid(grid), _as_groups(groups)
+    mq, mk = (np.asarray(c) for c in codes)
+    plans = _code_plans(mq, mk, grid, groups)
+    return _orders(plans, chunks(groups, params.width), params, scheduled)
+
+
+@dataclass
+class _CodePlan:
+    group: int
+    anchors: np.ndarray
+    qc: np.ndarray
+    kc: np.ndarray
+
+
+def _code_plans(mq, mk, grid, groups):
+    out = []
+    for g in range(3):
+        ch = groups.channels(g)
+        if ch.size == 0:
+            continue
+        anchors, followers = units(grid, groups.directions[g])
+        out.append(_CodePlan(g, anchors, follower_codes(mq, ch, followers),
+                             follower_codes(mk, ch, followers)))
+    return out
+
+
+def match_codes(kc: np.ndarray, cols: int, width: int) -> np.ndarray:
+    """The matcher's batches of one chunk: (CB, C, W) pass-3 classes of the column units in
+    column order ``kc`` ((U, n) follower codes, permuted); padding columns and channels past
+    the chunk's end are FULL."""
+    U, n = kc.shape
+    cb = -(-U // cols)
+    out = np.zeros((cb * cols, width), np.uint8)
+    out[:U, :n] = _PASS3_CLASS[kc]
+    return out.reshape(cb, cols, width)
+
+
+def bank_address(token_q, pos, follower, arrays: int, cols: int, kb: int):
+    """Accumulation-buffer word of (Q token, K unit at column position ``pos``, ``follower``):
+    ``(bank, address)`` per ``docs/engine.md``."""
+    pc = arrays * cols
+    return pos % pc, token_q * kb + 2 * (pos // pc) + follower
+
+
+def _kb(max_units: int, arrays: int, cols: int) -> int:
+    words = 2 * -(-max_units // (arrays * cols))
+    return 1 << max(words - 1, 0).bit_length()
+
+
+# -- functional model -------------------------------------------------------------------------
+
+def _check_inputs(q, k, grid, groups, variant, full_bits, half_bits):
+    grid, groups = as_grid(grid), _as_groups(groups)
+    flags = variant_flags(variant)
+    check_bits(full_bits, half_bits)
+    q, k = as_int8(q, "q"), as_int8(k, "k")
+    check_tokens(q, "q", grid.n, str(grid), groups.head_dim)
+    check_tokens(k, "k", grid.n, str(grid), groups.head_dim)
+    return q, k, grid, groups, flags
+
+
+def _pe_term(op, x, y):
+    """R0 term of one pass-3 PE operation (MUL, LOWc, LOWr or idle) on int64 arrays."""
+    return np.select([op == Op.MUL, op == Op.LOW_COL, op == Op.LOW_ROW],
+                     [x * y, x * (y & 15), (x & 15) * y], 0)
+
+
+def _pass_tiles(qa, qf, qc, ka, kf, kc, passes):
+    """Tiles T0..T3 (4, Uq, Uk) accumulated over ``passes`` via the decode table."""
+    op_t, split_t, sel_t = DECODE
+    tiles = np.zeros((4, qa.shape[0], ka.shape[0]), np.int64)
+    qcb, kcb = qc[:, None, :], kc[None, :, :]
+    for p in passes:
+        op, split, sel = op_t[p][qcb, kcb], split_t[p][qcb, kcb], sel_t[p][qcb, kcb]
+        x = (qa if p < 2 else qf)[:, None, :]
+        y = (ka if p in (0, 2) else kf)[None, :, :]
+        for r, tile in enumerate(REGISTER_TILE[p]):
+            if tile is not None:
+                tiles[tile] += _contributions(op, split, sel, x, y)[r].sum(axis=2)
+    return tiles
+
+
+def _matched_pass3(qf, qc, kf, kc, params: EngineParams):
+    """Tile 3 (Uq, Uk) from the matcher's slot sequence, per column block, with each slot
+    skipped in the row blocks where no real row has work at A or B."""
+    R, C = params.rows, params.cols
+    Uq, Uk = qf.shape[0], kf.shape[0]
+    m = match(match_codes(kc, C, params.width), params.matcher())
+    t3 = np.zeros((Uq, Uk), np.int64)
+    if m.a.size == 0:
+        return t3
+    pos = m.batch[:, None] * C + np.arange(C)[None, :]               # (S, C)
+    real = pos < Uk
+    posc = np.minimum(pos, Uk - 1)
+    a = np.broadcast_to(m.a[:, None], pos.shape)
+    b = np.broadcast_to(np.maximum(m.b, 0)[:, None], pos.shape)     # channel of lane 1
+    sel = m.sel.astype(np.int64)
+    op3 = DECODE[0][3]
+    # Row operands of the slot: a0 = channel A, a1 = channel B (per row, per slot).
+    xa = qf[:, m.a][:, :, None]                                       # (Uq, S, 1)
+    xb = qf[:, np.maximum(m.b, 0)][:, :, None]
+    qca, qcb = qc[:, m.a][:, :, None], qc[:, np.maximum(m.b, 0)][:, :, None]
+    kca, kcb = kc[posc, a][None], kc[posc, b][None]                   # (1, S, C)
+    ya, yb = kf[posc, a][None], kf[posc, b][None]
+    # BYTE_A / BYTE_B: the PE decodes that channel's pass-3 entry on its whole byte.
+    byte_a = _pe_term(op3[qca, kca], xa, ya)
+    byte_b = _pe_term(op3[qcb, kcb], xb, yb)
+    # NIB_*: one byte carries both low nibbles; LOW_PAIR takes lane j into R0 iff that lane's
+    # channel is selected and its entry is LOWc.
+    nib = (ya & 15) | ((yb & 15) << 4)
+    take_a = np.isin(sel, (SEL_NIB_A, SEL_NIB_AB))[None] & (op3[qca, kca] == Op.LOW_COL)
+    take_b = np.isin(sel, (SEL_NIB_B, SEL_NIB_AB))[None] & (op3[qcb, kcb] == Op.LOW_COL)
+    pair = np.where(take_a, xa * (nib & 15), 0) + np.where(take_b, xb * ((nib >> 4) & 15), 0)
+    s3 = sel[None]
+    term = np.select([s3 == SEL_BYTE_A, s3 == SEL_BYTE_B,
+                      (s3 == SEL_NIB_A) | (s3 == SEL_NIB_B) | (s3 == SEL_NIB_AB)],
+                     [byte_a, byte_b, pair], 0)
+    # Skip rule: a slot is not issued in a quad whose real rows are all idle at A and at B.
+    hn = (qc == HALF) | (qc == NONE)                                  # (Uq, n)
+    rb = np.arange(Uq) // R
+    nrb = -(-Uq // R)
+    blk = np.zeros((nrb, hn.shape[1]), bool)
+    np.logical_or.at(blk, rb, hn)
+    work = blk[:, m.a] | (blk[:, np.maximum(m.b, 0)] & (m.b >= 0))    # (RB, S)
+    term = term * work[rb][:, :, None]
+    term = np.where(real[None], term, 0)
+    np.add.at(t3.T, posc[real], term[:, real].T)
+    return t3
+
+
+def kaleido_engine(q, k, grid, groups, params: EngineParams = EngineParams(),
+                   variant: str = "full", full_bits: int = 5, half_bits: int = 3) -> np.ndarray:
+    """(N, N) int64 S computed the way the engine computes it.
+
+    Per chunk: the unit orders (:func:`orders`), passes 0-3 of every (row, column) unit pair
+    through the decode table (pass 3 with the matcher: the slot sequence of each column
+    block, merged low-nibble pairs formed as LOW_PAIR on one byte), each tile written to the
+    chunk's plane at its bank and address (exactly once per word), and S read back as the
+    sum of the planes through the inverse column orders. Equals
+    ``golden.attention_scores`` (``q @ k.T`` for ``dense``) bit for bit.
+    """
+    q, k, grid, groups, (reuse, sched, matched) = _check_inputs(
+        q, k, grid, groups, variant, full_bits, half_bits)
+    grid, plans = _plans(q, k, grid, groups, full_bits, half_bits, reuse)
+    chunk_list = chunks(groups, params.width)
+    ords = _orders(plans, chunk_list, params, sched)
+    by_group = {pl.group: pl for pl in plans}
+    P, C = params.arrays, params.cols
+    kb = _kb(max(pl.anchors.size for pl in plans), P, C)
+    N = grid.n
+    s = np.zeros((N, N), np.int64)
+    tok = np.arange(N)
+    for order in ords:
+        ch = order.chunk
+        pl = by_group[ch.group]
+        cols = ch.local
+        oq, ok = order.q, order.k
+        qa, qf, qc = (x[oq][:, cols] for x in (pl.q_anchor, pl.q_follow, pl.qc))
+        ka, kf, kc = (x[ok][:, cols] for x in (pl.k_anchor, pl.k_follow, pl.kc))
+        tiles = _pass_tiles(qa, qf, qc, ka, kf, kc, (0, 1, 2) if matched else range(4))
+        if matched:
+            tiles[3] += _matched_pass3(qf, qc, kf, kc, params)
+        # Write the plane: bank = pos mod (P*C), address from the Q token and the position.
+        words = kb * N
+        plane = np.zeros((P * C, words), np.int64)
+        written = np.zeros((P * C, words), np.int64)
+        row_tok = (pl.anchors[oq], pl.followers[oq])
+        col_has_f = pl.followers[ok] >= 0
+        pos = np.arange(ok.size)
+        for t in range(4):
+            rtok = row_tok[1] if t >= 2 else row_tok[0]
+            rmask = rtok >= 0
+            f = int(t in (1, 3))
+            cmask = col_has_f if f else np.ones(ok.size, bool)
+            bank, addr = bank_address(rtok[rmask][:, None], pos[cmask][None, :], f, P, C, kb)
+            np.add.at(plane, (bank, addr), tiles[t][np.ix_(rmask, cmask)])
+            np.add.at(written, (bank, addr), 1)
+        if written.max() > 1:
+            raise AssertionError("an accumulation-buffer word was written twice")
+        # Read-out: token t of K is unit u's anchor or follower; its position from inv_k.
+        unit = np.full(N, -1, np.int64)
+        isf = np.zeros(N, np.int64)
+        unit[pl.anchors] = np.arange(pl.anchors.size)
+        fa = pl.followers >= 0
+        unit[pl.followers[fa]] = np.flatnonzero(fa)
+        isf[pl.followers[fa]] = 1
+        kpos = order.inv_k[unit]
+        bank, addr = bank_address(tok[:, None], kpos[None, :], isf[None, :], P, C, kb)
+        if not written[bank, addr].all():
+            raise AssertionError("a word of the plane was never written")
+        s += plane[bank, addr]
+    return s
+
+
+# -- cycle model ------------------------------------------------------------------------------
+
+@dataclass
+class EngineCounters:
+    """Counters of one engine run: engine-wide ``cycles`` and ``chunks``; per array
+    (index a = 0..P-1) ``busy_pe_cycles``, ``issued[a, p]``, ``skipped[a, p]``, ``merged``,
+    ``bubbles``, ``quads``, ``idle``. ``chunk_cycles`` is the length of each chunk
+    (``end_k - start_k``), ``chunk_start`` its start cycle."""
+    cycles: int
+    chunks: int
+    busy_pe_cycles: np.ndarray
+    issued: np.ndarray
+    skipped: np.ndarray
+    merged: np.ndarray
+    bubbles: np.ndarray
+    quads: np.ndarray
+    idle: np.ndarray
+    chunk_start: np.ndarray = None
+    chunk_cycles: np.ndarray = None
+
+    @property
+    def arrays(self) -> int:
+        """P, the number of arrays."""
+        return self.busy_pe_cycles.size
+
+    @property
+    def steps(self) -> np.ndarray:
+        """(P,) steps of every array (issued steps of all passes + bubbles)."""
+        return self.issued.sum(axis=1) + self.bubbles
+
+    def totals(self) -> dict:
+        """Sums over arrays (the form of ``golden.array.schedule.TileCounters.as_dict``)."""
+        return {"cycles": int(self.cycles), "chunks": int(self.chunks),
+                "busy_pe_cycles": int(self.busy_pe_cycles.sum()),
+                "issued": [int(x) for x in self.issued.sum(axis=0)],
+                "skipped": [int(x) for x in self.skipped.sum(axis=0)],
+                "merged": int(self.merged.sum()), "bubbles": int(self.bubbles.sum()),
+                "quads": int(self.quads.sum()), "idle": int(self.idle.sum())}
+
+    def utilization(self, rows: int, cols: int) -> float:
+        """PE utilization: busy PE-cycles / (P * R * C * cycles)."""
+        return float(self.busy_pe_cycles.sum()) / (self.arrays * rows * cols * self.cycles)
+
+    def as_dict(self) -> dict:
+        """Totals plus every per-array counter as lists (JSON-ready)."""
+        d = self.totals()
+        d.update({"per_array": {key: getattr(self, key).tolist() for key in (
+            "busy_pe_cycles", "issued", "skipped", "merged", "bubbles", "quads", "idle")}})
+        return d
+
+
+#: Output elements of one block of row blocks (bounds every temporary to ~16 MB).
+_BLOCK = 1 << 22
+
+
+def _issue_matrices(qset, kset, p):
+    """(RB, m) and (m, CB) float32 whose product is the pass-p issued count of every quad:
+    one term per (channel, column code set present at that channel)."""
+    n = kset.shape[1]
+    chs, vals = [], []
+    for c in range(n):
+        for b in np.unique(kset[:, c]):
+            if SET_WORK[p][:, b].any():
+                chs.append(c)
+                vals.append(b)
+    chs = np.asarray(chs, np.int64)
+    vals = np.asarray(vals, np.int64)
+    left = SET_WORK[p][qset[:, chs], vals[None, :]].astype(np.float32)
+    right = (kset[:, chs] == vals[None, :]).T.astype(np.float32)
+    return left, right
+
+
+def _matcher_matrices(qc, kc, qset, params: EngineParams):
+    """Pass 3 with the matcher. Returns ``(left (RB, m), right_all (m, CB), right_merged
+    (m, CB), merged_slots (CB,), busy_saving (CB,))``: left @ right_all is the number of
+    issued slots of every quad, left @ right_merged the issued slots with two channels.
+
+    A slot (A, B) of column block cb is issued in row block rb iff some real row of rb has
+    code HALF/NONE at A or at B: ``hn[A] + hn[B] - hn[A]*hn[B]`` (B absent: ``hn[A]``), a
+    linear form in the features ``hn[c]`` and ``hn[A]*hn[B]`` of the row block.
+    """
+    n = qc.shape[1]
+    C = params.cols
+    CB = -(-kc.shape[0] // C)
+    m = match(match_codes(kc, C, params.width), params.matcher())
+    hn = (qset & ((1 << HALF) | (1 << NONE))) != 0                   # (RB, n)
+    merged = m.b >= 0
+    single = np.zeros((CB, n), np.int64)
+    np.add.at(single, (m.batch[~merged], m.a[~merged]), 1)
+    both = np.zeros((CB, n), np.int64)
+    np.add.at(both, (m.batch[merged], m.a[merged]), 1)
+    np.add.at(both, (m.batch[merged], m.b[merged]), 1)
+    pid = m.a[merged] * n + m.b[merged]
+    pairs, inverse = np.unique(pid, return_inverse=True)
+    pa, pb = pairs // n, pairs % n
+    pair_count = np.zeros((CB, pairs.size), np.int64)
+    np.add.at(pair_count, (m.batch[merged], inverse.ravel()), 1)
+    left = np.concatenate([hn, hn[:, pa] & hn[:, pb]], axis=1).astype(np.float32)
+    right_all = np.concatenate([single + both, -pair_count], axis=1).T.astype(np.float32)
+    right_merged = np.concatenate([both, -pair_count], axis=1).T.astype(np.float32)
+    merged_slots = np.bincount(m.batch[merged], minlength=CB)
+    # Busy PE-cycles: a NIB_AB column is one busy cycle per PE even when both lanes work,
+    # where the unmerged schedule counts two: per row with HALF/NONE at A and at B.
+    hn_units = ((qc == HALF) | (qc == NONE)).astype(np.int64)        # (Uq, n)
+    both_rows = hn_units.T @ hn_units                                  # (n, n)
+    nib_ab = (m.sel == SEL_NIB_AB).sum(axis=1)
+    saving = np.bincount(m.batch[merged], weights=(nib_ab * both_rows[m.a, m.b.clip(0)])[merged],
+                         minlength=CB).astype(np.int64)
+    return left, right_all, right_merged, merged_slots, saving
+
+
+def _chunk_run(qc, kc, params: EngineParams, matched: bool, timing: EngineTiming):
+    """Per-column-block counters of one chunk and each array's time T_a in it."""
+    R, C, P = params.rows, params.cols, params.arrays
+    n = qc.shape[1]
+    qset = _code_sets(qc, R)                                           # (RB, n)
+    kset = _code_sets(kc, C)                                           # (CB, n)
+    RB, CB = qset.shape[0], kset.shape[0]
+    gap = timing.gap(R, C)
+    work = (DECODE[0] != Op.IDLE).astype(np.int64)                     # (4, 4, 4)
+    # Busy PE-cycles per column block: code histograms of all rows x the block's columns.
+    qh = np.stack([(qc == v).sum(axis=0) for v in range(4)], axis=-1)            # (n, 4)
+    kpad = np.full((CB * C, n), 255, np.uint8)
+    kpad[:kc.shape[0]] = kc
+    kpad = kpad.reshape(CB, C, n)
+    kh = np.stack([(kpad == v).sum(axis=1) for v in range(4)], axis=-1)          # (CB, n, 4)
+    busy = np.einsum("nu,puv,bnv->b", qh, work, kh)
+    mats = {p: _issue_matrices(qset, kset, p) for p in range(1, PASSES)
+            if not (matched and p == 3)}
+    if matched:
+        left3, right3, right3m, merged_slots, saving = _matcher_matrices(qc, kc, qset, params)
+        busy = busy - saving
+    issued = np.zeros((CB, PASSES), np.int64)
+    padded = np.zeros((CB, PASSES), np.int64)      # sum over quads of max(issued, R)
+    merged = np.zeros(CB, np.int64)
+    occupied = np.zeros(CB, np.int64)              # sum over rb of max(steps, gap)
+    issued[:, 0] = n * RB
+    padded[:, 0] = max(n, R) * RB
+    rows_per = max(1, _BLOCK // max(CB, 1))
+    last_steps = None
+    for r0 in range(0, RB, rows_per):
+        sl = slice(r0, min(r0 + rows_per, RB))
+        steps = np.full((sl.stop - sl.start, CB), max(n, R), np.float32)
+        for p in range(1, PASSES):
+            if matched and p == 3:
+                iss = left3[sl] @ right3
+                merged += (left3[sl] @ right3m).sum(axis=0).astype(np.int64)
+            else:
+                left, right = mats[p]
+                iss = left[sl] @ right
+            issued[:, p] += iss.sum(axis=0).astype(np.int64)
+            np.maximum(iss, R, out=iss)
+            padded[:, p] += iss.sum(axis=0).astype(np.int64)
+            steps += iss
+        last_steps = steps[-1].astype(np.int64)
+        occupied += np.maximum(steps, gap).sum(axis=0).astype(np.int64)
+    skipped = n * RB - issued
+    skipped[:, 0] = 0
+    if matched:
+        skipped[:, 3] -= merged                    # a merged slot carries two channels
+    bubbles = (padded - issued).sum(axis=1)
+    # T_a: gap + every quad's max(steps, gap), except that the array's last quad (last row
+    # block of its last column block) occupies only its steps.
+    arr = np.arange(CB) % P
+    T = np.zeros(P, np.int64)
+    np.add.at(T, arr, occupied)
+    owners = np.arange(min(P, CB))
+    last_cb = owners + P * ((CB - 1 - owners) // P)
+    T[owners] += gap - np.maximum(last_steps[last_cb], gap) + last_steps[last_cb]
+    per_cb = dict(busy=busy, issued=issued, skipped=skipped, merged=merged, bubbles=bubbles,
+                  quads=np.full(CB, RB, np.int64))
+    out = {}
+    for key, v in per_cb.items():
+        acc = np.zeros((P,) + v.shape[1:], np.int64)
+        np.add.at(acc, arr, v)
+        out[key] = acc
+    return out, T
+
+
+def engine_counters(q, k, grid, groups, params: EngineParams = EngineParams(),
+                    variant: str = "full", full_bits: int = 5, half_bits: int = 3,
+                    timing: EngineTiming | None = None, progress=None) -> EngineCounters:
+    """Every counter of one engine run, cycle-exact per ``docs/engine.md``.
+
+    Vectorized: per chunk and pass, the issued channel count of every quad (rb, cb) is a sum
+    over channels of ``SET_WORK[p][row code set, column code set]``, one float32 matrix
+    product (exact: small integers); with the matcher, pass 3 runs the MergeMatcher once for
+    all column blocks of the chunk and counts each quad's issued slots as a matrix product
+    over the row block's HALF/NONE channel features and their pairwise products. Per-array
+    sums go by ``cb mod P``; the chunk times follow the Timing section.
+
+    ``progress``: optional callable ``progress(done_chunks, total_chunks)``.
+    """
+    timing = timing or EngineTiming()
+    q, k, grid, groups, (reuse, sched, matched) = _check_inputs(
+        q, k, grid, groups, variant, full_bits, half_bits)
+    grid, plans = _plans(q, k, grid, groups, full_bits, half_bits, reuse)
+    chunk_list = chunks(groups, params.width)
+    ords = _orders(plans, chunk_list, params, sched)
+    by_group = {pl.group: pl for pl in plans}
+    P, R, C = params.arrays, params.rows, params.cols
+    acc = {key: np.zeros(shape, np.int64) for key, shape in (
+        ("busy", (P,)), ("issued", (P, PASSES)), ("skipped", (P, PASSES)), ("merged", (P,)),
+        ("bubbles", (P,)), ("quads", (P,)))}
+    starts, lengths = [], []
+    end = timing.load_base - timing.barrier
+    pre_start = timing.load_base
+    for i, order in enumerate(ords):
+        ch = order.chunk
+        pl = by_group[ch.group]
+        qc = pl.qc[order.q][:, ch.local]
+        kc = pl.kc[order.k][:, ch.local]
+        per, T = _chunk_run(qc, kc, params, matched, timing)
+        for key in acc:
+            acc[key] += per[key]
+        pre_done = pre_start + (timing.prepass(pl.anchors.size, params.entries) if sched else 0)
+        start = max(end + timing.barrier, pre_done)
+        end = start + int(T.max())
+        pre_start = start
+        starts.append(start)
+        lengths.append(end - start)
+        if progress is not None:
+            progress(i + 1, len(ords))
+    cycles = end + 1 + timing.tail_base + R + C
+    steps = acc["issued"].sum(axis=1) + acc["bubbles"]
+    return EngineCounters(cycles, len(ords), acc["busy"], acc["issued"], acc["skipped"],
+                          acc["merged"], acc["bubbles"], acc["quads"], cycles - steps,
+                          np.asarray(starts, np.int64), np.asarray(lengths, np.int64))

@@ -1,0 +1,1 @@
+"""Golden model of the PEs: the cycle models and the operating points (``docs/pe.md``)."""

@@ -1,0 +1,228 @@
+"""OrderUnit: one side's (Q or K) unit order per chunk, from the ClusterScheduler
+(``docs/engine.md``, "Orders").
+
+Golden model: :func:`golden.engine.model.orders` (per chunk: units in natural order through the
+scheduler, padded with dummies to whole batches, dummies removed; LFSR state carried over
+the chunks of a run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from amaranth.hdl import Cat, Const, Module, Mux, ResetInserter, Signal, unsigned
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from kaleido_hw.bitops import bits_for
+from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.dispatch.scheduler import ClusterScheduler
+from kaleido_hw.stall_inject import probe_wires, stall_gate
+
+
+__all__ = ["order_in_layout", "OrderReadSignature", "OrderUnit"]
+
+
+def _unit_width(config: KaleidoConfig) -> int:
+    """Bits of a unit index or an order position (a chunk has at most engine_max_tokens units)."""
+    return bits_for(config.engine_max_tokens - 1)
+
+
+def order_in_layout(config: KaleidoConfig) -> data.StructLayout:
+    """One unit of a chunk, in natural order: its index, its pattern (bit j = the unit's
+    follower is HALF or NONE at chunk channel j; 0 for FULL, no follower, or j past the
+    chunk's end) and ``last`` (last unit of the chunk)."""
+    return data.StructLayout({"unit": unsigned(_unit_width(config)),
+                              "pattern": unsigned(config.sched_pattern_width),
+                              "last": unsigned(1)})
+
+
+def OrderReadSignature(bank_width: int, addr_width: int, data_width: int) -> wiring.Signature:
+    """A synchronous read port, as its user sees it: drive ``bank`` and ``addr`` in cycle c,
+    read ``data`` in cycle c + 1."""
+    return wiring.Signature({"bank": Out(bank_width), "addr": Out(addr_width),
+                             "data": In(data_width)})
+
+
+class OrderUnit(wiring.Component):
+    """Scheduled unit order of every chunk of a run for one side (Q rows or K columns).
+
+    Parameters
+    ----------
+    config : KaleidoConfig
+        ``sched_entries`` (E), ``sched_clusters`` (K), ``sched_pattern_width`` (W),
+        ``sched_lfsr_seed``, ``engine_max_tokens`` (sizes the memories: U <= max tokens).
+    order_ports : int
+        Read ports of the order memory (e.g. one per array).
+    inverse_ports : int
+        Read ports of the inverse-order memory.
+    inverse_banks : int
+        Banks of the inverse-order memory: chunk k's inverse goes to bank ``k mod
+        inverse_banks`` (2: double-buffered like the order; the number of planes: every
+        chunk's inverse kept for the read-out).
+    stall_ids : tuple of two ints
+        Verification only (``engine_stall_seed``): stream ids of the scheduler's input and
+        output for :func:`~kaleido_hw.stall_inject.stall_gate` (no logic when the seed is 0).
+
+    Interface
+        ``start`` (pulse): restart: the scheduler's LFSR returns to ``sched_lfsr_seed`` (a
+        local reset of the ClusterScheduler), any chunk in progress is dropped, both order
+        banks are free; no unit is accepted in that cycle.
+        ``i`` (stream of :func:`order_in_layout`): the chunk's units in natural order,
+        ``last`` on the final one. Accepted only when no chunk is in progress and an
+        order bank is free (``avail`` < 2); the next chunk is taken after this one's order
+        is complete.
+        ``avail`` (0..2): complete orders not yet released, oldest in bank ``rbank``.
+        ``release`` (pulse, when ``avail`` > 0): the oldest order is no longer read; its
+        bank may be overwritten.
+        ``ord_rd[n]``: order memory reads, ``data`` = unit at position ``addr`` of the order
+        in bank ``bank`` (chunk k is in bank k mod 2). ``inv_rd[n]``: inverse reads,
+        ``data`` = position of unit ``addr`` in chunk k's order, bank = k mod
+        ``inverse_banks``. Both have one cycle of read latency.
+
+    Algorithm
+        Each unit enters the scheduler as an entry with token id ``Cat(unit, 0)``; after the
+        last one, dummies (id ``Cat(0, 1)``, pattern 0) fill the batch up to a multiple of
+        E. Every non-dummy scheduler output (in output order) is written to the order bank
+        at the next position p, and p to the inverse bank at its unit's address. The order
+        is complete at the last output of the chunk's final batch (the batch boundary at
+        which all U units have come out).
+
+    Latency (the scheduler's output is never stalled here but by stall injection)
+        With the first unit accepted in cycle x and one unit per cycle, U units and
+        N = ceil(U/E)*E entries: ``avail`` counts the order from cycle
+        ``x + N + 2*E + 3`` (so ``pre(U) = N + 2E + 3`` from the first unit; in general
+        ``z + 2*E + 4`` after the cycle z of the last entry, unit or dummy, into the
+        scheduler: E + 4 scheduler latency, E outputs, one cycle to register ``avail``).
+        Reads of the new order may be issued in that cycle.
+    """
+
+    def __init__(self, config: KaleidoConfig, *, order_ports: int = 1, inverse_ports: int = 1,
+                 inverse_banks: int = 2, stall_ids: tuple = (2, 3)):
+        for name, v, lo in (("order_ports", order_ports, 1), ("inverse_ports", inverse_ports, 1),
+                            ("inverse_banks", inverse_banks, 2)):
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 64:
+                raise ValueError(f"{name} must be an integer in [{lo}, 64], got {v!r}")
+        self.config = config
+        self.order_ports, self.inverse_ports = order_ports, inverse_ports
+        self.inverse_banks = inverse_banks
+        self.stall_ids = stall_ids
+        uw = _unit_width(config)
+        self.unit_width = uw
+        self.inverse_bank_width = bits_for(inverse_banks - 1)
+        super().__init__({
+            "start": In(1),
+            "i": In(stream.Signature(order_in_layout(config))),
+            "avail": Out(2),
+            "rbank": Out(1),
+            "release": In(1),
+            "ord_rd": In(OrderReadSignature(1, uw, uw)).array(order_ports),
+            "inv_rd": In(OrderReadSignature(self.inverse_bank_width, uw, uw)).array(inverse_ports),
+        })
+
+    def scheduler_config(self) -> KaleidoConfig:
+        """The embedded scheduler's configuration: token ids are ``Cat(unit, dummy)``."""
+        return dataclasses.replace(self.config, token_id_width=self.unit_width + 1)
+
+    def elaborate(self, platform):
+        cfg = self.config
+        E = cfg.sched_entries
+        uw = self.unit_width
+        depth = 1 << uw
+        m = Module()
+        m.submodules.sched = sched = ClusterScheduler(self.scheduler_config())
+        m.submodules.order = order = memory.Memory(shape=uw, depth=2 * depth, init=[])
+        m.submodules.inverse = inverse = memory.Memory(
+            shape=uw, depth=self.inverse_banks * depth, init=[])
+
+        # ``start`` resets everything (the scheduler's LFSR included): see the return.
+        IDLE, FEED, PAD, DRAIN = range(4)
+        phase = Signal(2)
+        fed = Signal(range(E))            # entries of the current batch already in
+        nunits = Signal(range(depth + 1))
+        avail = Signal(2)
+        wbank, rbank = Signal(), Signal()
+        ibank = Signal(range(self.inverse_banks))
+        opos = Signal(uw + 1)             # order positions written
+        obat = Signal(range(E))           # output entries of the current batch
+
+        # -- input: units, then dummies up to a whole batch ----------------------------------
+        take = Signal()
+        m.d.comb += take.eq(~self.start & ((phase == FEED) | ((phase == IDLE) & (avail != 2))))
+        pad = Signal()
+        m.d.comb += pad.eq(phase == PAD)
+        sp = sched.i.payload
+        # Stall injection (test builds only): the gates withhold the scheduler's handshakes.
+        gate_i = stall_gate(m, cfg, self.stall_ids[0], "sched_i")
+        gate_o = stall_gate(m, cfg, self.stall_ids[1], "sched_o")
+        m.d.comb += [
+            sched.i.valid.eq((pad | (take & self.i.valid)) & gate_i),
+            self.i.ready.eq(take & sched.i.ready & gate_i),
+            sp.token_id.eq(Mux(pad, Const(1 << uw, uw + 1), Cat(self.i.payload.unit, 0))),
+            sp.pattern.eq(Mux(pad, 0, self.i.payload.pattern)),
+        ]
+        fed_next = Signal(range(E))
+        m.d.comb += fed_next.eq(Mux(fed == E - 1, 0, fed + 1))
+        with m.If(sched.i.valid & sched.i.ready):
+            m.d.sync += fed.eq(fed_next)
+            with m.If(pad):
+                with m.If(fed == E - 1):
+                    m.d.sync += phase.eq(DRAIN)
+            with m.Else():
+                m.d.sync += [nunits.eq(Mux(phase == IDLE, 1, nunits + 1)), phase.eq(FEED)]
+                with m.If(self.i.payload.last):
+                    m.d.sync += phase.eq(Mux(fed == E - 1, DRAIN, PAD))
+
+        # -- output: write the order and its inverse -----------------------------------------
+        ow = order.write_port()
+        iwp = inverse.write_port()
+        so = sched.o.payload
+        real = Signal()
+        unit = Signal(uw)
+        out = Signal()
+        m.d.comb += [
+            sched.o.ready.eq(gate_o),
+            out.eq(sched.o.valid & gate_o),
+            unit.eq(so.token_id[:uw]),
+            real.eq(~so.token_id[uw]),
+            ow.addr.eq(Cat(opos[:uw], wbank)),
+            ow.data.eq(unit),
+            ow.en.eq(out & real),
+            iwp.addr.eq(Cat(unit, ibank)),
+            iwp.data.eq(opos[:uw]),
+            iwp.en.eq(out & real),
+        ]
+        complete = Signal()
+        m.d.comb += complete.eq(out & (obat == E - 1) & (phase == DRAIN)
+                                & (opos + real == nunits))
+        with m.If(out):
+            m.d.sync += [opos.eq(opos + real), obat.eq(Mux(obat == E - 1, 0, obat + 1))]
+        with m.If(complete):
+            m.d.sync += [opos.eq(0), phase.eq(IDLE), wbank.eq(~wbank),
+                         ibank.eq(Mux(ibank == self.inverse_banks - 1, 0, ibank + 1))]
+
+        # Probes (plain wires) for the engine benches' invariants: units in, order out.
+        self.probes = probe_wires(m, {
+            "probe_in_fire": self.i.valid & self.i.ready, "probe_in_unit": self.i.payload.unit,
+            "probe_in_last": self.i.payload.last, "probe_out_fire": out & real,
+            "probe_out_unit": unit, "probe_out_done": complete})
+
+        # -- banks in use -----------------------------------------------------------------
+        rel = Signal()
+        m.d.comb += rel.eq(self.release & (avail != 0))
+        m.d.sync += avail.eq(avail + complete - rel)
+        with m.If(rel):
+            m.d.sync += rbank.eq(~rbank)
+        m.d.comb += [self.avail.eq(avail), self.rbank.eq(rbank)]
+
+        # -- read ports ---------------------------------------------------------------------
+        for port in self.ord_rd:
+            rp = order.read_port()
+            m.d.comb += [rp.addr.eq(Cat(port.addr, port.bank)), port.data.eq(rp.data)]
+        for port in self.inv_rd:
+            rp = inverse.read_port()
+            m.d.comb += [rp.addr.eq(Cat(port.addr, port.bank)), port.data.eq(rp.data)]
+
+        # A local synchronous reset: the scheduler restarts from the seed, no chunk in progress.
+        return ResetInserter(self.start)(m)
+

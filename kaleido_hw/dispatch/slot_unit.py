@@ -1,0 +1,249 @@
+"""SlotUnit: one array's MergeMatcher with a double-buffered slot store that replays the slot
+sequence of a column block in pass 3 of each of its quads (``docs/engine.md``, "Matcher:
+pass 3 with two channels per step").
+
+Golden model: :func:`golden.dispatch.model.match` (the slot sequence) plus the skip rule below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from kaleido_hw.bitops import bits_for
+from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.dispatch.layouts import Sel, index_width
+from kaleido_hw.dispatch.matcher import MergeMatcher
+from kaleido_hw.dispatch.scheduler import popcount
+from kaleido_hw.stall_inject import probe_wires, stall_gate
+
+
+__all__ = ["slot_block_layout", "slot_quad_layout", "slot_step_layout", "SlotUnit"]
+
+
+def slot_block_layout(config: KaleidoConfig) -> data.StructLayout:
+    """A column block's pass-3 classes: ``codes[c][m]`` of column c at chunk channel m,
+    0 (K follower FULL or ABSENT, padding column, or m past the chunk's end), 1 (HALF),
+    2 (NONE)."""
+    C, W = config.cols, config.sched_pattern_width
+    return data.StructLayout({"codes": data.ArrayLayout(data.ArrayLayout(unsigned(2), W), C)})
+
+
+def slot_quad_layout(config: KaleidoConfig) -> data.StructLayout:
+    """One quad's request for its pass-3 slots: ``work`` bit m = some real row unit of the
+    quad has a Q follower HALF or NONE at chunk channel m; ``last`` = last quad of the
+    column block (its slots are released after this replay)."""
+    return data.StructLayout({"work": unsigned(config.sched_pattern_width), "last": unsigned(1)})
+
+
+def slot_step_layout(config: KaleidoConfig) -> data.StructLayout:
+    """One pass-3 step: a slot (``a``, ``b``, ``merged``, ``sel[c]`` as on the matcher's
+    port), or, when ``empty``, no slot (the quad issues none). ``count``: the quad's issued
+    slots and ``carried``: the channels they carry (count + merged slots), the same on every
+    item of the quad; ``last``: last item of the quad."""
+    C, W = config.cols, config.sched_pattern_width
+    return data.StructLayout({
+        "a": unsigned(index_width(W)),
+        "b": unsigned(index_width(W)),
+        "merged": unsigned(1),
+        "sel": data.ArrayLayout(Sel, C),
+        "count": unsigned(bits_for(W)),
+        "carried": unsigned(bits_for(W)),
+        "empty": unsigned(1),
+        "last": unsigned(1),
+    })
+
+
+def _lowest(bits):
+    """One-hot of the lowest set bit (0 when none), by a log-depth prefix OR."""
+    width, acc, shift = len(bits), bits, 1
+    while shift < width:
+        acc = acc | (acc << shift)[:width]
+        shift *= 2
+    return bits & ~(acc << 1)[:width]
+
+
+def _onehot_or(onehot, values):
+    terms = [Mux(onehot[j], v, 0) for j, v in enumerate(values)]
+    while len(terms) > 1:
+        terms = [terms[j] | terms[j + 1] for j in range(0, len(terms) - 1, 2)] + (
+            [terms[-1]] if len(terms) % 2 else [])
+    return terms[0]
+
+
+class SlotUnit(wiring.Component):
+    """Pass-3 slot sequence of one PE array: match once per column block, replay per quad.
+
+    Parameters
+    ----------
+    config : KaleidoConfig
+        ``cols`` (C, columns of a block), ``sched_pattern_width`` (W, channels of a chunk;
+        the matcher runs with M = W), ``matcher_lookahead`` (L).
+    stall_ids : tuple of two ints
+        Verification only (``engine_stall_seed``): stream ids of the matcher's input and
+        output for :func:`~kaleido_hw.stall_inject.stall_gate` (no logic when the seed is 0).
+
+    Interface
+        ``blk`` (stream of :func:`slot_block_layout`): one column block's pass-3 classes,
+        in the order the array walks its column blocks.
+        ``quad`` (stream of :func:`slot_quad_layout`): one request per quad of those
+        blocks, in order; ``last`` on each block's last quad.
+        ``o`` (stream of :func:`slot_step_layout`): per quad, its issued slots in matcher
+        order (``last`` on the final one), or one ``empty`` item when it issues none; every
+        item carries the quad's ``count`` (issued slots: pass 3 lasts ``max(count, R)``)
+        and ``carried`` (channels in them: ``skipped[3] += n - carried``).
+
+    Algorithm
+        The block goes through a :class:`~kaleido_hw.dispatch.matcher.MergeMatcher` (C columns,
+        M = W channels, lookahead L); its slots are stored in the write bank, slot j in
+        entry j. A quad replays the read bank's slots in order, skipping every slot with
+        neither ``work[a]`` nor (merged and) ``work[b]`` set (no real row of the quad would
+        do anything in it); so the quad's pass 3 lasts ``max(count, R)`` steps. A block
+        without work (every class 0) bypasses the matcher and stores no slot.
+
+    Double buffering and timing (one cycle = one clock; no stall on ``o``)
+        Two banks of W slot registers. A block is accepted (``blk`` handshake at cycle x)
+        when the write bank is free and no block is in the matcher; its S slots are written
+        at the ends of cycles x+1 .. x+S and the bank can be replayed from cycle x+S+1 (x+1
+        for a block without work), while the next block is accepted into the other bank
+        from the same cycle on. A quad is accepted (cycle y) when the previous quad's
+        replay is over and its bank is complete; its items leave at y+1 .. y+max(count, 1),
+        one per cycle, and the next quad can be accepted at y+max(count, 1)+1. The read
+        bank is released (writable again) after the replay of a quad with ``last``.
+        Storage: 2*W entries of 2*ceil(log2 W) + 1 + 3*C bits.
+    """
+
+    def __init__(self, config: KaleidoConfig, stall_ids: tuple = (11, 12)):
+        self.config = config
+        self.stall_ids = stall_ids
+        super().__init__({
+            "blk": In(stream.Signature(slot_block_layout(config))),
+            "quad": In(stream.Signature(slot_quad_layout(config))),
+            "o": Out(stream.Signature(slot_step_layout(config))),
+        })
+
+    def matcher_config(self) -> KaleidoConfig:
+        """The configuration of the embedded matcher: M = W channels, 1-bit (unused) ids."""
+        return dataclasses.replace(self.config,
+                                   matcher_channels=self.config.sched_pattern_width,
+                                   token_id_width=1)
+
+    def elaborate(self, platform):
+        cfg = self.config
+        C, W = cfg.cols, cfg.sched_pattern_width
+        iw = index_width(W)
+        m = Module()
+        m.submodules.matcher = mm = MergeMatcher(self.matcher_config())
+
+        entry = data.StructLayout({"a": unsigned(iw), "b": unsigned(iw), "merged": unsigned(1),
+                                   "sel": data.ArrayLayout(Sel, C)})
+        banks = [[Signal(entry, name=f"bank{k}_{j}") for j in range(W)] for k in range(2)]
+        used = [Signal(W, name=f"used{k}") for k in range(2)]    # entries holding a slot
+        full = Signal(2)                                         # bank complete, not released
+
+        # -- fill: block -> matcher -> write bank -------------------------------------------
+        wb = Signal()
+        wcount = Signal(range(W))
+        inflight = Signal()
+        nonempty = Signal()
+        m.d.comb += nonempty.eq(Cat(*[self.blk.payload.codes[c].as_value() != 0
+                                      for c in range(C)]).any())
+        can_accept = Signal()
+        # Stall injection (test builds only): the gates withhold the matcher's handshakes.
+        gate_i = stall_gate(m, cfg, self.stall_ids[0], "match_i")
+        gate_o = stall_gate(m, cfg, self.stall_ids[1], "match_o")
+        m.d.comb += [
+            can_accept.eq(~full.bit_select(wb, 1) & ~inflight),
+            mm.i.payload.codes.eq(self.blk.payload.codes),
+            mm.i.valid.eq(self.blk.valid & can_accept & nonempty & gate_i),
+            self.blk.ready.eq(can_accept & (~nonempty | (mm.i.ready & gate_i))),
+            # The write bank is free whenever a block is in the matcher: ready but for stalls.
+            mm.o.ready.eq(gate_o),
+        ]
+        with m.If(self.blk.valid & self.blk.ready):
+            m.d.sync += wcount.eq(0)
+            for k in range(2):
+                with m.If(wb == k):
+                    m.d.sync += used[k].eq(0)
+            with m.If(nonempty):
+                m.d.sync += inflight.eq(1)
+            with m.Else():
+                m.d.sync += wb.eq(~wb)
+                for k in range(2):
+                    with m.If(wb == k):
+                        m.d.sync += full[k].eq(1)
+
+        s = mm.o.payload
+        with m.If(mm.o.valid & mm.o.ready):
+            m.d.sync += wcount.eq(wcount + 1)
+            for k in range(2):
+                for j in range(W):
+                    with m.If((wb == k) & (wcount == j)):
+                        m.d.sync += [banks[k][j].a.eq(s.a), banks[k][j].b.eq(s.b),
+                                     banks[k][j].merged.eq(s.merged),
+                                     banks[k][j].sel.eq(s.sel), used[k][j].eq(1)]
+            with m.If(s.last):
+                m.d.sync += [inflight.eq(0), wb.eq(~wb)]
+                for k in range(2):
+                    with m.If(wb == k):
+                        m.d.sync += full[k].eq(1)
+
+        # Probes (plain wires) for the engine benches' invariants: blocks in, slots out.
+        self.probes = probe_wires(m, {
+            "probe_blk_fire": self.blk.valid & self.blk.ready,
+            "probe_blk_codes": self.blk.payload.as_value(),
+            "probe_slot_fire": mm.o.valid & mm.o.ready, "probe_slot_a": s.a,
+            "probe_slot_b": s.b, "probe_slot_merged": s.merged,
+            "probe_slot_sel": s.sel.as_value(), "probe_slot_last": s.last})
+
+        # -- replay: per quad, the read bank's slots that hit its work mask -------------------
+        rb = Signal()
+        active = Signal()
+        remain = Signal(W)
+        count = Signal(bits_for(W))
+        carried = Signal(bits_for(W))
+        qlast = Signal()
+        rd = [Signal(entry, name=f"rd{j}") for j in range(W)]
+        m.d.comb += [r.eq(Mux(rb, b1, b0)) for r, b0, b1 in zip(rd, banks[0], banks[1])]
+        rused = Signal(W)
+        m.d.comb += rused.eq(Mux(rb, used[1], used[0]))
+        # Slot j is issued iff the quad's rows have work at its A, or at its B when merged.
+        work = self.quad.payload.work
+        keep = Signal(W)
+        m.d.comb += keep.eq(rused & Cat(*[work.bit_select(r.a, 1)
+                                          | (r.merged & work.bit_select(r.b, 1)) for r in rd]))
+        m.d.comb += self.quad.ready.eq(~active & full.bit_select(rb, 1))
+        with m.If(self.quad.valid & self.quad.ready):
+            kept_merged = Cat(*[k & r.merged for k, r in zip(keep, rd)])
+            m.d.sync += [active.eq(1), remain.eq(keep), count.eq(popcount(keep)),
+                         carried.eq(popcount(keep) + popcount(kept_merged)),
+                         qlast.eq(self.quad.payload.last)]
+
+        pick = Signal(W)
+        rest = Signal(W)
+        m.d.comb += [pick.eq(_lowest(remain)), rest.eq(remain & ~pick)]
+        o = self.o.payload
+        m.d.comb += [
+            self.o.valid.eq(active),
+            o.a.eq(_onehot_or(pick, [r.a for r in rd])),
+            o.b.eq(_onehot_or(pick, [r.b for r in rd])),
+            o.merged.eq(_onehot_or(pick, [r.merged for r in rd])),
+            o.sel.eq(_onehot_or(pick, [r.sel.as_value() for r in rd])),
+            o.count.eq(count),
+            o.carried.eq(carried),
+            o.empty.eq(~remain.any()),
+            o.last.eq(~rest.any()),
+        ]
+        with m.If(self.o.valid & self.o.ready):
+            m.d.sync += remain.eq(rest)
+            with m.If(~rest.any()):
+                m.d.sync += active.eq(0)
+                with m.If(qlast):
+                    m.d.sync += rb.eq(~rb)
+                    for k in range(2):
+                        with m.If(rb == k):
+                            m.d.sync += full[k].eq(0)
+        return m

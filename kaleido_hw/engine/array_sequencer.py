@@ -1,0 +1,677 @@
+"""Sequencer of one array of the multi-array engine (``docs/engine.md``, "Arrays and their
+work" and section "RTL").
+
+:class:`ArraySequencer` is the TileSequencer's loader / double-buffered slot / stepper
+(``docs/array.md``, "Sequencer") with these changes:
+
+* it runs **chunk by chunk**: the engine's controller hands it a chunk (group, channel
+  bitmap of at most W channels, plane) with a ``go`` pulse; the stepper issues only the
+  chunk's channels; when the chunk's last step has issued the sequencer reports
+  ``chunk_done`` and waits (the barrier);
+* array ``a`` of P takes the column blocks ``cb = a, a+P, a+2P, ...`` of the chunk and, for
+  each, every row block: quads in the order (cb, rb);
+* units are addressed by **index** (row unit ``rb*R + s``, column unit ``cb*C + s``): a
+  unit's anchor token comes from its index by a division in the grid whose length on the
+  group's direction is halved (``u // (h2*w2)``, ``u mod (h2*w2)``, ``// w2``, ``mod w2``),
+  so an array can start anywhere (column block ``a``) without walking there; with the
+  scheduler the index is first looked up in the chunk's order (a permutation of unit
+  indices), one cycle ahead of the memory read;
+* with the matcher, pass 3 replays the column block's MergeMatcher slots (an embedded
+  SlotUnit) instead of walking the channel bitmap;
+* in a plain build (``engine_pe = "plain"``) there are no CodeUnits: every follower is NONE
+  (ABSENT for a unit without one), so a unit's codes are its ``has follower`` bit, the
+  follower word is stored as read, and a quad's code sets are two bits per side (some real
+  unit with / without a follower) instead of four channel bitmaps.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+from kaleido_hw.array.layouts import step_col_layout, step_row_layout
+from kaleido_hw.bitops import bits_for, lowest_set, popcount, set_bit_indices
+from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.dispatch.layouts import Sel
+from kaleido_hw.dispatch.merged_cell import merged_col_layout, merged_row_layout
+from kaleido_hw.dispatch.order_unit import OrderReadSignature
+from kaleido_hw.dispatch.slot_unit import SlotUnit
+from kaleido_hw.engine.code_unit import CodeUnit, work_bitmap
+from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, chunk_layout, engine_run_layout,
+                                              engine_tag_layout)
+from kaleido_hw.engine.tile_sequencer import COUNTER_WIDTH, counters_layout
+from kaleido_hw.stall_inject import array_stream, stall_gate
+
+
+__all__ = ["ArraySequencer", "unit_tokens"]
+
+AXIS_T, AXIS_Y, AXIS_X = 0, 1, 2
+
+
+def unit_tokens(m, geo: KaleidoGeometry, cfg, group, unit, name: str):
+    """``(anchor, follower, has_follower, valid)`` of unit index ``unit`` of ``group``:
+    the unit's coordinates in the grid with the group's direction halved, the anchor's
+    coordinate on that direction doubled. ``valid``: ``unit`` < the group's unit count;
+    the tokens of an invalid unit are 0 (a harmless in-range read)."""
+    t = geo.tile
+    sw, tw = t.size_width, t.tok_width
+    d = Signal(2, name=f"{name}_dir")
+    hw2 = Signal(sw, name=f"{name}_hw2")
+    w2 = Signal(sw, name=f"{name}_w2")
+    m.d.comb += [d.eq(cfg.dirs[group]), hw2.eq(cfg.hw2[group]), w2.eq(cfg.w2[group])]
+    t2, rem, y2, x2 = (Signal(sw, name=f"{name}_{v}") for v in ("t2", "rem", "y2", "x2"))
+    m.d.comb += [t2.eq(unit // hw2), rem.eq(unit % hw2), y2.eq(rem // w2), x2.eq(rem % w2)]
+    tc = Mux(d == AXIS_T, t2 << 1, t2)
+    yc = Mux(d == AXIS_Y, y2 << 1, y2)
+    xc = Mux(d == AXIS_X, x2 << 1, x2)
+    valid = Signal(name=f"{name}_valid")
+    anchor = Signal(tw, name=f"{name}_anchor")
+    follower = Signal(tw, name=f"{name}_follower")
+    hasf = Signal(name=f"{name}_hasf")
+    tok = (tc * cfg.hw + yc * cfg.w + xc)[:tw]
+    stride = Mux(d == AXIS_X, 1, Mux(d == AXIS_Y, cfg.w, cfg.hw))
+    m.d.comb += [
+        valid.eq(unit < cfg.units[group]),
+        anchor.eq(Mux(valid, tok, 0)),
+        hasf.eq(valid & Mux(d == AXIS_X, xc + 1 < cfg.w,
+                            Mux(d == AXIS_Y, yc + 1 < cfg.h, tc + 1 < cfg.t))),
+        follower.eq(Mux(hasf, (tok + stride)[:tw], 0)),
+    ]
+    return anchor, follower, hasf, valid
+
+
+class _Slot:
+    """One operand slot: what the stepper needs about a tile quad. ``plain``: no per-channel
+    codes (a unit's code is NONE, or ABSENT without follower: its ``rhasf``/``chasf`` bit),
+    and the code sets FULL/HALF are constant 0, NONE/ABSENT one bit each (the same at every
+    channel)."""
+
+    def __init__(self, name: str, geo: KaleidoGeometry, plain: bool = False):
+        t = geo.tile
+        R, C, D = t.rows, t.cols, t.max_dim
+        S = lambda shape, n: Signal(shape, name=f"{name}_{n}")  # noqa: E731
+        self.qa = [S(8 * D, f"qa{r}") for r in range(R)]        # Q anchors
+        self.qf = [S(8 * D, f"qf{r}") for r in range(R)]        # effective Q followers
+        if plain:
+            self.qlo = self.qhi = []
+        else:
+            self.qlo = [S(D, f"qlo{r}") for r in range(R)]       # code bit 0 per channel
+            self.qhi = [S(D, f"qhi{r}") for r in range(R)]       # code bit 1 per channel
+        self.ka = [S(8 * D, f"ka{j}") for j in range(C)]
+        self.kf = [S(8 * D, f"kf{j}") for j in range(C)]
+        if plain:
+            self.klo = self.khi = []
+            self.qs = [Const(0, 1), Const(0, 1), S(1, "qset2"), S(1, "qset3")]
+            self.ks = [Const(0, 1), Const(0, 1), S(1, "kset2"), S(1, "kset3")]
+        else:
+            self.klo = [S(D, f"klo{j}") for j in range(C)]
+            self.khi = [S(D, f"khi{j}") for j in range(C)]
+            self.qs = [S(D, f"qset{v}") for v in range(4)]      # code v occurs among real rows
+            self.ks = [S(D, f"kset{v}") for v in range(4)]
+        self.rtok_a = [S(t.tok_width, f"rtok_a{r}") for r in range(R)]
+        self.rtok_f = [S(t.tok_width, f"rtok_f{r}") for r in range(R)]
+        self.rvalid = S(R, "rvalid")
+        self.rhasf = S(R, "rhasf")
+        self.cvalid = S(C, "cvalid")
+        self.chasf = S(C, "chasf")
+        self.plane = S(geo.plane_width, "plane")
+        self.cbp = S(geo.cbp_width, "cbp")
+        self.first_rb = S(1, "first_rb")                        # row block 0 of its column block
+        self.last_rb = S(1, "last_rb")                          # last row block of it
+
+    def sets(self):
+        """The code-set registers (the constant ones of a plain slot left out)."""
+        return [s for s in self.qs + self.ks if isinstance(s, Signal)]
+
+    def fields(self):
+        return [*self.qa, *self.qf, *self.qlo, *self.qhi, *self.ka, *self.kf, *self.klo,
+                *self.khi, *self.sets(), *self.rtok_a, *self.rtok_f, self.rvalid,
+                self.rhasf, self.cvalid, self.chasf, self.plane, self.cbp, self.first_rb,
+                self.last_rb]
+
+    def copy(self, other: "_Slot"):
+        return [a.eq(b) for a, b in zip(self.fields(), other.fields())]
+
+
+class ArraySequencer(wiring.Component):
+    """Loader, double-buffered operand slot and pass/channel stepper of array ``index``.
+
+    Parameters
+    ----------
+    config : KaleidoConfig
+        ``rows``/``cols`` (R, C), ``engine_max_tokens``, ``engine_max_head_dim``,
+        ``engine_arrays`` (P), ``sched_pattern_width``, ``engine_dispatcher``, ``engine_pe``
+        ("plain": no CodeUnits, the codes NONE/ABSENT from the units' follower bits).
+    index : int
+        This array's number a (0..P-1): it takes column blocks ``a, a+P, ...``.
+
+    Ports
+    -----
+    ``start`` (in): pulse at the start of a run (resets the counters and the state);
+    ``cfg``: the run's configuration (valid for the whole run).
+    ``go`` (in): pulse: start the chunk in ``chunk`` (held until the next ``go``); the first
+    read is in the cycle of ``go``. ``chunk_done`` (out): the chunk's last step has issued (or
+    the array has no quad in it) and nothing is in flight; the engine's barrier waits for
+    every array's. With ``chunk.last`` the sequencer then emits the final (drain-only) step
+    and ``finished`` (registered, one cycle, with that step).
+    ``q_*``/``k_*``: synchronous read ports of this array's copy of the Q and K memories.
+    ``row``, ``col``, ``tag`` (registered): the step for the PE array, as in the
+    TileSequencer (``tag`` = :func:`engine_tag_layout`); with the matcher built
+    (``engine_dispatcher`` "matcher" or "full") in the merged layouts of
+    :class:`~kaleido_hw.dispatch.merged_cell.MergedCell`. ``merged`` (out): issued two-channel
+    slots. ``stepping`` (out): a step (issued channel or bubble) leaves this cycle.
+    ``stalled`` (out): a step was due but the SlotUnit had no slot item for it (the
+    dispatcher was not ready; never without stall injection). ``counters``: valid after
+    ``finished``.
+
+    Timing within a chunk is the TileSequencer's: quad 0's reads start with ``go``, a quad's
+    steps follow its swap, a swap needs ``2*max(R, C) + 1`` cycles since the previous one; the
+    array's last step is ``T = gap + sum_{n<m} max(s_n, gap) + s_m`` cycles after ``go``.
+
+    Matcher (built with ``engine_dispatcher`` "matcher"/"full", used when ``cfg.match``):
+    an embedded :class:`~kaleido_hw.dispatch.slot_unit.SlotUnit`. One cycle after the last word of
+    a column block's first quad arrives, the block's pass-3 classes (the K followers' codes
+    at the chunk's channels 0..W-1, found by compacting ``chunk.mask``) are latched and
+    offered to it; from the cycle after a quad's swap, its request (the real rows'
+    HALF/NONE channels) is. Pass 3 of the quad then replays the slot items, one per step,
+    and lasts ``max(count, R)`` steps. The SlotUnit's latencies are hidden: a block is
+    matched within ``n + 3`` cycles of its first quad's last word, and pass 3 starts at least
+    ``max(n, R) + 2R + 1`` cycles after the swap (the order of the arguments is in the
+    class docstring of SlotUnit), so the timing is the one of the cycle model.
+    """
+
+    def __init__(self, config: KaleidoConfig, index: int = 0):
+        self.geo = geo = KaleidoGeometry.from_config(config)
+        self.config = config
+        if not 0 <= index < geo.arrays:
+            raise ValueError(f"index must be in 0..{geo.arrays - 1}, got {index}")
+        self.index = index
+        self.matcher = config.engine_dispatcher in ("matcher", "full")
+        self.scheduler = config.engine_dispatcher in ("scheduler", "full")
+        self.plain = config.engine_pe == "plain"
+        ow = bits_for(geo.tile.max_tokens - 1)
+        orders = ({"q_ord": Out(OrderReadSignature(1, ow, ow)),
+                   "k_ord": Out(OrderReadSignature(1, ow, ow)),
+                   "next_bank": In(1)} if self.scheduler else {})
+        t = geo.tile
+        R, C, D = t.rows, t.cols, t.max_dim
+        row_layout = merged_row_layout() if self.matcher else step_row_layout()
+        col_layout = merged_col_layout() if self.matcher else step_col_layout()
+        super().__init__({
+            "start": In(1),
+            "cfg": In(engine_run_layout(geo)),
+            "go": In(1),
+            "chunk": In(chunk_layout(geo)),
+            "chunk_done": Out(1),
+            "q_addr": Out(t.tok_width), "q_en": Out(1), "q_data": In(8 * D),
+            "k_addr": Out(t.tok_width), "k_en": Out(1), "k_data": In(8 * D),
+            "row": Out(data.ArrayLayout(row_layout, R)),
+            "col": Out(data.ArrayLayout(col_layout, C)),
+            "tag": Out(engine_tag_layout(geo)),
+            "stepping": Out(1),
+            "stalled": Out(1),
+            "finished": Out(1),
+            "counters": Out(counters_layout()),
+            "merged": Out(COUNTER_WIDTH),
+            **orders,
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        geo, cfg, chunk = self.geo, self.cfg, self.chunk
+        t = geo.tile
+        R, C, D = t.rows, t.cols, t.max_dim
+        M = max(R, C)
+        PC = geo.banks
+        first_col = self.index * C
+        uw = geo.unit_width
+
+        running = Signal()
+        loader_done = Signal()
+        slot_full = Signal()
+        swap = Signal()
+        units = Signal(t.size_width)
+        m.d.comb += units.eq(cfg.units[chunk.group])
+
+        # -- loader: quads (cb, rb) of this array, by unit index -------------------------------
+        r0 = Signal(uw)                       # first row unit of the row block being loaded
+        c0 = Signal(uw, init=first_col)       # first column unit of the column block
+        cbp = Signal(geo.cbp_width)           # local column block: cb // P
+        ld = _Slot("ld", geo, self.plain)
+        cp = _Slot("cp", geo, self.plain)
+
+        rd_active = Signal()
+        rd_unit = Signal(bits_for(M - 1))
+        rd_phase = Signal()                   # 0 anchor, 1 follower
+        load_go = Signal()
+        pend = Signal()
+        pend_unit = Signal(bits_for(M - 1))
+        pend_phase = Signal()
+        pend_last = Signal()
+        pend_q = Signal(2)                    # (valid, has follower) of the row unit
+        pend_k = Signal(2)
+        has_work = Signal()
+        m.d.comb += [
+            has_work.eq(first_col < units),
+            load_go.eq(Mux(self.go, has_work,
+                           running & ~loader_done & ~rd_active & ~pend & (~slot_full | swap))),
+        ]
+
+        reading = rd_active | load_go
+        unit = Mux(rd_active, rd_unit, 0)
+        phase = Mux(rd_active, rd_phase, 0)
+        q_pos = Signal(uw)
+        k_pos = Signal(uw)
+        m.d.comb += [q_pos.eq(r0 + unit), k_pos.eq(c0 + unit)]
+        q_idx, k_idx = q_pos, k_pos
+        if self.scheduler:
+            q_idx, k_idx = self._order_lookup(m, reading, unit, phase, q_pos, k_pos, r0, c0,
+                                              units, pend_last, loader_done)
+        q_anchor, q_follow, q_hasf, q_valid = unit_tokens(m, geo, cfg, chunk.group,
+                                                          q_idx, "q_unit")
+        k_anchor, k_follow, k_hasf, k_valid = unit_tokens(m, geo, cfg, chunk.group,
+                                                          k_idx, "k_unit")
+        m.d.comb += [
+            self.q_addr.eq(Mux(phase, q_follow, q_anchor)),
+            self.k_addr.eq(Mux(phase, k_follow, k_anchor)),
+            self.q_en.eq(reading & (unit < R)),
+            self.k_en.eq(reading & (unit < C)),
+        ]
+        last_read = reading & phase & (unit == M - 1)
+        m.d.sync += [pend.eq(reading), pend_unit.eq(unit), pend_phase.eq(phase),
+                     pend_last.eq(last_read),
+                     pend_q.eq(Cat(q_valid, q_hasf)), pend_k.eq(Cat(k_valid, k_hasf))]
+        with m.If(reading):
+            with m.If(phase):
+                m.d.sync += rd_phase.eq(0)
+                with m.If(unit == M - 1):
+                    m.d.sync += rd_active.eq(0)
+                with m.Else():
+                    m.d.sync += [rd_active.eq(1), rd_unit.eq(unit + 1)]
+            with m.Else():
+                m.d.sync += [rd_active.eq(1), rd_unit.eq(unit), rd_phase.eq(1)]
+                for r in range(R):
+                    with m.If(unit == r):
+                        m.d.sync += [ld.rtok_a[r].eq(q_anchor), ld.rtok_f[r].eq(q_follow),
+                                     ld.rvalid[r].eq(q_valid), ld.rhasf[r].eq(q_hasf)]
+                for j in range(C):
+                    with m.If(unit == j):
+                        m.d.sync += [ld.cvalid[j].eq(k_valid), ld.chasf[j].eq(k_hasf)]
+        with m.If(load_go):
+            m.d.sync += [ld.plane.eq(chunk.plane), ld.cbp.eq(cbp), ld.first_rb.eq(r0 == 0),
+                         ld.last_rb.eq(r0 + R >= units)]
+            m.d.sync += [s.eq(0) for s in ld.sets()]
+
+        # Arriving words (and, with reuse, their codes).
+        if self.plain:
+            self._plain_words(m, ld, pend, pend_unit, pend_phase, pend_q, pend_k)
+        else:
+            self._code_words(m, ld, pend, pend_unit, pend_phase, pend_q, pend_k)
+
+        # Last word of the quad: the slot is full; move to the next quad of this array:
+        # the next row block, else row block 0 of column block cb + P, else the chunk is loaded.
+        with m.If(pend_last):
+            m.d.sync += slot_full.eq(1)
+            with m.If(r0 + R < units):
+                m.d.sync += r0.eq(r0 + R)
+            with m.Else():
+                m.d.sync += r0.eq(0)
+                with m.If(c0 + PC < units):
+                    m.d.sync += [c0.eq(c0 + PC), cbp.eq(cbp + 1)]
+                with m.Else():
+                    m.d.sync += [loader_done.eq(1), c0.eq(first_col), cbp.eq(0)]
+        with m.If(self.go):
+            m.d.sync += loader_done.eq(~has_work)
+
+        # -- stepper --------------------------------------------------------------------------
+        cur_valid = Signal()
+        pass_idx = Signal(2)
+        first = Signal()
+        remaining = Signal(D)
+        left = Signal(bits_for(max(D, R)))
+        gmask = Signal(D)
+        gsize = Signal(t.dim_width)
+        m.d.comb += [gmask.eq(chunk.mask), gsize.eq(chunk.size)]
+        if self.plain:      # the code sets are single bits: a pass has work at every channel
+            work = Array([gmask] + [Mux(work_bitmap(p, cp.qs, cp.ks), gmask, 0)
+                                    for p in (1, 2, 3)])
+        else:
+            work = Array([gmask] + [work_bitmap(p, cp.qs, cp.ks) & gmask for p in (1, 2, 3)])
+        cur = Signal(D)
+        m.d.comb += cur.eq(Mux(first, work[pass_idx], remaining))
+        chan, ch_issue = lowest_set(m, cur, "chan")
+        ch_count = Signal(bits_for(D))
+        m.d.comb += ch_count.eq(popcount(cur))
+        # Pass 3 with the matcher: the SlotUnit's items replace the channel bitmap.
+        slot_pass = Signal()
+        need_item = Signal()                # this pass-3 step takes a SlotUnit item
+        hold = Signal()                     # ... and none is there: the stepper waits
+        issue = Signal()
+        count = Signal(bits_for(D))         # steps that carry work in this pass
+        carried = Signal(bits_for(D))       # channels they carry (skipped = size - carried)
+        step = Signal()
+        slot_item = None
+        if self.matcher:
+            slot_item = self._matcher(m, ld, cp, slot_pass, step, swap, pend_last, first,
+                                      need_item)
+            m.d.comb += [
+                slot_pass.eq(cfg.match & (pass_idx == 3)),
+                hold.eq(need_item & ~slot_item.valid),
+                issue.eq(Mux(slot_pass, need_item & slot_item.valid & ~slot_item.payload.empty,
+                             ch_issue)),
+                count.eq(Mux(slot_pass, slot_item.payload.count, ch_count)),
+                carried.eq(Mux(slot_pass, slot_item.payload.carried, ch_count)),
+            ]
+        else:
+            m.d.comb += [issue.eq(ch_issue), count.eq(ch_count), carried.eq(ch_count)]
+        steps_now = Signal(bits_for(max(D, R)))
+        m.d.comb += steps_now.eq(Mux(first, Mux(count > R, count, R), left))
+        last_step = steps_now == 1
+        final = Signal()
+        done_now = Signal()
+        m.d.comb += [
+            step.eq(running & cur_valid & ~hold),
+            self.stalled.eq(running & cur_valid & hold),
+            done_now.eq(loader_done & ~rd_active & ~pend & ~slot_full & ~cur_valid),
+            self.chunk_done.eq(done_now),
+            final.eq(running & done_now & chunk.last & ~self.go),
+            swap.eq(running & slot_full & (~cur_valid | (step & last_step & (pass_idx == 3)))),
+            self.stepping.eq(step),
+        ]
+
+        with m.If(step):
+            with m.If(last_step):
+                m.d.sync += [first.eq(1), pass_idx.eq(pass_idx + 1)]
+                with m.If(pass_idx == 3):
+                    m.d.sync += cur_valid.eq(swap)
+            with m.Else():
+                m.d.sync += [first.eq(0), remaining.eq(cur & (cur - 1)), left.eq(steps_now - 1)]
+        with m.Elif(swap):
+            m.d.sync += [cur_valid.eq(1), pass_idx.eq(0), first.eq(1)]
+        with m.If(swap):
+            m.d.sync += cp.copy(ld)
+            m.d.sync += slot_full.eq(0)
+
+        # Drain tags: the tile in R0 at a pass's first step is the previous pass's tile.
+        tag_layout = engine_tag_layout(geo)
+        t3 = Signal(tag_layout)
+        t3_valid = Signal()
+
+        def tile_tag(tile):
+            follower_rows = tile in (2, 3)
+            follower_cols = tile in (1, 3)
+            return {
+                "plane": cp.plane, "cbp": cp.cbp, "kf": int(follower_cols),
+                "rtok": Cat(*(cp.rtok_f if follower_rows else cp.rtok_a)),
+                "rwe": cp.rvalid & cp.rhasf if follower_rows else cp.rvalid,
+                "cwe": cp.cvalid & cp.chasf if follower_cols else cp.cvalid,
+            }
+
+        def set_tag(target, fields):
+            return [target[k].eq(v) for k, v in fields.items()]
+
+        # -- outputs (registered) -------------------------------------------------------------
+        m.d.sync += [self.row.eq(0), self.finished.eq(0)]
+        with m.If(step & slot_pass):
+            if self.matcher:
+                self._slot_step(m, cp, slot_item, first, issue)
+        with m.Elif(step):
+            for r in range(R):
+                value = Mux(pass_idx[1], cp.qf[r].word_select(chan, 8),
+                            cp.qa[r].word_select(chan, 8))
+                qc = (Cat(~cp.rhasf[r], Const(1, 1)) if self.plain else
+                      Cat(cp.qlo[r].bit_select(chan, 1), cp.qhi[r].bit_select(chan, 1)))
+                m.d.sync += [self.row[r].a.eq(value),
+                             self.row[r].qc.eq(qc),
+                             self.row[r].valid.eq(cp.rvalid[r]),
+                             self.row[r].mode.pass_idx.eq(pass_idx),
+                             self.row[r].mode.first.eq(first),
+                             self.row[r].mode.issue.eq(issue)]
+            for j in range(C):
+                value = Mux(pass_idx[0], cp.kf[j].word_select(chan, 8),
+                            cp.ka[j].word_select(chan, 8))
+                kc = (Cat(~cp.chasf[j], Const(1, 1)) if self.plain else
+                      Cat(cp.klo[j].bit_select(chan, 1), cp.khi[j].bit_select(chan, 1)))
+                m.d.sync += [self.col[j].b.eq(value),
+                             self.col[j].kc.eq(kc),
+                             self.col[j].valid.eq(cp.cvalid[j])]
+            if self.matcher:
+                m.d.sync += [self.row[r].slot.eq(0) for r in range(R)]
+                m.d.sync += [self.col[j].sel.eq(Sel.NONE) for j in range(C)]
+        with m.If(step):
+            with m.If(first):
+                with m.Switch(pass_idx):
+                    with m.Case(0):
+                        m.d.sync += self.tag.eq(t3)
+                        with m.If(~t3_valid):
+                            m.d.sync += [self.tag.rwe.eq(0), self.tag.cwe.eq(0)]
+                    for p in (1, 2, 3):
+                        with m.Case(p):
+                            m.d.sync += set_tag(self.tag, tile_tag(p - 1))
+                    with m.Default():
+                        pass
+                with m.If(pass_idx == 3):
+                    m.d.sync += set_tag(t3, tile_tag(3)) + [t3_valid.eq(1)]
+        with m.Elif(final):
+            for r in range(R):
+                m.d.sync += [self.row[r].mode.first.eq(1), self.row[r].mode.pass_idx.eq(0)]
+            m.d.sync += [self.tag.eq(t3), self.finished.eq(1), running.eq(0)]
+            with m.If(~t3_valid):
+                m.d.sync += [self.tag.rwe.eq(0), self.tag.cwe.eq(0)]
+
+        # -- counters ---------------------------------------------------------------------------
+        cnt = self.counters
+        with m.If(step):
+            with m.If(issue):
+                m.d.sync += cnt.issued[pass_idx].eq(cnt.issued[pass_idx] + 1)
+            with m.Else():
+                m.d.sync += cnt.bubbles.eq(cnt.bubbles + 1)
+            if self.matcher:
+                with m.If(slot_pass & issue & slot_item.payload.merged):
+                    m.d.sync += self.merged.eq(self.merged + 1)
+            with m.If(first):
+                m.d.sync += cnt.skipped[pass_idx].eq(cnt.skipped[pass_idx] + gsize - carried)
+        with m.If(swap):
+            m.d.sync += cnt.quads.eq(cnt.quads + 1)
+
+        # -- run start --------------------------------------------------------------------------
+        with m.If(self.start):
+            m.d.sync += [running.eq(1), loader_done.eq(1), slot_full.eq(0), cur_valid.eq(0),
+                         rd_active.eq(0), t3_valid.eq(0), r0.eq(0), c0.eq(first_col),
+                         cbp.eq(0), cnt.eq(0), self.merged.eq(0)]
+        return m
+
+    def _code_words(self, m, ld, pend, pend_unit, pend_phase, pend_q, pend_k):
+        """Reuse build: the arriving words into the loading slot; anchors are kept for the
+        follower's comparison in a CodeUnit per side, which gives the follower's codes, its
+        effective word and the quad's code sets."""
+        cfg = self.cfg
+        t = self.geo.tile
+        R, C, D = t.rows, t.cols, t.max_dim
+        m.submodules.q_codes = qcu = CodeUnit(D)
+        m.submodules.k_codes = kcu = CodeUnit(D)
+        q_hold = Signal(8 * D)
+        k_hold = Signal(8 * D)
+        for cu, hold, data_in, pq in ((qcu, q_hold, self.q_data, pend_q),
+                                      (kcu, k_hold, self.k_data, pend_k)):
+            m.d.comb += [cu.anchor.eq(hold), cu.follower.eq(data_in), cu.present.eq(pq[1]),
+                         cu.reuse.eq(cfg.reuse), cu.full_mask.eq(cfg.full_mask),
+                         cu.half_mask.eq(cfg.half_mask)]
+        with m.If(pend & ~pend_phase):
+            m.d.sync += [q_hold.eq(self.q_data), k_hold.eq(self.k_data)]
+        for n, words, fwords, los, his, sets, cu, data_in, pv in (
+                (R, ld.qa, ld.qf, ld.qlo, ld.qhi, ld.qs, qcu, self.q_data, pend_q),
+                (C, ld.ka, ld.kf, ld.klo, ld.khi, ld.ks, kcu, self.k_data, pend_k)):
+            for u in range(n):
+                with m.If(pend & (pend_unit == u)):
+                    with m.If(~pend_phase):
+                        m.d.sync += words[u].eq(data_in)
+                    with m.Else():
+                        m.d.sync += [fwords[u].eq(cu.effective), los[u].eq(cu.code_lo),
+                                     his[u].eq(cu.code_hi)]
+            with m.If(pend & pend_phase & (pend_unit < n) & pv[0]):
+                m.d.sync += [sets[v].eq(sets[v] | cu.is_code[v]) for v in range(4)]
+
+    def _plain_words(self, m, ld, pend, pend_unit, pend_phase, pend_q, pend_k):
+        """Plain build: the arriving words into the loading slot as read (no CodeUnit: a
+        follower is NONE, or ABSENT when the unit has none); the quad's code sets are two bits
+        per side, NONE (some real unit has a follower) and ABSENT (some real unit has not)."""
+        t = self.geo.tile
+        R, C = t.rows, t.cols
+        for n, words, fwords, sets, data_in, pv in (
+                (R, ld.qa, ld.qf, ld.qs, self.q_data, pend_q),
+                (C, ld.ka, ld.kf, ld.ks, self.k_data, pend_k)):
+            for u in range(n):
+                with m.If(pend & (pend_unit == u)):
+                    with m.If(~pend_phase):
+                        m.d.sync += words[u].eq(data_in)
+                    with m.Else():
+                        m.d.sync += fwords[u].eq(data_in)
+            with m.If(pend & pend_phase & (pend_unit < n) & pv[0]):
+                m.d.sync += [sets[2].eq(sets[2] | pv[1]), sets[3].eq(sets[3] | ~pv[1])]
+
+    def _order_lookup(self, m, reading, unit, phase, q_pos, k_pos, r0, c0, units, pend_last,
+                      loader_done):
+        """Scheduler: the unit at order position ``pos`` is read from the chunk's order bank
+        one cycle ahead of its memory reads (the position read next cycle is known: the same
+        unit after an anchor, the next one after a follower, else unit 0 of the next quad,
+        whose base is the one the loader moves to at ``pend_last``). Positions past the unit
+        count stay themselves (padding). Returns the unit indices for the Q and K reads."""
+        cfg, chunk = self.cfg, self.chunk
+        t = self.geo.tile
+        R, PC = t.rows, self.geo.banks
+        first_col = self.index * t.cols
+        nxt = Mux(reading, Mux(phase, unit + 1, unit), 0)
+        r_more = r0 + R < units
+        r_next = Mux(pend_last, Mux(r_more, r0 + R, 0), r0)
+        c_next = Mux(pend_last, Mux(r_more, c0, Mux(c0 + PC < units, c0 + PC, first_col)), c0)
+        # Between chunks the next lookup is for the next chunk (its bank: next_bank).
+        bank = Mux(loader_done & ~self.go, self.next_bank, chunk.plane[0])
+        m.d.comb += [
+            self.q_ord.bank.eq(bank), self.k_ord.bank.eq(bank),
+            self.q_ord.addr.eq(Mux(reading, r0 + nxt, r_next)),
+            self.k_ord.addr.eq(Mux(reading, c0 + nxt, c_next)),
+        ]
+        q_idx = Signal(len(q_pos), name="q_unit_idx")
+        k_idx = Signal(len(k_pos), name="k_unit_idx")
+        m.d.comb += [
+            q_idx.eq(Mux(cfg.schedule & (q_pos < units), self.q_ord.data, q_pos)),
+            k_idx.eq(Mux(cfg.schedule & (k_pos < units), self.k_ord.data, k_pos)),
+        ]
+        return q_idx, k_idx
+
+    def _matcher(self, m, ld, cp, slot_pass, step, swap, pend_last, first, need_item):
+        """The SlotUnit and its feeding: the chunk's channel list, a column block's classes
+        (queued one cycle after its first quad's last word), each quad's request (from
+        the cycle after its swap). Sets ``need_item`` (this pass-3 step consumes an item:
+        the first step, and every step until the quad's ``last`` item) and returns the
+        item stream as the stepper sees it (``valid``, ``payload``).
+
+        Every handshake is honoured: the classes wait in a two-entry FIFO (at most two
+        blocks are ever waiting: the loader cannot reach the first quad of block n + 2
+        before the last quad of block n has run its pass 3, which needs block n's
+        slots), the request is held until taken, and the stepper waits (``stalled``)
+        when a pass-3 step needs an item that is not there."""
+        cfg, chunk, config = self.cfg, self.chunk, self.config
+        t = self.geo.tile
+        C, D = t.cols, t.max_dim
+        W = config.sched_pattern_width
+        a = self.index
+        m.submodules.slots = su = SlotUnit(config, stall_ids=(array_stream(a, "match_i"),
+                                                             array_stream(a, "match_o")))
+        self.slot_unit = su                 # for the benches' probes
+        gate = {name: stall_gate(m, config, array_stream(a, name), f"slot_{name}")
+                for name in ("blk", "quad", "o")}
+
+        # Chunk channel j is the j-th lowest set bit of the chunk's mask (j < chunk.size).
+        self._chan = chan_of = set_bit_indices(m, chunk.mask, W, "chunk")
+        in_chunk = [chunk.size > j for j in range(W)]
+
+        # Column block: pass-3 class of each column at each chunk channel (FULL/ABSENT 0,
+        # HALF 1, NONE 2; padding columns and channels past the chunk 0).
+        blk_load = Signal()
+        blk = Signal(su.blk.payload.shape())
+        m.d.sync += blk_load.eq(pend_last & ld.first_rb & cfg.match)
+        for c in range(C):
+            for j in range(W):
+                code = _code_at(ld.klo[c], ld.khi[c], chan_of[j])
+                m.d.comb += blk.codes[c][j].eq(
+                    Mux(ld.cvalid[c] & in_chunk[j], Cat(code == 1, code == 2), 0))
+        m.submodules.blk_fifo = bq = fifo.SyncFIFO(width=len(blk.as_value()), depth=2)
+        m.d.comb += [
+            bq.w_en.eq(blk_load), bq.w_data.eq(blk),
+            su.blk.valid.eq(bq.r_rdy & gate["blk"]), su.blk.payload.eq(bq.r_data),
+            bq.r_en.eq(su.blk.ready & gate["blk"]),
+        ]
+
+        # Quad request: channels where some real row has a HALF or NONE Q follower.
+        req = Signal()
+        with m.If(su.quad.valid & su.quad.ready):
+            m.d.sync += req.eq(0)
+        m.d.comb += su.quad.valid.eq(req & gate["quad"])
+        with m.If(swap & cfg.match):
+            m.d.sync += req.eq(1)
+        hn = Signal(D)
+        m.d.comb += [
+            hn.eq(cp.qs[1] | cp.qs[2]),
+            su.quad.payload.work.eq(Cat(*[hn.bit_select(chan_of[j], 1) & in_chunk[j]
+                                          for j in range(W)])),
+            su.quad.payload.last.eq(cp.last_rb),
+        ]
+        # Pass-3 items: the first step takes one (the quad's first slot, or its ``empty``
+        # item), then one per step until the item with ``last``; later steps are bubbles.
+        more = Signal()                     # the quad has items not yet taken
+        item = SimpleNamespace(valid=Signal(name="slot_item_valid"),
+                               payload=Signal(su.o.payload.shape(), name="slot_item"))
+        m.d.comb += [
+            need_item.eq(slot_pass & (first | more)),
+            item.valid.eq(su.o.valid & gate["o"]),
+            item.payload.eq(su.o.payload),
+            su.o.ready.eq(step & need_item & gate["o"]),
+        ]
+        with m.If(step & need_item):
+            m.d.sync += more.eq(~su.o.payload.last)
+        with m.If(self.start):
+            m.d.sync += more.eq(0)
+        return item
+
+    def _slot_step(self, m, cp, item, first, issue):
+        """Registered outputs of a pass-3 step replaying slot ``item`` (a bubble when
+        ``issue`` is 0): rows carry the Q followers at A and B with both codes, column j
+        ``sel[j]`` and the byte of A, of B, or the two low nibbles."""
+        t = self.geo.tile
+        R, C = t.rows, t.cols
+        p = item.payload
+        chans = Array(self._chan)
+        ca = Signal(len(self._chan[0]), name="slot_chan_a")
+        cb = Signal(len(self._chan[0]), name="slot_chan_b")
+        m.d.comb += [ca.eq(chans[p.a]), cb.eq(chans[p.b])]
+        for r in range(R):
+            row = self.row[r]
+            m.d.sync += [row.a.eq(cp.qf[r].word_select(ca, 8)),
+                         row.qc.eq(_code_at(cp.qlo[r], cp.qhi[r], ca)),
+                         row.a1.eq(cp.qf[r].word_select(cb, 8)),
+                         row.qc1.eq(_code_at(cp.qlo[r], cp.qhi[r], cb)),
+                         row.valid.eq(cp.rvalid[r]),
+                         row.mode.pass_idx.eq(3), row.mode.first.eq(first),
+                         row.mode.issue.eq(issue), row.slot.eq(1)]
+        for j in range(C):
+            col, sel = self.col[j], p.sel[j]
+            byte_a = cp.kf[j].word_select(ca, 8)
+            byte_b = cp.kf[j].word_select(cb, 8)
+            pair = (sel == Sel.NIB_B) | (sel == Sel.NIB_AB)
+            m.d.sync += [col.b.eq(Mux(sel == Sel.BYTE_B, byte_b,
+                                      Mux(pair, Cat(byte_a[:4], byte_b[:4]), byte_a))),
+                         col.kc.eq(_code_at(cp.klo[j], cp.khi[j], ca)),
+                         col.kc1.eq(_code_at(cp.klo[j], cp.khi[j], cb)),
+                         col.valid.eq(cp.cvalid[j]),
+                         col.sel.eq(Mux(issue, sel.as_value(), Sel.NONE.value))]
+
+
+def _code_at(lo, hi, idx):
+    """The 2-bit code (FULL 0, HALF 1, NONE 2, ABSENT 3) at channel ``idx`` of a unit whose
+    code bits are the bitmaps ``lo`` (bit 0) and ``hi`` (bit 1)."""
+    return Cat(lo.bit_select(idx, 1), hi.bit_select(idx, 1))

@@ -1,0 +1,151 @@
+"""Geometry and data layouts of the multi-array engine (``docs/engine.md``, section "RTL"):
+shared by :class:`~kaleido_hw.engine.array_sequencer.ArraySequencer`,
+:class:`~kaleido_hw.engine.engine_buffer.EngineBuffer` and
+:class:`~kaleido_hw.engine.kaleido_engine.KaleidoEngine`.
+
+The single-array blocks' layouts (step rows and columns, the drain port) are reused from
+:mod:`kaleido_hw.engine.tile_layouts`; what changes is that a run is cut into *chunks* (W channels
+of one group), each with its own accumulation plane, and that the accumulation buffer has
+``P*C`` banks per plane.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data
+
+from kaleido_hw.bitops import bits_for
+from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.engine.tile_layouts import EngineGeometry
+
+
+__all__ = ["KaleidoGeometry", "max_chunks", "engine_run_layout", "chunk_layout",
+           "engine_tag_layout", "plane_info_layout"]
+
+
+def max_chunks(head_dim: int, width: int) -> int:
+    """Largest number of chunks a head of at most ``head_dim`` channels can have: the sum
+    over the three groups of ``ceil(size / width)``, maximized over the group sizes (a
+    larger group never has fewer chunks, so the three sizes sum to ``head_dim``)."""
+    best = 0
+    for s0 in range(head_dim + 1):
+        for s1 in range(head_dim + 1 - s0):
+            s2 = head_dim - s0 - s1
+            best = max(best, sum(-(-s // width) for s in (s0, s1, s2)))
+    return best
+
+
+@dataclass(frozen=True)
+class KaleidoGeometry:
+    """Sizes of the multi-array engine derived from a :class:`KaleidoConfig`.
+
+    ``tile`` holds the per-array sizes (R, C, N_max, D_max, acc_width); ``arrays`` is P and
+    ``chunk_width`` W (``sched_pattern_width``). A plane has ``banks = P*C`` banks; the
+    word of (Q token i, column position pos, follower bit f) is ``i*KB + 2*(pos // banks) + f``
+    in bank ``pos mod banks`` (``docs/engine.md``, "Accumulation buffer: banking").
+    """
+    tile: EngineGeometry
+    arrays: int
+    chunk_width: int
+    planes: int
+
+    @classmethod
+    def from_config(cls, config: KaleidoConfig) -> "KaleidoGeometry":
+        """The engine geometry of ``config`` (rows and cols must be powers of two)."""
+        tile = EngineGeometry.from_config(config)
+        w = config.sched_pattern_width
+        return cls(tile, config.engine_arrays, w, max_chunks(config.engine_max_head_dim, w))
+
+    @property
+    def banks(self) -> int:
+        """Banks per plane: ``P*C``."""
+        return self.arrays * self.tile.cols
+
+    @property
+    def plane_width(self) -> int:
+        """Bits of a plane (chunk) index."""
+        return bits_for(self.planes - 1)
+
+    @property
+    def local_blocks(self) -> int:
+        """Column blocks one array takes per chunk at most (``ceil(N_max / (P*C))``)."""
+        return -(-self.tile.max_tokens // self.banks)
+
+    @property
+    def kb_width(self) -> int:
+        """``log2(KB)``: words per Q token in a bank, two per local column block."""
+        return max(1, (2 * self.local_blocks - 1).bit_length())
+
+    @property
+    def cbp_width(self) -> int:
+        """Bits of an array's local column-block index ``cb // P`` in a tag."""
+        return max(1, self.kb_width - 1)
+
+    @property
+    def bank_depth(self) -> int:
+        """Words per bank: ``N_max * KB``."""
+        return self.tile.max_tokens << self.kb_width
+
+    @property
+    def unit_width(self) -> int:
+        """A unit index or position, with room for one step of ``P*C`` past ``N_max``."""
+        return bits_for(self.tile.max_tokens + self.banks)
+
+
+def engine_run_layout(geo: KaleidoGeometry) -> data.StructLayout:
+    """The configuration of one run, latched at ``start``, with what the unit arithmetic
+    needs per group: the grid with the group's direction halved (``t2``, ``h2``, ``w2``,
+    ``hw2 = h2*w2``) and the group's unit count ``units``."""
+    t = geo.tile
+    sw = t.size_width
+    return data.StructLayout({
+        "t": unsigned(sw), "h": unsigned(sw), "w": unsigned(sw),
+        "hw": unsigned(sw), "n": unsigned(sw),
+        "dirs": data.ArrayLayout(unsigned(2), 3),
+        "gmask": data.ArrayLayout(unsigned(t.max_dim), 3),
+        "gsize": data.ArrayLayout(unsigned(t.dim_width), 3),
+        "w2": data.ArrayLayout(unsigned(sw), 3),
+        "hw2": data.ArrayLayout(unsigned(sw), 3),
+        "units": data.ArrayLayout(unsigned(sw), 3),
+        "full_mask": unsigned(8),
+        "half_mask": unsigned(8),
+        "reuse": unsigned(1),
+        "schedule": unsigned(1),
+        "match": unsigned(1),
+    })
+
+
+def chunk_layout(geo: KaleidoGeometry) -> data.StructLayout:
+    """One chunk as the controller hands it to the arrays: its group, its channels (a
+    bitmap over all channels), their number, its plane (= chunk index in the run), and
+    whether it is the run's last chunk."""
+    t = geo.tile
+    return data.StructLayout({
+        "group": unsigned(2),
+        "mask": unsigned(t.max_dim),
+        "size": unsigned(t.dim_width),
+        "plane": unsigned(geo.plane_width),
+        "last": unsigned(1),
+    })
+
+
+def engine_tag_layout(geo: KaleidoGeometry) -> data.StructLayout:
+    """Where a drained tile goes: ``plane`` (chunk), ``cbp`` (the array's local column
+    block ``cb // P``), ``kf`` (columns are K followers), ``rtok[i]`` (Q token of row i),
+    ``rwe``/``cwe`` (real rows / columns)."""
+    t = geo.tile
+    return data.StructLayout({
+        "plane": unsigned(geo.plane_width),
+        "cbp": unsigned(geo.cbp_width),
+        "kf": unsigned(1),
+        "rtok": data.ArrayLayout(unsigned(t.tok_width), t.rows),
+        "rwe": unsigned(t.rows),
+        "cwe": unsigned(t.cols),
+    })
+
+
+def plane_info_layout() -> data.StructLayout:
+    """Per plane: written in this run (``on``) and the group of its chunk."""
+    return data.StructLayout({"on": unsigned(1), "group": unsigned(2)})

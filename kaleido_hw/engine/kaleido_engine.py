@@ -1,0 +1,656 @@
+"""KaleidoEngine: P reuse-aware PE arrays computing ``S = Q_eff K_eff^T`` chunk by chunk
+(``docs/engine.md``; its section "RTL" documents this file).
+
+Blocks: per array a copy of the Q and K memories (host writes go to every copy), an
+:class:`~kaleido_hw.engine.array_sequencer.ArraySequencer` and a :class:`~kaleido_hw.array.array.PEArray`;
+a chunk controller (cuts each group's channels into chunks of W = ``sched_pattern_width``,
+hands them to the arrays, and waits at the barrier between chunks); the
+:class:`~kaleido_hw.engine.engine_buffer.EngineBuffer` (one plane per chunk, ``P*C`` banks); the
+host interface and the counters.
+
+Host protocol (as the TileEngine's): write Q and K (``wr``) while idle; drive ``cfg`` and
+pulse ``start``; the configuration is checked and latched in that cycle. If it cannot run,
+``done`` rises at once with a non-zero ``error`` mask; otherwise ``busy`` stays high until
+``done``. Then the counters (``cnt``) are valid and a ``read`` pulse streams S (row-major,
+signed 32 bits) on ``s``.
+
+Variants (``cfg.reuse``, ``cfg.schedule``, ``cfg.match``): dense (reuse 0) and pe (1, 0, 0)
+run on every build; the scheduler (two :class:`~kaleido_hw.dispatch.order_unit.OrderUnit`, a
+per-chunk pre-pass, order lookups in the loaders, inverse orders in the read-out) and the
+matcher (a :class:`~kaleido_hw.dispatch.slot_unit.SlotUnit` per array, MergedCell arrays) are built
+per ``engine_dispatcher``; a ``start`` with reuse asking for a block that was not built is
+rejected (error bit ``dispatcher``).
+
+Plain build (``engine_pe = "plain"``, with ``engine_dispatcher = "none"``; the generated top
+``plain_engine`` is :class:`PlainEngine`): the same engine on
+:class:`~kaleido_hw.array.array.BaselineArray` arrays of plain MACs, the dense systolic accelerator the
+paper starts from. Its sequencers have no CodeUnits (every code is NONE, or ABSENT for a unit
+without follower, as the dense schedule needs) and the top latches no thresholds; it runs
+the dense variant only, and a ``start`` with reuse is rejected (error bit ``reuse``).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from kaleido_hw.array.array import BaselineArray, PEArray
+from kaleido_hw.bitops import popcount, set_bit_indices
+from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.dispatch.merged_cell import MergedCell, merged_col_layout, merged_row_layout
+from kaleido_hw.dispatch.order_unit import OrderUnit
+from kaleido_hw.engine.acc_buffer import S_WIDTH
+from kaleido_hw.engine.array_sequencer import ArraySequencer, unit_tokens
+from kaleido_hw.engine.code_unit import CodeUnit
+from kaleido_hw.engine.engine_buffer import EngineBuffer
+from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, chunk_layout, engine_run_layout,
+                                              engine_tag_layout, plane_info_layout)
+from kaleido_hw.engine.tile_engine import WRITE_BYTES, check_run
+from kaleido_hw.engine.tile_engine import engine_ports as tile_ports
+from kaleido_hw.engine.tile_engine import operand_writes
+from kaleido_hw.engine.tile_sequencer import COUNTER_WIDTH
+from kaleido_hw.stall_inject import STREAM_IDS, stall_gate
+
+
+__all__ = ["KaleidoEngine", "PlainEngine", "plain_config", "built_variants", "ERROR_BITS", "ENGINE_COUNTERS", "ARRAY_COUNTERS",
+           "engine_ports", "operand_writes", "check_engine_run", "VARIANTS"]
+
+#: Bits of the ``error`` mask, in order (bit 0 first), and what each rejects.
+ERROR_BITS = (
+    ("grid", "T, H or W is 0, or T*H*W exceeds engine_max_tokens"),
+    ("head_dim", "head_dim is 0 or exceeds engine_max_head_dim"),
+    ("group_map", "a channel below head_dim maps to group 3 (groups are 0 t, 1 y, 2 x)"),
+    ("bits", "not 3 <= half_bits < full_bits <= 7 with full_bits >= 4"),
+    ("directions", "a group's direction is 3 (axes are 0 t, 1 y, 2 x)"),
+    ("group_size", "a group has more channels than acc_width sums exactly"),
+    ("dispatcher", "reuse with schedule or match asked for a dispatcher block this engine "
+                   "does not have"),
+    ("reuse", "reuse asked of a plain engine (engine_pe = 'plain': BaselinePEs run dense only)"),
+)
+
+#: Run-time variants: name -> (reuse, schedule, match) (``docs/engine.md``, "Variants").
+VARIANTS = {"dense": (0, 0, 0), "pe": (1, 0, 0), "pe-sh": (1, 1, 0), "pe-m": (1, 0, 1),
+            "full": (1, 1, 1)}
+
+
+def built_variants(config: KaleidoConfig) -> tuple:
+    """Variants the KaleidoEngine built from ``config`` runs: dense only on a plain build
+    (``engine_pe = "plain"``); otherwise dense and pe always, pe-m with the matcher
+    (``engine_dispatcher`` "matcher" or "full"), pe-sh with the scheduler ("scheduler" or
+    "full"), full with both."""
+    if config.engine_pe == "plain":
+        return ("dense",)
+    out = ("dense", "pe")
+    if config.engine_dispatcher in ("scheduler", "full"):
+        out += ("pe-sh",)
+    if config.engine_dispatcher in ("matcher", "full"):
+        out += ("pe-m",)
+    if config.engine_dispatcher == "full":
+        out += ("full",)
+    return out
+
+#: Engine counters (``cnt__<name>``).
+ENGINE_COUNTERS = ("cycles", "chunks")
+#: Per-array counters (``cnt__a<k>__<name>``).
+ARRAY_COUNTERS = ("busy_pe_cycles", "issued0", "issued1", "issued2", "issued3", "skipped0",
+                  "skipped1", "skipped2", "skipped3", "merged", "bubbles", "quads", "idle",
+                  "stall")
+
+_ARRAY_COUNTER_DOCS = {
+    "busy_pe_cycles": "PE-cycles of array {a} in which some register took a term",
+    "issued0": "channel steps issued by array {a} in pass 0, summed over its quads",
+    "issued1": "channel steps issued by array {a} in pass 1",
+    "issued2": "channel steps issued by array {a} in pass 2",
+    "issued3": "channel steps issued by array {a} in pass 3",
+    "skipped0": "channel steps of array {a} skipped in pass 0 (always 0)",
+    "skipped1": "channel steps of array {a} skipped in pass 1 (no PE had work in the channel)",
+    "skipped2": "channel steps of array {a} skipped in pass 2",
+    "skipped3": "channel steps of array {a} skipped in pass 3",
+    "merged": "issued pass-3 slots of array {a} with two channels (0 without the matcher)",
+    "bubbles": "bubble steps of array {a} (a pass lasts at least rows steps)",
+    "quads": "tile quads computed by array {a}",
+    "idle": "cycles of the run in which array {a} issued no step (loads, barrier, final drain)",
+    "stall": ("cycles in which array {a} had a step due but the dispatcher (SlotUnit) had no "
+              "item for it (0 but under stall injection)"),
+}
+#: Arrays whose counter ports PORT_DOCS describes (``engine_arrays`` is at most 64).
+_MAX_ARRAYS = 64
+
+
+def _write_signature(geo: KaleidoGeometry) -> wiring.Signature:
+    t = geo.tile
+    return wiring.Signature({
+        "en": Out(1), "sel": Out(1), "token": Out(t.tok_width),
+        "lane": Out(max(1, (t.max_dim // WRITE_BYTES - 1).bit_length())),
+        "data": Out(8 * WRITE_BYTES), "strobe": Out(WRITE_BYTES),
+    })
+
+
+def _config_signature(geo: KaleidoGeometry) -> wiring.Signature:
+    t = geo.tile
+    sw = t.size_width
+    return wiring.Signature({
+        "t": Out(sw), "h": Out(sw), "w": Out(sw),
+        "head_dim": Out(t.dim_width),
+        "group_map": Out(2 * t.max_dim),
+        "directions": Out(6),
+        "full_bits": Out(3), "half_bits": Out(3),
+        "reuse": Out(1), "schedule": Out(1), "match": Out(1),
+    })
+
+
+def _counter_signature(arrays: int) -> wiring.Signature:
+    members = {name: Out(COUNTER_WIDTH) for name in ENGINE_COUNTERS}
+    per_array = wiring.Signature({name: Out(COUNTER_WIDTH) for name in ARRAY_COUNTERS})
+    for a in range(arrays):
+        members[f"a{a}"] = Out(per_array)
+    return wiring.Signature(members)
+
+
+def _port_docs() -> dict:
+    docs = {
+        "wr__en": ("host write strobe: write the bytes of wr__data selected by wr__strobe into "
+                   "every array's copy (ignored while busy)"),
+        "wr__sel": "operand of the write: 0 Q, 1 K",
+        "wr__token": "token index of the write (0..engine_max_tokens-1)",
+        "wr__lane": "8-channel lane of the write: channels 8*lane .. 8*lane+7",
+        "wr__data": "8 int8 values, channel 8*lane+b at bits [8b, 8b+8)",
+        "wr__strobe": "byte enables of wr__data (bit b writes channel 8*lane+b)",
+        "cfg__t": "grid frames T (sampled at start)",
+        "cfg__h": "grid rows H (sampled at start)",
+        "cfg__w": "grid columns W (sampled at start); T*H*W <= engine_max_tokens",
+        "cfg__head_dim": "channels per token d (1..engine_max_head_dim)",
+        "cfg__group_map": ("channel group per channel, 2 bits each (channel c at [2c, 2c+2)): "
+                           "0 t, 1 y, 2 x"),
+        "cfg__directions": ("reuse axis per group, 2 bits each (group g at [2g, 2g+2)): "
+                            "0 t, 1 y, 2 x"),
+        "cfg__full_bits": "FULL threshold: the top 1+full_bits bits agree (4..7)",
+        "cfg__half_bits": "HALF threshold: the top 1+half_bits bits agree (3..6, < full_bits)",
+        "cfg__reuse": "1: channel-wise reuse; 0: dense, exact Q @ K^T (the baseline)",
+        "cfg__schedule": ("1: cluster units with the scheduler (with reuse; rejected if "
+                          "engine_dispatcher built no scheduler)"),
+        "cfg__match": ("1: merge pass-3 channels with the matcher (with reuse; rejected if "
+                       "engine_dispatcher built no matcher)"),
+        "start": "pulse (when not busy and not reading): check and latch cfg, start a run",
+        "read": "pulse (after a successful run): stream S on s, row-major",
+        "busy": "a run is in progress",
+        "done": "the last run finished (or was rejected: error != 0); cleared by start",
+        "error": ("reasons the last start was rejected, one bit each (ERROR_BITS: grid, "
+                  "head_dim, group_map, bits, directions, group_size, dispatcher, reuse)"),
+        "s__valid": "S read-out stream: payload holds S[i][k]",
+        "s__ready": "S read-out stream: the host takes the payload",
+        "s__payload": "S[i][k], signed 32 bits; i major, k minor",
+        "cnt__cycles": "cycles from start to done of the last run",
+        "cnt__chunks": "chunks (W-channel pieces of the groups) of the last run",
+    }
+    for a in range(_MAX_ARRAYS):
+        for name, text in _ARRAY_COUNTER_DOCS.items():
+            docs[f"cnt__a{a}__{name}"] = text.format(a=a)
+    return docs
+
+
+class KaleidoEngine(wiring.Component):
+    """P arrays of R x C reuse-aware PEs with their sequencers, Q/K memory copies, a chunk
+    controller with a barrier, a banked accumulation buffer, host interface and counters.
+
+    Parameters
+    ----------
+    config : KaleidoConfig
+        ``rows``/``cols`` (R, C), ``engine_arrays`` (P), ``sched_pattern_width`` (W, the
+        chunk width), ``acc_width``, ``engine_max_tokens``, ``engine_max_head_dim``,
+        ``engine_dispatcher`` (which dispatcher blocks are built), ``engine_pe`` (ReusePE
+        arrays, or "plain": BaselineArrays and no CodeUnits, dense only), ``sched_entries``,
+        ``sched_clusters``, ``sched_lfsr_seed``, ``matcher_lookahead``.
+
+    The chunk controller keeps the channels of the current group not yet handed out; the
+    next chunk is the lowest W of them (``x & (x - 1)`` applied W times), else the first
+    channels of the next non-empty group. It hands a chunk to every array with ``go`` and
+    waits until every array reports ``chunk_done`` (the barrier, ``docs/engine.md``) and,
+    with the scheduler, until both orders of the next chunk are complete; the next ``go``
+    follows two cycles after the slowest array's last step, or one after the orders.
+    """
+
+    PORT_DOCS = _port_docs()
+
+    def __init__(self, config: KaleidoConfig):
+        self.geo = geo = KaleidoGeometry.from_config(config)
+        self.config = config
+        super().__init__({
+            "wr": In(_write_signature(geo)),
+            "cfg": In(_config_signature(geo)),
+            "start": In(1),
+            "read": In(1),
+            "busy": Out(1),
+            "done": Out(1),
+            "error": Out(len(ERROR_BITS)),
+            "s": Out(stream.Signature(signed(S_WIDTH))),
+            "cnt": Out(_counter_signature(geo.arrays)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        geo, cfg = self.geo, self.cfg
+        t = geo.tile
+        D, N, P = t.max_dim, t.max_tokens, geo.arrays
+        R, C = t.rows, t.cols
+        W = geo.chunk_width
+        matcher = self.config.engine_dispatcher in ("matcher", "full")
+        scheduler = self.config.engine_dispatcher in ("scheduler", "full")
+        plain = self.config.engine_pe == "plain"
+        # Dispatcher blocks of this elaboration (the benches read their probe wires).
+        self.order_units, self.sequencers = {}, []
+
+        # -- configuration check -------------------------------------------------------------
+        hw = Signal(2 * t.size_width)
+        n = Signal(3 * t.size_width)
+        m.d.comb += [hw.eq(cfg.h * cfg.w), n.eq(hw * cfg.t)]
+        chan = range(D)
+        in_head = Signal(D)
+        m.d.comb += in_head.eq(Cat(*(cfg.head_dim > c for c in chan)))
+        gmap = [cfg.group_map[2 * c:2 * c + 2] for c in chan]
+        gmask = [Signal(D, name=f"gmask{g}") for g in range(3)]
+        m.d.comb += [gmask[g].eq(Cat(*(in_head[c] & (gmap[c] == g) for c in chan)))
+                     for g in range(3)]
+        gsize = [Signal(t.dim_width, name=f"gsize{g}") for g in range(3)]
+        m.d.comb += [gsize[g].eq(popcount(gmask[g])) for g in range(3)]
+        dirs = [cfg.directions[2 * g:2 * g + 2] for g in range(3)]
+        err = Signal(len(ERROR_BITS))
+        big = t.max_group_channels
+        m.d.comb += err.eq(Cat(
+            (cfg.t == 0) | (cfg.h == 0) | (cfg.w == 0) | (n > N),
+            (cfg.head_dim == 0) | (cfg.head_dim > D),
+            Cat(*(in_head[c] & (gmap[c] == 3) for c in chan)).any(),
+            (cfg.half_bits < 3) | (cfg.full_bits < 4) | (cfg.half_bits >= cfg.full_bits),
+            Cat(*(d == 3 for d in dirs)).any(),
+            Cat(*(gs > big for gs in gsize)).any(),
+            cfg.reuse & ((cfg.schedule & ~Const(int(scheduler)))
+                         | (cfg.match & ~Const(int(matcher)))),
+            cfg.reuse if plain else Const(0, 1),
+        ))
+
+        # Halved grid per group (the group's direction halved, rounded up) and unit count.
+        def halve(v):
+            return (v + 1) >> 1
+
+        run = Signal(engine_run_layout(geo))
+        ext = []
+        for g in range(3):
+            d = dirs[g]
+            t2 = Mux(d == 0, halve(cfg.t), cfg.t)
+            h2 = Mux(d == 1, halve(cfg.h), cfg.h)
+            w2 = Mux(d == 2, halve(cfg.w), cfg.w)
+            hw2 = Signal(2 * t.size_width, name=f"hw2_{g}")
+            units = Signal(3 * t.size_width, name=f"units{g}")
+            m.d.comb += [hw2.eq(h2 * w2), units.eq(hw2 * t2)]
+            ext.append((w2, hw2, units))
+
+        # -- control -------------------------------------------------------------------------
+        kick = Signal()                       # cycle 1 of a run: sequencers reset, chunk 0
+        tail = Signal(range(R + C + 1))
+        tailing = Signal()
+        m.d.sync += kick.eq(0)
+        accept = Signal()
+        m.submodules.acc = acc = EngineBuffer(self.config)
+        m.d.comb += accept.eq(self.start & ~self.busy & ~acc.reading)
+        cnt = self.cnt
+        with m.If(accept):
+            m.d.sync += [cnt.cycles.eq(0)]
+            with m.If(err != 0):
+                m.d.sync += [self.error.eq(err), self.done.eq(1)]
+            with m.Else():
+                m.d.sync += [
+                    self.error.eq(0), self.done.eq(0), self.busy.eq(1), kick.eq(1),
+                    run.t.eq(cfg.t), run.h.eq(cfg.h), run.w.eq(cfg.w), run.hw.eq(hw),
+                    run.n.eq(n),
+                    # reuse and the threshold masks feed the CodeUnits: a plain build has none
+                    *([] if plain else [run.reuse.eq(cfg.reuse)]),
+                    run.match.eq(cfg.reuse & cfg.match & Const(int(matcher))),
+                    run.schedule.eq(cfg.reuse & cfg.schedule & Const(int(scheduler))),
+                    *([] if plain else [
+                        run.full_mask.eq(~(Const(0xFF, 8) >> (cfg.full_bits + 1))),
+                        run.half_mask.eq(~(Const(0xFF, 8) >> (cfg.half_bits + 1)))]),
+                ]
+                for g in range(3):
+                    w2, hw2, units = ext[g]
+                    m.d.sync += [run.dirs[g].eq(dirs[g]), run.gmask[g].eq(gmask[g]),
+                                 run.gsize[g].eq(gsize[g]), run.w2[g].eq(w2),
+                                 run.hw2[g].eq(hw2), run.units[g].eq(units)]
+
+        # -- chunk controller ----------------------------------------------------------------
+        chunk = Signal(chunk_layout(geo))
+        go = Signal()
+        waiting = Signal()                    # chunk handed out; barrier not yet passed
+        fresh = Signal()                      # no group started yet in this run
+        grp = Signal(2)
+        rem = Signal(D)                       # channels of group grp not yet in a chunk
+        plane_ctr = Signal(range(geo.planes + 1))
+        planes = Signal(data.ArrayLayout(plane_info_layout(), geo.planes))
+        nonempty = [run.gsize[g] != 0 for g in range(3)]
+        later = [Signal(name=f"later{g}") for g in range(3)]   # group g may start next
+        for g in range(3):
+            m.d.comb += later[g].eq(nonempty[g] & (fresh | (grp < g) if g else fresh))
+        use_rem = rem != 0
+        src_g = Signal(2)
+        m.d.comb += src_g.eq(Mux(use_rem, grp, Mux(later[0], 0, Mux(later[1], 1, 2))))
+        src_bits = Signal(D)
+        m.d.comb += src_bits.eq(Mux(use_rem, rem, run.gmask[src_g]))
+        chainv = src_bits
+        for s in range(W):
+            nxt = Signal(D, name=f"chunk_chain{s}")
+            m.d.comb += nxt.eq(chainv & (chainv - 1))
+            chainv = nxt
+        after = chainv                        # what is left of the group after this chunk
+        more = Signal()
+        m.d.comb += more.eq(Mux(src_g == 0, nonempty[1] | nonempty[2],
+                                Mux(src_g == 1, nonempty[2], 0)))
+        mask = Signal(D)
+        m.d.comb += mask.eq(src_bits & ~after)
+
+        all_done = Signal()
+        issue_chunk = Signal()
+        m.d.sync += go.eq(0)
+        ord_ok = Signal()                     # the next chunk's orders are ready (or none needed)
+        first_wait = Signal()                 # scheduler: chunk 0 waits for its orders
+        m.d.comb += issue_chunk.eq((kick & ~run.schedule) | (first_wait & ord_ok)
+                                   | (waiting & ~go & all_done & ~chunk.last & ord_ok))
+        with m.If(kick):
+            m.d.sync += first_wait.eq(run.schedule)
+        with m.If(issue_chunk):
+            m.d.sync += first_wait.eq(0)
+        with m.If(issue_chunk):
+            m.d.sync += [
+                go.eq(1), waiting.eq(1), fresh.eq(0), grp.eq(src_g), rem.eq(after),
+                chunk.group.eq(src_g), chunk.mask.eq(mask), chunk.size.eq(popcount(mask)),
+                chunk.plane.eq(plane_ctr), chunk.last.eq((after == 0) & ~more),
+                plane_ctr.eq(plane_ctr + 1),
+            ]
+            for k in range(geo.planes):
+                with m.If(plane_ctr == k):
+                    m.d.sync += [planes[k].on.eq(1), planes[k].group.eq(src_g)]
+        with m.If(accept & (err == 0)):
+            m.d.sync += [fresh.eq(1), rem.eq(0), grp.eq(0), plane_ctr.eq(0), waiting.eq(0),
+                         chunk.last.eq(0), planes.eq(0)]
+        m.d.comb += [cnt.chunks.eq(plane_ctr)]
+
+        # -- scheduler: per chunk, a pre-pass per side into an OrderUnit ------------------------
+        if scheduler:
+            q_ou = OrderUnit(self.config, order_ports=P, inverse_ports=1, inverse_banks=2,
+                             stall_ids=(STREAM_IDS["q_sched_i"], STREAM_IDS["q_sched_o"]))
+            k_ou = OrderUnit(self.config, order_ports=P, inverse_ports=geo.planes,
+                             inverse_banks=max(2, geo.planes),
+                             stall_ids=(STREAM_IDS["k_sched_i"], STREAM_IDS["k_sched_o"]))
+            m.submodules.q_order, m.submodules.k_order = q_ou, k_ou
+            self.order_units = {"q": q_ou, "k": k_ou}     # for the benches' probes
+        else:
+            m.d.comb += ord_ok.eq(1)
+
+        # -- arrays ----------------------------------------------------------------------------
+        tag_width = engine_tag_layout(geo).size
+        lanes = D // WRITE_BYTES
+        byte_en = Cat(*(Mux(self.wr.lane == lane, self.wr.strobe, 0) for lane in range(lanes)))
+        done_bits, fin_now, fin_seen = [], [], []
+        for a in range(P):
+            qmem = memory.Memory(shape=8 * D, depth=N, init=[])
+            kmem = memory.Memory(shape=8 * D, depth=N, init=[])
+            m.submodules[f"q_mem{a}"], m.submodules[f"k_mem{a}"] = qmem, kmem
+            if a == 0:
+                self._pre_mem = {"q": qmem, "k": kmem}
+            for sel, mem in ((0, qmem), (1, kmem)):
+                port = mem.write_port(granularity=8)
+                m.d.comb += [port.addr.eq(self.wr.token),
+                             port.data.eq(Cat(*[self.wr.data] * lanes)),
+                             port.en.eq(Mux(self.wr.en & ~self.busy & (self.wr.sel == sel),
+                                            byte_en, 0))]
+            seq = ArraySequencer(self.config, a)
+            self.sequencers.append(seq)
+            if scheduler:
+                m.d.comb += seq.next_bank.eq(plane_ctr[0])
+                for ou, port in ((q_ou, seq.q_ord), (k_ou, seq.k_ord)):
+                    rd = ou.ord_rd[a]
+                    m.d.comb += [rd.bank.eq(port.bank), rd.addr.eq(port.addr),
+                                 port.data.eq(rd.data)]
+            if plain:
+                arr = BaselineArray(self.config, tag_width=tag_width)
+            elif matcher:
+                arr = PEArray(self.config, tag_width=tag_width, cell=MergedCell,
+                              row_layout=merged_row_layout(), col_layout=merged_col_layout())
+            else:
+                arr = PEArray(self.config, tag_width=tag_width)
+            m.submodules[f"seq{a}"], m.submodules[f"array{a}"] = seq, arr
+            q_rd = qmem.read_port(domain="sync", transparent_for=())
+            k_rd = kmem.read_port(domain="sync", transparent_for=())
+            m.d.comb += [
+                seq.start.eq(kick), seq.cfg.eq(run), seq.go.eq(go), seq.chunk.eq(chunk),
+                q_rd.addr.eq(seq.q_addr), q_rd.en.eq(seq.q_en), seq.q_data.eq(q_rd.data),
+                k_rd.addr.eq(seq.k_addr), k_rd.en.eq(seq.k_en), seq.k_data.eq(k_rd.data),
+                arr.row.eq(seq.row), arr.col.eq(seq.col), arr.tag.eq(seq.tag),
+                acc.wr[a].eq(arr.drain),
+            ]
+            done_bits.append(seq.chunk_done)
+            seen = Signal(name=f"fin_seen{a}")
+            with m.If(seq.finished):
+                m.d.sync += seen.eq(1)
+            with m.If(kick):
+                m.d.sync += seen.eq(0)
+            fin_now.append(seen | seq.finished)
+            fin_seen.append(seen)
+
+            ac = getattr(cnt, f"a{a}")
+            sc = seq.counters
+            m.d.comb += [ac.bubbles.eq(sc.bubbles), ac.quads.eq(sc.quads),
+                         ac.merged.eq(seq.merged)]
+            for p in range(4):
+                m.d.comb += [getattr(ac, f"issued{p}").eq(sc.issued[p]),
+                             getattr(ac, f"skipped{p}").eq(sc.skipped[p])]
+            with m.If(accept):
+                m.d.sync += [ac.busy_pe_cycles.eq(0), ac.idle.eq(0), ac.stall.eq(0)]
+            with m.If(self.busy):
+                m.d.sync += [ac.busy_pe_cycles.eq(ac.busy_pe_cycles + arr.busy_count),
+                             ac.idle.eq(ac.idle + (~seq.stepping & ~seq.stalled)),
+                             ac.stall.eq(ac.stall + seq.stalled)]
+        m.d.comb += all_done.eq(Cat(*done_bits).all())
+        if scheduler:
+            self._orders(m, run, kick, go, chunk, src_g, mask, issue_chunk, ord_ok, q_ou, k_ou)
+
+        # -- end of the run: every array's final step, then the drain wave -----------------------
+        all_fin = Cat(*fin_now).all() & ~Cat(*fin_seen).all()
+        with m.If(self.busy & ~tailing & all_fin):
+            m.d.sync += [tailing.eq(1), tail.eq(R + C)]
+        with m.Elif(tailing):
+            m.d.sync += tail.eq(tail - 1)
+            with m.If(tail == 1):
+                m.d.sync += [tailing.eq(0), self.busy.eq(0), self.done.eq(1)]
+        with m.If(self.busy):
+            m.d.sync += cnt.cycles.eq(cnt.cycles + 1)
+
+        if scheduler:
+            for k in range(geo.planes):
+                rd = k_ou.inv_rd[k]
+                m.d.comb += [rd.bank.eq(acc.inv[k].bank), rd.addr.eq(acc.inv[k].addr),
+                             acc.inv[k].data.eq(rd.data)]
+        m.d.comb += [
+            acc.cfg.eq(run), acc.planes.eq(planes),
+            acc.read.eq(self.read & self.done & ~self.busy & (self.error == 0)),
+        ]
+        wiring.connect(m, wiring.flipped(self.s), acc.s)
+        return m
+
+
+    def _orders(self, m, run, kick, go, chunk, src_g, mask, issue_chunk, ord_ok, q_ou, k_ou):
+        """The scheduler's pre-pass (``docs/engine.md``, "Orders" and section "RTL").
+
+        The chunk whose orders are computed is the controller's next one: chunk 0 is latched
+        in the kick cycle, chunk k+1 in the cycle chunk k's ``go`` is visible (the controller
+        already points past chunk k then). One cycle after that (chunk 0: one cycle later, so
+        that every pre-pass starts feeding one cycle after its chunk's ``pre_start``) each
+        side reads unit u's anchor and follower through two extra read ports of memory copy
+        0, one unit per cycle; one cycle later the codes give the unit's pattern at the
+        chunk's channels and the unit enters the side's OrderUnit. ``ord_ok``: both orders
+        of the next chunk are complete (the one in use is released when the next chunk is
+        issued)."""
+        geo = self.geo
+        t = geo.tile
+        D, W = t.max_dim, geo.chunk_width
+        m.d.comb += [q_ou.inv_rd[0].bank.eq(0), q_ou.inv_rd[0].addr.eq(0)]
+
+        pre = Signal(chunk_layout(geo))
+        kick_d = Signal()
+        m.d.sync += kick_d.eq(kick)
+        latch = Signal()
+        pre_start = Signal()
+        m.d.comb += [latch.eq(run.schedule & (kick | (go & ~chunk.last))),
+                     pre_start.eq(run.schedule & (kick_d | (go & ~chunk.last)))]
+        with m.If(latch):
+            m.d.sync += [pre.group.eq(src_g), pre.mask.eq(mask), pre.size.eq(popcount(mask))]
+
+        feeding = Signal()
+        u = Signal(geo.unit_width)
+        units = Signal(t.size_width)
+        m.d.comb += units.eq(run.units[pre.group])
+        last = Signal()
+        m.d.comb += last.eq(u + 1 >= units)
+        # The unit in the output stage (s_*) goes to both OrderUnits (a fork: each side's
+        # ``taken`` remembers a handshake done while the other side still waits); the
+        # pipeline (unit counter, memory reads, s_*) advances only when both have it.
+        s_valid, s_last, s_hasf = Signal(), Signal(), Signal()
+        s_unit = Signal(len(q_ou.i.payload.unit))
+        adv = Signal()
+        with m.If(pre_start):
+            m.d.sync += [feeding.eq(1), u.eq(0)]
+        with m.Elif(feeding & adv):
+            m.d.sync += u.eq(u + 1)
+            with m.If(last):
+                m.d.sync += feeding.eq(0)
+        anchor, follower, hasf, _ = unit_tokens(m, geo, run, pre.group, u, "pre_unit")
+        with m.If(adv):
+            m.d.sync += [s_valid.eq(feeding & ~pre_start), s_last.eq(last), s_hasf.eq(hasf),
+                         s_unit.eq(u)]
+
+        # Chunk channel j = the j-th lowest set bit of the pre-pass chunk's mask.
+        chans = set_bit_indices(m, pre.mask, W, "pre")
+
+        ready, has = [], []
+        for side, ou in (("q", q_ou), ("k", k_ou)):
+            mem = self._pre_mem[side]
+            rd_a = mem.read_port(domain="sync", transparent_for=())
+            rd_f = mem.read_port(domain="sync", transparent_for=())
+            m.d.comb += [rd_a.addr.eq(anchor), rd_f.addr.eq(follower),
+                         rd_a.en.eq(feeding & adv), rd_f.en.eq(feeding & adv)]
+            gate = stall_gate(m, self.config, STREAM_IDS[f"pre_{side}"], f"pre_{side}")
+            taken = Signal(name=f"{side}_pre_taken")
+            fire = Signal(name=f"{side}_pre_fire")
+            m.d.comb += fire.eq(ou.i.valid & ou.i.ready)
+            with m.If(adv):
+                m.d.sync += taken.eq(0)
+            with m.Elif(fire):
+                m.d.sync += taken.eq(1)
+            with m.If(pre_start):
+                m.d.sync += taken.eq(0)
+            has.append(taken | fire)
+            cu = CodeUnit(D)
+            m.submodules[f"{side}_pre_codes"] = cu
+            m.d.comb += [cu.anchor.eq(rd_a.data), cu.follower.eq(rd_f.data),
+                         cu.present.eq(s_hasf), cu.reuse.eq(1),
+                         cu.full_mask.eq(run.full_mask), cu.half_mask.eq(run.half_mask)]
+            hn = Signal(D, name=f"{side}_pre_hn")          # HALF or NONE per channel
+            m.d.comb += hn.eq(cu.code_lo ^ cu.code_hi)
+            m.d.comb += [
+                ou.start.eq(kick),
+                ou.i.valid.eq(s_valid & ~taken & gate),
+                ou.i.payload.unit.eq(s_unit),
+                ou.i.payload.last.eq(s_last),
+                ou.i.payload.pattern.eq(Cat(*[hn.bit_select(chans[j], 1) & (pre.size > j)
+                                              for j in range(W)])),
+            ]
+            # One order is in use from chunk 0's issue on; it is released at the next issue.
+            held = Signal(name=f"{side}_order_held")
+            with m.If(kick):
+                m.d.sync += held.eq(0)
+            with m.Elif(issue_chunk):
+                m.d.sync += held.eq(1)
+            m.d.comb += ou.release.eq(issue_chunk & held)
+            ready.append(ou.avail > held)
+        m.d.comb += [ord_ok.eq(~run.schedule | (ready[0] & ready[1])),
+                     adv.eq(~s_valid | (has[0] & has[1]))]
+        return q_ou, k_ou
+
+
+def plain_config(config: KaleidoConfig) -> KaleidoConfig:
+    """``config`` as a plain build: ``engine_pe = "plain"``, ``engine_dispatcher = "none"``
+    (every other key unchanged)."""
+    return config.replace(engine_pe="plain", engine_dispatcher="none")
+
+
+def _plain_port_docs() -> dict:
+    docs = dict(_port_docs())
+    docs.update({
+        "cfg__reuse": ("must be 0: the plain engine computes exact Q @ K^T only (1 is rejected: "
+                       "error bit reuse)"),
+        "cfg__schedule": "no scheduler in a plain engine: 0 (ignored with cfg__reuse = 0)",
+        "cfg__match": "no matcher in a plain engine: 0 (ignored with cfg__reuse = 0)",
+        "cfg__directions": ("pairing axis per group, 2 bits each (group g at [2g, 2g+2)): 0 t, "
+                            "1 y, 2 x (the dense schedule walks the same tile quads)"),
+        "cfg__full_bits": ("FULL threshold of a reuse run (4..7): checked only, so that one host "
+                           "contract serves both builds"),
+        "cfg__half_bits": ("HALF threshold (3..6, < full_bits): checked only, as cfg__full_bits"),
+    })
+    for a in range(_MAX_ARRAYS):
+        docs[f"cnt__a{a}__busy_pe_cycles"] = (f"PE-cycles of array {a} in which a BaselinePE "
+                                              f"accumulated a product")
+        docs[f"cnt__a{a}__merged"] = f"always 0 (no matcher in a plain engine; array {a})"
+        docs[f"cnt__a{a}__stall"] = f"always 0 (no dispatcher in a plain engine; array {a})"
+    return docs
+
+
+class PlainEngine(KaleidoEngine):
+    """The KaleidoEngine built from :func:`plain_config` of ``config``: P BaselineArrays of
+    plain 8-bit MACs with the engine's sequencers (without CodeUnits), chunk controller,
+    barrier, buffer, host interface and counters, and no dispatcher. It runs the dense
+    variant only, with exactly the cycles and counters of ``golden.engine.model.engine_counters``
+    (variant ``dense``) on the same configuration; the reference of the iso-area comparison
+    (``docs/engine.md``, "Plain build").
+
+    Parameters
+    ----------
+    config : KaleidoConfig
+        As for :class:`KaleidoEngine`; ``engine_pe`` and ``engine_dispatcher`` are replaced by
+        "plain" and "none".
+    """
+
+    PORT_DOCS = _plain_port_docs()
+
+    def __init__(self, config: KaleidoConfig):
+        super().__init__(plain_config(config))
+
+
+# -- host-side helpers (plain Python) ---------------------------------------------------------
+
+def check_engine_run(config: KaleidoConfig, grid, groups, full_bits: int = 5,
+                     half_bits: int = 3, variant: str = "pe"):
+    """Raise ``ValueError`` naming the parameter if the KaleidoEngine built from ``config``
+    cannot run this job (the RTL's ``error`` bits, checked before any simulation)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    if config.engine_pe == "plain" and variant != "dense":
+        raise ValueError(f"variant {variant!r} needs reuse, which a plain engine does not have "
+                         f"(engine_pe='plain': BaselinePEs run the dense variant only); run "
+                         f"variant 'dense', or build with engine_pe='reuse'")
+    built = built_variants(config)
+    if variant not in built:
+        raise ValueError(f"variant {variant!r} needs dispatcher hardware this KaleidoEngine "
+                         f"does not have (engine_dispatcher={config.engine_dispatcher!r}); "
+                         f"built variants: {', '.join(built)}")
+    return check_run(config, grid, groups, full_bits, half_bits)
+
+
+def engine_ports(config: KaleidoConfig, grid, groups, full_bits: int = 5, half_bits: int = 3,
+                 variant: str = "pe") -> dict:
+    """Values of the ``cfg__*`` ports for one run (after :func:`check_engine_run`): the
+    TileEngine's encoding (:func:`kaleido_hw.engine.tile_engine.engine_ports`) plus the dispatcher
+    bits of ``variant``."""
+    check_engine_run(config, grid, groups, full_bits, half_bits, variant)
+    reuse, schedule, match = VARIANTS[variant]
+    ports = tile_ports(config, grid, groups, full_bits, half_bits, reuse=bool(reuse))
+    ports.update({"cfg__schedule": schedule, "cfg__match": match})
+    return ports

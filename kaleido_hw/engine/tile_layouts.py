@@ -1,0 +1,152 @@
+"""Geometry and data layouts shared by the blocks of the single-array engine (``docs/array.md``):
+the :class:`~kaleido_hw.engine.tile_sequencer.TileSequencer`, the :class:`~kaleido_hw.array.array.PEArray`,
+the :class:`~kaleido_hw.engine.acc_buffer.AccumulationBuffer` and the
+:class:`~kaleido_hw.engine.tile_engine.TileEngine`.
+
+Layouts pack from bit 0 in declaration order (``amaranth.lib.data``), so a packed port can be
+decoded by hand from the tables in ``docs/array.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data
+
+from kaleido_hw.bitops import bits_for
+from kaleido_hw.config import ConfigError, KaleidoConfig, min_acc_width
+
+
+__all__ = ["EngineGeometry", "run_config_layout", "drain_tag_layout"]
+
+
+def _is_pow2(v: int) -> bool:
+    return v >= 1 and v & (v - 1) == 0
+
+
+@dataclass(frozen=True)
+class EngineGeometry:
+    """Sizes derived from a :class:`KaleidoConfig` for the engine blocks.
+
+    ``kb`` is the number of buffer words per Q token in one bank: two per column block
+    (anchor, follower), rounded up to a power of two so the address is a concatenation.
+    """
+    rows: int
+    cols: int
+    max_tokens: int
+    max_dim: int
+    acc_width: int
+
+    @classmethod
+    def from_config(cls, config: KaleidoConfig, require_pow2: bool = True) -> "EngineGeometry":
+        """The geometry of ``config`` (rows, cols, engine_max_tokens, engine_max_head_dim,
+        acc_width); ``require_pow2`` rejects non-power-of-two rows/cols with a ConfigError."""
+        if not isinstance(config, KaleidoConfig):
+            raise TypeError(f"expected a KaleidoConfig, got {type(config).__name__}")
+        if require_pow2:
+            for key in ("rows", "cols"):
+                v = getattr(config, key)
+                if not _is_pow2(v):
+                    raise ConfigError(
+                        f"{key} must be a power of two (1, 2, 4, 8 or 16) for the TileEngine "
+                        f"(its accumulation buffer addresses by shifts), got {v}")
+        return cls(config.rows, config.cols, config.engine_max_tokens,
+                   config.engine_max_head_dim, config.acc_width)
+
+    # -- widths ---------------------------------------------------------------------------------
+    @property
+    def tok_width(self) -> int:
+        """Bits of a token index 0..max_tokens-1."""
+        return bits_for(self.max_tokens - 1)
+
+    @property
+    def size_width(self) -> int:
+        """Bits of a grid length or token count 0..max_tokens."""
+        return bits_for(self.max_tokens)
+
+    @property
+    def ch_width(self) -> int:
+        """Bits of a channel index 0..max_dim-1."""
+        return bits_for(self.max_dim - 1)
+
+    @property
+    def dim_width(self) -> int:
+        """Bits of a channel count 0..max_dim."""
+        return bits_for(self.max_dim)
+
+    @property
+    def row_width(self) -> int:
+        """Bits of a row index of the array."""
+        return bits_for(self.rows - 1)
+
+    @property
+    def max_group_channels(self) -> int:
+        """Largest channel group whose sums R0/R1/R2 hold exactly (``min_acc_width``)."""
+        n = self.max_dim
+        while n > 1 and min_acc_width(n) > self.acc_width:
+            n -= 1
+        return n
+
+    # -- accumulation buffer ---------------------------------------------------------------------
+    @property
+    def col_blocks(self) -> int:
+        """Column blocks of the largest group: at most max_tokens units, C per block."""
+        return -(-self.max_tokens // self.cols)
+
+    @property
+    def kb_width(self) -> int:
+        """Bits of the per-token word offset in a bank (anchor/follower of each column block)."""
+        return max(1, (2 * self.col_blocks - 1).bit_length())
+
+    @property
+    def kb(self) -> int:
+        """Buffer words per Q token in one bank: 2 per column block, rounded up to a power of two."""
+        return 1 << self.kb_width
+
+    @property
+    def cb_width(self) -> int:
+        """Bits of a column-block index."""
+        return max(1, self.kb_width - 1)
+
+    @property
+    def bank_depth(self) -> int:
+        """Words in one accumulation bank: max_tokens * kb."""
+        return self.max_tokens * self.kb
+
+    @property
+    def bank_addr_width(self) -> int:
+        """Bits of a bank address."""
+        return bits_for(self.bank_depth - 1)
+
+
+def drain_tag_layout(geo: EngineGeometry) -> data.StructLayout:
+    """Where the tile drained by a pass's first step goes in the accumulation buffer.
+
+    ``plane``: the channel group; ``cb``: column block of the quad; ``kf``: the tile's
+    columns are K followers; ``rtok[i]``: Q token of row i; ``rwe``/``cwe``: which rows and
+    columns hold a real result (padding units and absent followers are not written).
+    """
+    return data.StructLayout({
+        "plane": unsigned(2),
+        "cb": unsigned(geo.cb_width),
+        "kf": unsigned(1),
+        "rtok": data.ArrayLayout(unsigned(geo.tok_width), geo.rows),
+        "rwe": unsigned(geo.rows),
+        "cwe": unsigned(geo.cols),
+    })
+
+
+def run_config_layout(geo: EngineGeometry) -> data.StructLayout:
+    """The configuration of one run, latched at start (derived values included)."""
+    sw = geo.size_width
+    return data.StructLayout({
+        "t": unsigned(sw), "h": unsigned(sw), "w": unsigned(sw),
+        "hw": unsigned(sw), "n": unsigned(sw),
+        "dirs": data.ArrayLayout(unsigned(2), 3),
+        "gmask": data.ArrayLayout(unsigned(geo.max_dim), 3),
+        "gsize": data.ArrayLayout(unsigned(geo.dim_width), 3),
+        "full_mask": unsigned(8),
+        "half_mask": unsigned(8),
+        "reuse": unsigned(1),
+    })

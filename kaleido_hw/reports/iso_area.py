@@ -1,0 +1,280 @@
+"""Iso-area throughput of the engine variants (``kaleido-hw report --only iso-area``).
+
+What a reuse engine buys per unit of silicon and time: for every variant, **result elements
+per ns per mm2** = ``elements / (cycles * clock period) / area``, divided by the same figure
+of the dense schedule on plain (BaselinePE) arrays, which is therefore 1.0.
+
+- Attention scores S = Q K^T: elements N^2 of one head; cycles from the engine's exact cycle
+  model ``golden.engine.model.engine_counters`` (the RTL matches it: the dense variant on the
+  ``plain_engine`` top, every variant on ``kaleido_engine``), on the report's engine
+  settings (P arrays of R x C, as the ablation report).
+- Linear layers Y = X_eff W: output elements N * C_out of the four layers of one reduced
+  transformer block; cycles from ``golden.engine.linear.linear_counters``, reuse on ReusePE
+  arrays against the dense schedule on plain arrays (the dense schedule costs one step per
+  channel per token on either array).
+
+Area and clock period come from the standard-cell flow (``kaleido_hw.flow.stdcell``, imported
+only when the report runs; without it, or when ``stdcell_available()`` names a missing
+package, the report is skipped with that message):
+
+- **Level 1** (always, from small tops): P times the variant's array (``baseline_array``
+  for dense on plain arrays, ``pe_array`` for pe and pe-sh, ``merged_array`` for pe-m and
+  full) plus the dispatcher blocks the variant adds (two ``cluster_scheduler``\\ s for
+  pe-sh and full, one ``merge_matcher`` per array for pe-m and full); the period is the
+  longest critical path among those blocks. Level 1 leaves out what every variant has: the
+  sequencers, the buffers, the memories and the control (and the glue that the dispatcher
+  adds to the sequencers), so it compares the computing fabric, as the paper's "PE-array
+  area" does. Linear layers: P x ``baseline_array`` against P x ``pe_array`` (the
+  LinearEngine's cells put a linear decoder in front of the same ReusePE; level 1 prices
+  them as ``pe_array``).
+- **Level 2** (when ``make synth-engine`` left ``build/engine_area.json``): whole-engine
+  area and period per build, read by :func:`read_engine_cache` (see there for the fields);
+  a variant gets a level-2 figure when the cache has its build.
+
+Level-1 syntheses are cached in :data:`CACHE` under a key of the configuration and a hash of
+the Python sources of the synthesized tops and of the flow, so a repeated report does not
+synthesize again.
+
+The paper's claim for comparison: about 2x fewer cycles at about 1.31x the PE-array area on
+the same 1 GHz clock, i.e. about 1.53x the elements per ns per mm2 of the plain accelerator.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from kaleido_hw.config import KaleidoConfig
+
+
+__all__ = ["VARIANTS", "LINEAR_VARIANTS", "CACHE", "ENGINE_CACHE", "PAPER", "LEVEL1_NOTE",
+           "level1_blocks", "linear_blocks", "source_hash", "stdcell_results", "variant_area",
+           "read_engine_cache", "throughput_rows"]
+
+#: Attention variants, the reference (dense on plain arrays) first.
+VARIANTS = ("dense", "pe", "pe-sh", "pe-m", "full")
+#: Linear-layer variants: the dense schedule on plain arrays, window reuse on ReusePE arrays.
+LINEAR_VARIANTS = ("dense", "reuse")
+#: Level-1 standard-cell results (relative to the working directory, like make's outputs).
+CACHE = Path("build") / "iso_area_stdcell.json"
+#: The whole-engine cache of ``make synth-engine`` (``kaleido_hw.flow.engine_area``).
+ENGINE_CACHE = Path("build") / "engine_area.json"
+#: The paper's figures: cycles of the plain accelerator over Kaleido's, Kaleido's PE-array
+#: area over the plain one's, same clock.
+PAPER = {"cycle_speedup": 2.0, "area_ratio": 1.31}
+PAPER["iso_area_time"] = PAPER["cycle_speedup"] / PAPER["area_ratio"]
+LEVEL1_NOTE = ("Level 1 counts the PE arrays and the dispatcher blocks only: the sequencers, "
+               "buffers, memories and control that every variant has are left out (as the "
+               "paper's PE-array area leaves them out).")
+
+#: The Python modules (kaleido_hw/<name>.py) of each level-1 top; the cache key hashes them
+#: and everything they import from the package.
+_TOP_MODULES = {"baseline_array": "array", "pe_array": "array", "merged_array": "merged_array",
+                "cluster_scheduler": "scheduler", "merge_matcher": "matcher"}
+#: StdCellResult fields kept in the cache and the rows.
+_FIELDS = ("top", "area_um2", "cells", "ffs", "path_ns", "arrival_ns", "startpoint", "endpoint",
+           "fmax_mhz", "power_mw", "units", "notes")
+
+
+def level1_blocks(variant: str, arrays: int) -> list[tuple[str, int]]:
+    """``[(top, count)]`` of the level-1 area of an attention ``variant`` on ``arrays``
+    arrays."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    matcher = variant in ("pe-m", "full")
+    array = {"dense": "baseline_array"}.get(variant, "merged_array" if matcher else "pe_array")
+    blocks = [(array, arrays)]
+    if variant in ("pe-sh", "full"):
+        blocks.append(("cluster_scheduler", 2))
+    if matcher:
+        blocks.append(("merge_matcher", arrays))
+    return blocks
+
+
+def linear_blocks(variant: str, arrays: int) -> list[tuple[str, int]]:
+    """``[(top, count)]`` of the level-1 area of the linear layers' ``variant``."""
+    if variant not in LINEAR_VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(LINEAR_VARIANTS)}, got {variant!r}")
+    return [("baseline_array" if variant == "dense" else "pe_array", arrays)]
+
+
+def source_hash(tops) -> str:
+    """SHA-256 (16 hex digits) of the Python sources of ``tops`` and of the standard-cell
+    flow: their modules and every module of the package or of ``golden`` they import."""
+    root = Path(__file__).resolve().parent
+    repo = root.parent
+    todo = [root / f"{_TOP_MODULES[t]}.py" for t in tops]
+    todo += [root / "stdcell.py", root / "generate.py", root / "config.py"]
+    seen = set()
+    while todo:
+        f = todo.pop()
+        if f in seen or not f.exists():
+            continue
+        seen.add(f)
+        text = f.read_text()
+        for mod in re.findall(r"^from \.(\w+) import", text, re.M):
+            todo.append(f.parent / f"{mod}.py")
+        for mod in re.findall(r"^from golden\.(\w+) import", text, re.M):
+            todo.append(repo / "golden" / f"{mod}.py")
+    h = hashlib.sha256()
+    for f in sorted(seen):
+        h.update(f.relative_to(repo).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _as_dict(result) -> dict:
+    if dataclasses.is_dataclass(result):
+        d = dataclasses.asdict(result)
+    else:
+        d = {k: getattr(result, k, None) for k in _FIELDS}
+    out = {k: d.get(k) for k in _FIELDS}
+    if out["notes"] is not None and not isinstance(out["notes"], list):
+        out["notes"] = [str(out["notes"])] if isinstance(out["notes"], str) else list(out["notes"])
+    return out
+
+
+def stdcell_results(tops, config: KaleidoConfig, synth, cache: Path = CACHE,
+                    log=None) -> tuple[dict, list[str]]:
+    """``({top: result dict}, [tops synthesized now])`` for ``tops`` at ``config``.
+
+    ``synth(top, config)`` runs the flow (``kaleido_hw.flow.stdcell.synth_stdcell``). Results come
+    from ``cache`` when its key (configuration and :func:`source_hash`) matches; new results
+    are added to it."""
+    tops = list(dict.fromkeys(tops))
+    key = {"config": config.to_dict(), "sources": source_hash(tops)}
+    cache = Path(cache)
+    stored = {}
+    try:
+        data = json.loads(cache.read_text())
+        if data.get("key") == key:
+            stored = data.get("results", {})
+    except (OSError, ValueError, AttributeError):
+        stored = {}
+    fresh = []
+    for top in tops:
+        if top in stored and stored[top].get("area_um2") is not None:
+            continue
+        if log:
+            log(f"standard-cell synthesis of {top} ...")
+        stored[top] = _as_dict(synth(top, config))
+        fresh.append(top)
+    if fresh:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"key": key, "results": stored}, indent=1) + "\n")
+    return {t: stored[t] for t in tops}, fresh
+
+
+def variant_area(blocks, results: dict) -> dict:
+    """Area (um2, the sum of count x block area) and period (ns, the longest block path) of
+    ``blocks`` = ``[(top, count)]``."""
+    area = sum(n * results[t]["area_um2"] for t, n in blocks)
+    period = max(results[t]["path_ns"] for t, _ in blocks)
+    slowest = max(blocks, key=lambda b: results[b[0]]["path_ns"])[0]
+    return {"area_um2": area, "period_ns": period, "critical_block": slowest,
+            "blocks": " + ".join(f"{n} x {t}" for t, n in blocks)}
+
+
+# -- level 2: the whole-engine cache -----------------------------------------------------------
+
+_DISPATCHER_VARIANT = {"none": "pe", "scheduler": "pe-sh", "matcher": "pe-m", "full": "full"}
+
+
+def _first(d: dict, *keys):
+    for k in keys:
+        v = d.get(k) if isinstance(d, dict) else None
+        if v is not None:
+            return v
+    return None
+
+
+def read_engine_cache(path: Path = ENGINE_CACHE, arrays: int | None = None
+                      ) -> tuple[dict, str]:
+    """Whole-engine area and period per variant from ``make synth-engine``'s cache:
+    ``({variant: {"area_um2", "period_ns", "arrays", "build"}}, why)`` (``why`` says what is
+    missing when the dict is empty).
+
+    The format of that file is not fixed yet, so it is read defensively: a top-level
+    ``builds`` list (or dict of builds); per build the array count (``arrays``, else
+    ``config.engine_arrays``), the dispatcher (``dispatcher``, else
+    ``config.engine_dispatcher``), the PEs (``engine_pe``, else ``config.engine_pe``, else
+    "reuse"), the standard-cell area ``area_um2`` (at the build or in a ``stdcell`` dict) and
+    the period ``path_ns`` (same places; else ``1000 / fmax_mhz``). Builds without an area in
+    um2 (the yosys transistor estimates of the current flow) are not used. A plain build
+    (engine_pe "plain") is the dense reference; reuse builds map dispatcher none / scheduler
+    / matcher / full to pe / pe-sh / pe-m / full. Only builds with ``arrays`` arrays are
+    taken (when given)."""
+    path = Path(path)
+    if not path.exists():
+        return {}, f"no {path} ('make synth-engine' writes it)"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        return {}, f"{path} is unreadable ({e})"
+    builds = data.get("builds") if isinstance(data, dict) else None
+    if isinstance(builds, dict):
+        builds = list(builds.values())
+    if not isinstance(builds, list):
+        return {}, f"{path} has no list of builds"
+    out = {}
+    for b in builds:
+        if not isinstance(b, dict):
+            continue
+        cfg = b.get("config") if isinstance(b.get("config"), dict) else {}
+        sc = b.get("stdcell") if isinstance(b.get("stdcell"), dict) else {}
+        p = _first(b, "arrays") or cfg.get("engine_arrays")
+        disp = _first(b, "dispatcher") or cfg.get("engine_dispatcher")
+        pe = _first(b, "engine_pe") or cfg.get("engine_pe") or "reuse"
+        area = _first(b, "area_um2") or sc.get("area_um2")
+        period = _first(b, "path_ns") or sc.get("path_ns")
+        fmax = _first(b, "fmax_mhz") or sc.get("fmax_mhz")
+        if period is None and fmax:
+            period = 1000.0 / fmax
+        if area is None or period is None or (arrays is not None and p != arrays):
+            continue
+        variant = "dense" if pe == "plain" else _DISPATCHER_VARIANT.get(disp)
+        if variant is None:
+            continue
+        out[variant] = {"area_um2": float(area), "period_ns": float(period), "arrays": p,
+                        "build": f"P={p} {pe} {disp}"}
+    if not out:
+        return {}, (f"{path} has no build with a standard-cell area (area_um2) and period"
+                    + (f" for {arrays} arrays" if arrays is not None else ""))
+    if "dense" not in out:
+        return {}, f"{path} has no plain-engine build (engine_pe 'plain'), the reference"
+    return out, ""
+
+
+# -- throughput ----------------------------------------------------------------------------------
+
+def throughput_rows(kind: str, preset: str, elements: int, cycles: dict, areas: dict,
+                    level: int) -> list[dict]:
+    """One row per variant of ``cycles`` (``{variant: cycles}``, the reference first) with
+    ``areas[variant]`` (``variant_area`` or a level-2 entry): elements per ns per mm2, and
+    that relative to the reference, with the three factors (cycle speedup, area ratio,
+    period ratio) whose combination it is."""
+    ref = next(iter(cycles))
+    rows = []
+    for variant, cyc in cycles.items():
+        if variant not in areas:
+            continue
+        a = areas[variant]
+        per_ns = elements / (cyc * a["period_ns"])
+        rows.append({"kind": kind, "preset": preset, "variant": variant, "level": level,
+                     "elements": elements, "cycles": int(cyc), "period_ns": a["period_ns"],
+                     "area_um2": a["area_um2"], "blocks": a.get("blocks", a.get("build")),
+                     "critical_block": a.get("critical_block"),
+                     "elements_per_ns": per_ns,
+                     "elements_per_ns_mm2": per_ns / (a["area_um2"] * 1e-6)})
+    base = next((r for r in rows if r["variant"] == ref), None)
+    for r in rows:
+        if base is None:
+            r.update(relative=None, cycle_speedup=None, area_ratio=None, period_ratio=None)
+            continue
+        r["relative"] = r["elements_per_ns_mm2"] / base["elements_per_ns_mm2"]
+        r["cycle_speedup"] = base["cycles"] / r["cycles"]
+        r["area_ratio"] = r["area_um2"] / base["area_um2"]
+        r["period_ratio"] = r["period_ns"] / base["period_ns"]
+    return rows

@@ -1,0 +1,125 @@
+"""Host-side driver of the ``kaleido_engine`` Verilog for the cocotb bench
+(``sim/engine/kaleido``): write Q and K, configure a variant, start, wait for done, read the
+engine and per-array counters and S (under random back-pressure).
+
+The configuration the Verilog was generated with comes from ``rtl_out/manifest.json`` (or
+``KALEIDO_MANIFEST``); a job the hardware cannot run is rejected by
+:func:`kaleido_hw.engine.kaleido_engine.check_engine_run` before anything is driven.
+"""
+
+from __future__ import annotations
+
+import random
+
+import cocotb
+import numpy as np
+from cocotb.triggers import RisingEdge
+from run_host import PERIOD_NS, RunHost, load_config, mask_names
+
+from golden.engine.model import EngineParams, engine_counters
+from golden.engine.trace import OrderTrace, SlotTrace, decode_block, decode_sel
+from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.engine.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
+                                              engine_ports)
+
+
+__all__ = ["KaleidoEngineHost", "DispatchMonitor", "counter_names", "model_counters",
+           "error_names", "load_config", "PERIOD_NS"]
+
+
+def counter_names(config: KaleidoConfig) -> list[str]:
+    """Every counter port without the ``cnt__`` prefix, engine counters first."""
+    return [*ENGINE_COUNTERS, *(f"a{a}__{name}" for a in range(config.engine_arrays)
+                                for name in ARRAY_COUNTERS)]
+
+
+def model_counters(config: KaleidoConfig, q, k, grid, groups, variant: str,
+                   full_bits: int = 5, half_bits: int = 3) -> dict:
+    """``golden.engine.model.engine_counters`` under the RTL's counter names."""
+    c = engine_counters(q, k, grid, groups, EngineParams.from_config(config), variant,
+                        full_bits, half_bits)
+    out = {"cycles": int(c.cycles), "chunks": int(c.chunks)}
+    for a in range(config.engine_arrays):
+        vals = {"busy_pe_cycles": c.busy_pe_cycles[a], "merged": c.merged[a],
+                "bubbles": c.bubbles[a], "quads": c.quads[a], "idle": c.idle[a],
+                # The cycle model has no dispatcher stalls: the SlotUnit's latencies are hidden.
+                "stall": 0}
+        for p in range(4):
+            vals[f"issued{p}"] = c.issued[a, p]
+            vals[f"skipped{p}"] = c.skipped[a, p]
+        out.update({f"a{a}__{name}": int(vals[name]) for name in ARRAY_COUNTERS})
+    return out
+
+
+class KaleidoEngineHost(RunHost):
+    """Drives one ``kaleido_engine`` instance (clock and reset already running)."""
+
+    def __init__(self, dut, config: KaleidoConfig):
+        super().__init__(dut, config, counter_names(config))
+
+    async def run(self, q, k, grid, groups, *, variant="pe", full_bits=5, half_bits=3,
+                  max_cycles: int = 2_000_000) -> dict:
+        """Write Q and K, run, and return ``{"error": mask, "busy": b, "counters": {...}}``."""
+        ports = engine_ports(self.config, grid, groups, full_bits, half_bits, variant)
+        await self.write_operand(0, q)
+        await self.write_operand(1, k)
+        self.configure(ports)
+        return await self.start(max_cycles)
+
+    async def read_scores(self, n: int, *, stall: float = 0.0,
+                          rng: random.Random | None = None) -> np.ndarray:
+        """Pulse ``read`` and collect the n x n scores under random back-pressure; checks that
+        nothing beyond n*n items arrives."""
+        return (await self.read_out(n * n, stall=stall, rng=rng)).reshape(n, n)
+
+
+def error_names(mask: int) -> list[str]:
+    """Names of the KaleidoEngine ``error`` bits set in ``mask``."""
+    return mask_names(mask, ERROR_BITS)
+
+
+class DispatchMonitor:
+    """Records the dispatcher's probe wires (``probe_*`` in the ``q_order``/``k_order``
+    OrderUnits and each ``seq<a>.slots`` SlotUnit, read through the hierarchy at every
+    rising clock edge: the values before the edge) into ``orders`` (side -> OrderTrace) and
+    ``slots`` (array -> SlotTrace) for :func:`golden.engine.trace.check_trace`."""
+
+    def __init__(self, dut, config: KaleidoConfig, *, orders: bool, slots: bool):
+        self.dut, self.config = dut, config
+        self.orders = {side: OrderTrace() for side in ("q", "k")} if orders else {}
+        self.slots = {a: SlotTrace() for a in range(config.engine_arrays)} if slots else {}
+        self._ou = {side: getattr(dut, f"{side}_order") for side in self.orders}
+        self._su = {a: getattr(dut, f"seq{a}").slots for a in self.slots}
+        self._task = None
+
+    def start(self):
+        """Start recording (call before ``start`` is pulsed)."""
+        self._task = cocotb.start_soon(self._run())
+        return self
+
+    def stop(self):
+        """Stop recording."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _run(self):
+        C, W = self.config.cols, self.config.sched_pattern_width
+        while True:
+            await RisingEdge(self.dut.clk)
+            for side, ou in self._ou.items():
+                tr = self.orders[side]
+                if int(ou.probe_in_fire.value):
+                    tr.unit_in(int(ou.probe_in_unit.value), bool(int(ou.probe_in_last.value)))
+                fire, done = int(ou.probe_out_fire.value), int(ou.probe_out_done.value)
+                if fire or done:
+                    tr.unit_out(int(ou.probe_out_unit.value) if fire else None, bool(done))
+            for a, su in self._su.items():
+                tr = self.slots[a]
+                if int(su.probe_blk_fire.value):
+                    tr.block(decode_block(int(su.probe_blk_codes.value), C, W))
+                if int(su.probe_slot_fire.value):
+                    tr.slot(int(su.probe_slot_a.value), int(su.probe_slot_b.value),
+                            bool(int(su.probe_slot_merged.value)),
+                            decode_sel(int(su.probe_slot_sel.value), C),
+                            bool(int(su.probe_slot_last.value)))

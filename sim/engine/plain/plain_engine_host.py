@@ -1,0 +1,76 @@
+"""Host-side driver of the ``plain_engine`` Verilog (``sim/engine/plain``): the shared
+:class:`run_host.RunHost` with the KaleidoEngine's counter names, the dense run, and the
+cycle model's counters for comparison.
+
+The Verilog is generated from the manifest's configuration through
+:func:`kaleido_hw.engine.kaleido_engine.plain_config` (``engine_pe = "plain"``,
+``engine_dispatcher = "none"``), so :func:`load_plain_config` applies it too.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from run_host import RunHost, load_config, mask_names
+
+from golden.engine.model import EngineParams, engine_counters
+from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.engine.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
+                                              engine_ports, plain_config)
+
+
+__all__ = ["PlainEngineHost", "counter_names", "model_counters", "error_names",
+           "load_plain_config"]
+
+
+def load_plain_config() -> KaleidoConfig:
+    """The configuration the ``plain_engine`` under test was built from (the manifest's,
+    made plain)."""
+    return plain_config(load_config())
+
+
+def counter_names(config: KaleidoConfig) -> list[str]:
+    """Every counter port without the ``cnt__`` prefix, engine counters first."""
+    return [*ENGINE_COUNTERS, *(f"a{a}__{name}" for a in range(config.engine_arrays)
+                                for name in ARRAY_COUNTERS)]
+
+
+def model_counters(config: KaleidoConfig, q, k, grid, groups) -> dict:
+    """``golden.engine.model.engine_counters``, variant dense, under the RTL's counter names
+    (``merged`` and ``stall`` are 0: a plain engine has no dispatcher)."""
+    c = engine_counters(q, k, grid, groups, EngineParams.from_config(config), "dense")
+    out = {"cycles": int(c.cycles), "chunks": int(c.chunks)}
+    for a in range(config.engine_arrays):
+        vals = {"busy_pe_cycles": c.busy_pe_cycles[a], "merged": c.merged[a],
+                "bubbles": c.bubbles[a], "quads": c.quads[a], "idle": c.idle[a], "stall": 0}
+        for p in range(4):
+            vals[f"issued{p}"] = c.issued[a, p]
+            vals[f"skipped{p}"] = c.skipped[a, p]
+        out.update({f"a{a}__{name}": int(vals[name]) for name in ARRAY_COUNTERS})
+    return out
+
+
+def error_names(mask: int) -> list[str]:
+    """Names of the ``error`` bits set in ``mask``."""
+    return mask_names(mask, ERROR_BITS)
+
+
+class PlainEngineHost(RunHost):
+    """Drives one ``plain_engine`` instance (clock and reset already running)."""
+
+    def __init__(self, dut, config: KaleidoConfig):
+        super().__init__(dut, config, counter_names(config))
+
+    async def run(self, q, k, grid, groups, *, max_cycles: int = 2_000_000) -> dict:
+        """Write Q and K, run dense, and return ``{"error", "busy", "counters"}``."""
+        ports = engine_ports(self.config, grid, groups, variant="dense")
+        await self.write_operand(0, q)
+        await self.write_operand(1, k)
+        self.configure(ports)
+        return await self.start(max_cycles)
+
+    async def read_scores(self, n: int, *, stall: float = 0.0,
+                          rng: random.Random | None = None) -> np.ndarray:
+        """Pulse ``read`` and collect the n x n scores under random back-pressure."""
+        return (await self.read_out(n * n, stall=stall, rng=rng)).reshape(n, n)

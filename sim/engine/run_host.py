@@ -1,0 +1,118 @@
+"""What every engine top (``tile_engine``, ``kaleido_engine``, ``linear_engine``) shares on
+the host side, for their cocotb benches: the generated configuration, byte-lane operand
+writes while idle, the ``cfg__*`` ports, the ``start``/``done`` handshake with the counters,
+and the read-out stream under random back-pressure.
+
+The three tops follow one host protocol (``docs/array.md``, "Host interface"): write
+operands with ``wr__*``, drive ``cfg__*``, pulse ``start``; ``done`` rises (at once with a
+non-zero ``error`` mask when the job is rejected), the ``cnt__*`` counters are then valid,
+and a ``read`` pulse streams the result row-major as signed 32-bit values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
+from simlib import StreamSink, to_signed
+
+from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.engine.tile_engine import operand_writes
+
+
+REPO = Path(__file__).resolve().parents[2]
+PERIOD_NS = 10
+
+
+def load_config() -> KaleidoConfig:
+    """The KaleidoConfig the Verilog under test was generated with: from the manifest named by
+    ``KALEIDO_MANIFEST`` (a generated variant), else ``rtl_out/manifest.json``."""
+    path = Path(os.environ.get("KALEIDO_MANIFEST", REPO / "rtl_out" / "manifest.json"))
+    if path.exists():
+        return KaleidoConfig.from_dict(json.loads(path.read_text())["config"])
+    return KaleidoConfig()
+
+
+def mask_names(mask: int, bits) -> list[str]:
+    """Names of the bits set in an ``error`` ``mask``; ``bits`` is a top's ``ERROR_BITS``."""
+    return [name for b, (name, _) in enumerate(bits) if mask >> b & 1]
+
+
+class RunHost:
+    """Drives one engine top (clock and reset already running).
+
+    ``counters``: the counter port names without the ``cnt__`` prefix; ``out``: the prefix of
+    the result stream (``s`` or ``y``); ``index``: the ``wr__`` port that addresses a write
+    (``token``, or ``index`` for the linear engine's X rows and W rows).
+    """
+
+    def __init__(self, dut, config: KaleidoConfig, counters, *, out: str = "s",
+                 index: str = "token"):
+        self.dut, self.config = dut, config
+        self.counter_names = list(counters)
+        self.out, self.index = out, index
+        for name in ("wr__en", "start", "read", f"{out}__ready"):
+            getattr(dut, name).value = 0
+
+    async def write_operand(self, sel: int, values):
+        """Write an int8 matrix (one row per ``index``) to operand ``sel``, one byte lane
+        group per cycle."""
+        dut = self.dut
+        dut.wr__sel.value = sel
+        port = getattr(dut, f"wr__{self.index}")
+        for row, lane, value, strobe in operand_writes(np.asarray(values)):
+            dut.wr__en.value = 1
+            port.value = row
+            dut.wr__lane.value = lane
+            dut.wr__data.value = value
+            dut.wr__strobe.value = strobe
+            await RisingEdge(dut.clk)
+        dut.wr__en.value = 0
+
+    def configure(self, ports: dict):
+        """Drive the ``cfg__*`` ports (names as the top's ``*_ports`` helper returns them)."""
+        for name, value in ports.items():
+            getattr(self.dut, name).value = value
+
+    async def start(self, max_cycles: int = 2_000_000) -> dict:
+        """Pulse ``start`` with the ports as driven, wait for ``done`` and return
+        ``{"error": mask, "busy": b, "counters": {name: value}}``; counters with X/Z bits
+        fail the test."""
+        dut = self.dut
+        dut.start.value = 1
+        await RisingEdge(dut.clk)
+        dut.start.value = 0
+        await RisingEdge(dut.clk)        # busy or done is visible from here
+        if not int(dut.done.value):
+            await with_timeout(RisingEdge(dut.done), max_cycles * PERIOD_NS, "ns")
+        await ClockCycles(dut.clk, 1)
+        raw = {name: getattr(dut, f"cnt__{name}").value for name in self.counter_names}
+        unknown = [f"{name}={value}" for name, value in raw.items() if not value.is_resolvable]
+        assert not unknown, f"counters with X/Z bits after done: {', '.join(unknown)}"
+        return {"error": int(dut.error.value), "busy": int(dut.busy.value),
+                "counters": {name: int(value) for name, value in raw.items()}}
+
+    async def read_out(self, total: int, *, stall: float = 0.0,
+                       rng: random.Random | None = None) -> np.ndarray:
+        """Pulse ``read`` and collect ``total`` signed 32-bit results under random
+        back-pressure (``stall``: probability of ``ready`` low); waits a few cycles more and
+        fails if anything beyond ``total`` arrives."""
+        dut = self.dut
+        sink = StreamSink(dut, self.out, stall=stall, rng=rng or random.Random(0))
+        task = sink.start()
+        dut.read.value = 1
+        await RisingEdge(dut.clk)
+        dut.read.value = 0
+        for _ in range(total * (2 + int(20 * stall)) + 100):
+            if len(sink.items) >= total:
+                break
+            await RisingEdge(dut.clk)
+        await ClockCycles(dut.clk, 8)    # anything extra would be a duplicate
+        task.cancel()
+        getattr(dut, f"{self.out}__ready").value = 0
+        assert len(sink.items) == total, f"read-out gave {len(sink.items)} values for {total}"
+        return np.array([to_signed(v, 32) for v in sink.items], np.int64)

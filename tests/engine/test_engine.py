@@ -1,0 +1,450 @@
+"""Amaranth-simulator unit tests of the TileEngine's blocks (``docs/array.md``): the per-PE
+decoder against the golden decode table, the code unit against ``golden.reuse_masks``, the
+work bitmaps against the table, the accumulation buffer's address map and read-out under
+back-pressure, a whole run of a small engine, and the configuration errors. The cocotb
+benches (``tests/engine/test_engine_sim.py``) run the generated Verilog."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import random
+import warnings
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Signal, UnusedElaboratable
+from amaranth.sim import Simulator
+from host_harness import configure_and_start, wait_done, write_operand
+
+from golden.array.schedule import (ABSENT, DECODE, Op, Sel, Split, _contributions, tile_counters,
+                                   units)
+from golden.numerics import (FULL, HALF, NONE, ChannelGroups, VideoGrid, attention_scores,
+                             reuse_masks)
+from golden.pe.model import Op as MOp
+from golden.pe.model import Part as MPart
+from golden.pe.model import PECtrl
+from golden.pe.model import Split as MSplit
+from golden.pe.model import pe_contributions
+from kaleido_hw.array.tile_cell import PASS_ENTRY, TileDecoder, decode_entry
+from kaleido_hw.config import ConfigError, KaleidoConfig
+from kaleido_hw.engine.acc_buffer import AccumulationBuffer
+from kaleido_hw.engine.code_unit import CodeUnit, code_mask, work_bitmap
+from kaleido_hw.engine.tile_engine import (COUNTER_NAMES, ERROR_BITS, TileEngine, check_run,
+                                           engine_ports)
+from kaleido_hw.engine.tile_layouts import EngineGeometry, drain_tag_layout
+
+
+CODES = (FULL, HALF, NONE, ABSENT)
+
+
+def simulate(dut, bench, clock=True):
+    sim = Simulator(dut)
+    if clock:
+        sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+# -- decode table -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("p,qc,kc", list(itertools.product(range(4), CODES, CODES)))
+def test_decode_table_is_the_golden_table(p, qc, kc):
+    """The RTL's table (docs/array.md text) names the same micro-op as golden.array.schedule.decode:
+    a golden LOWc / LOWr is the low half t0 of a column- / row-split MUL, and the split of
+    every working entry is COL exactly when the column follower is HALF (the decoder
+    derives the split from kc alone)."""
+    op, split, parts = decode_entry(p, qc, kc)
+    gop, gsplit, gsel = int(DECODE[0][p, qc, kc]), int(DECODE[1][p, qc, kc]), DECODE[2][p, qc, kc]
+    if gop == Op.IDLE:
+        assert op.name == "IDLE" and all(x.name == "NONE" for x in parts)
+        return
+    assert op.name == "MUL"
+    want_split = {Op.MUL: "COL" if gsplit == Split.COL else "ROW", Op.LOW_COL: "COL",
+                  Op.LOW_ROW: "ROW"}[gop]
+    assert split.name == want_split == ("COL" if kc == HALF else "ROW")
+    for part, s in zip(parts, gsel):
+        if gop == Op.MUL:
+            assert part.name == {Sel.NONE: "NONE", Sel.PROD: "PROD", Sel.HIGH: "HIGH",
+                                 Sel.LOWPART: "LOW"}[int(s)]
+        else:
+            assert part.name == {Sel.NONE: "NONE", Sel.PROD: "LOW"}[int(s)]
+
+
+def _model_ctrl(op, split, parts):
+    return PECtrl(op=MOp(op.value), split=MSplit(split.value),
+                  parts=tuple(MPart(p.value) for p in parts))
+
+
+@pytest.mark.parametrize("p,qc,kc", list(itertools.product(range(4), CODES, CODES)))
+def test_pe_words_add_what_the_schedule_adds(p, qc, kc):
+    """The PE (its cycle model) driven by the decoded word adds to R0..R2 exactly what the
+    golden schedule's micro-op adds, for random operands; busy iff the entry is not idle."""
+    rng = np.random.default_rng(p * 16 + qc * 4 + kc)
+    x = rng.integers(-128, 128, 200)
+    y = rng.integers(-128, 128, 200)
+    ctrl = _model_ctrl(*decode_entry(p, qc, kc))
+    got, busy = pe_contributions(ctrl, x, np.zeros_like(x), y)
+    want = _contributions(*(np.full(200, int(DECODE[i][p, qc, kc])) for i in range(2)),
+                          np.broadcast_to(DECODE[2][p, qc, kc], (200, 3)), x, y)
+    for r in range(3):
+        assert np.array_equal(np.broadcast_to(got[r], (200,)), want[r]), f"register {r}"
+    assert np.all(busy == (DECODE[0][p, qc, kc] != Op.IDLE))
+
+
+def test_tile_decoder_rtl():
+    """Every input of the TileDecoder: the table entry when a channel issues in a real PE,
+    idle otherwise; a first step drains R0 and moves/clears as the pass needs."""
+    dut = TileDecoder()
+
+    async def bench(ctx):
+        for p, qc, kc, issue, rv, cv, first in itertools.product(
+                range(4), range(4), range(4), (0, 1), (0, 1), (0, 1), (0, 1)):
+            ctx.set(dut.mode.pass_idx, p)
+            ctx.set(dut.mode.issue, issue)
+            ctx.set(dut.mode.first, first)
+            ctx.set(dut.rvalid, rv)
+            ctx.set(dut.cvalid, cv)
+            ctx.set(dut.qc, qc)
+            ctx.set(dut.kc, kc)
+            await ctx.delay(1e-9)
+            c = ctx.get(dut.ctrl)
+            # The op is always MUL and the split follows kc alone; the parts say the rest.
+            assert c.op.name == "MUL"
+            assert c.split.name == ("COL" if kc == HALF else "ROW")
+            if issue and rv and cv:
+                op, split, parts = decode_entry(p, qc, kc)
+                assert list(c.part) == list(parts)
+                if op.name != "IDLE":
+                    assert c.split == split
+            else:
+                assert all(x.name == "NONE" for x in c.part)
+            clear, move = PASS_ENTRY[p] if first else (0, PASS_ENTRY[1][1].NONE)
+            assert c.clear == clear and c.move == move
+            assert c.drain.name == ("R0" if first else "NONE")
+
+    simulate(dut, bench, clock=False)
+
+
+# -- code unit and work bitmaps ----------------------------------------------------------------
+
+def test_code_unit_against_reuse_masks():
+    """CodeUnit codes equal golden.reuse_masks for a token pair, over random and near values,
+    every threshold pair; the effective word takes the anchor's value where FULL."""
+    lanes = 16
+    dut = CodeUnit(lanes)
+    grid, groups = VideoGrid(1, 1, 2), ChannelGroups((0,) * lanes, (2, 2, 2))   # pair along x
+    rng = np.random.default_rng(5)
+
+    async def bench(ctx):
+        for trial in range(120):
+            full_bits = int(rng.integers(4, 8))
+            half_bits = int(rng.integers(3, full_bits))
+            a = rng.integers(-128, 128, lanes)
+            f = np.where(rng.random(lanes) < 0.5, a ^ rng.integers(0, 32, lanes),
+                         rng.integers(-128, 128, lanes))
+            f = ((f + 128) % 256 - 128).astype(np.int8)
+            x = np.stack([a.astype(np.int8), f])
+            want = reuse_masks(x, grid, groups, full_bits, half_bits)[1]
+            reuse, present = trial % 7 != 0, trial % 11 != 0
+            ctx.set(dut.anchor, int.from_bytes(x[0].tobytes(), "little"))
+            ctx.set(dut.follower, int.from_bytes(x[1].tobytes(), "little"))
+            ctx.set(dut.present, present)
+            ctx.set(dut.reuse, reuse)
+            ctx.set(dut.full_mask, code_mask(full_bits))
+            ctx.set(dut.half_mask, code_mask(half_bits))
+            await ctx.delay(1e-9)
+            lo, hi = ctx.get(dut.code_lo), ctx.get(dut.code_hi)
+            got = [((lo >> c) & 1) | ((hi >> c) & 1) << 1 for c in range(lanes)]
+            if not present:
+                assert got == [ABSENT] * lanes
+            elif not reuse:
+                assert got == [NONE] * lanes
+            else:
+                assert got == [int(v) for v in want]
+                eff = ctx.get(dut.effective).to_bytes(lanes, "little")
+                want_eff = np.where(want == FULL, x[0], x[1]).astype(np.int8).tobytes()
+                assert eff == want_eff
+            planes = [ctx.get(dut.is_code[v]) for v in range(4)]
+            for c in range(lanes):
+                assert [(planes[v] >> c) & 1 for v in range(4)] == \
+                    [int(got[c] == v) for v in range(4)]
+
+    simulate(dut, bench, clock=False)
+
+
+def test_work_bitmap_is_the_table():
+    """A channel has work in a pass iff some (row code, column code) that occurs has a
+    non-idle entry: every pair of code sets, every pass (one lane per pair of sets)."""
+    pairs = list(itertools.product(range(1, 16), range(1, 16)))
+    m = Module()
+    qs = [Signal(len(pairs), name=f"qs{v}") for v in range(4)]
+    ks = [Signal(len(pairs), name=f"ks{v}") for v in range(4)]
+    outs = [Signal(len(pairs), name=f"work{p}") for p in range(4)]
+    for p in range(4):
+        m.d.comb += outs[p].eq(work_bitmap(p, qs, ks))
+
+    async def bench(ctx):
+        for v in range(4):
+            ctx.set(qs[v], sum(((a >> v) & 1) << i for i, (a, _) in enumerate(pairs)))
+            ctx.set(ks[v], sum(((b >> v) & 1) << i for i, (_, b) in enumerate(pairs)))
+        await ctx.delay(1e-9)
+        for p in range(4):
+            got = ctx.get(outs[p])
+            for i, (a, b) in enumerate(pairs):
+                want = any(DECODE[0][p, u, w] != Op.IDLE for u in range(4) for w in range(4)
+                           if a >> u & 1 and b >> w & 1)
+                assert (got >> i) & 1 == want, f"pass {p} sets {a:04b} {b:04b}"
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+# -- accumulation buffer -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("grid,dirs", [(VideoGrid(3, 2, 2), (2, 0, 1)),
+                                       (VideoGrid(1, 3, 5), (1, 2, 2)),
+                                       (VideoGrid(3, 3, 1), (0, 1, 2))])
+def test_acc_buffer_address_map_and_readout(grid, dirs):
+    """Write every (i, k) of each plane at the address the drain path uses, through the C
+    column ports (bank = unit mod C), then read S under random back-pressure: each value is
+    the sum of the non-empty planes, row-major, nothing lost or repeated."""
+    cfg = KaleidoConfig(engine_max_tokens=16, engine_max_head_dim=8, rows=2, cols=2)
+    geo = EngineGeometry.from_config(cfg)
+    dut = AccumulationBuffer(cfg)
+    tag_layout = drain_tag_layout(geo)
+    n = grid.n
+    gsize = (3, 0, 5)                         # plane 1 is empty: its contents must not count
+    rng = np.random.default_rng(n)
+    planes = rng.integers(-(1 << 20), 1 << 20, (3, n, n))
+    want = sum(planes[g] for g in range(3) if gsize[g])
+    # (plane, i, k) -> (bank, cb, kf), from golden.array.schedule.units
+    writes = {j: [] for j in range(geo.cols)}
+    for g in range(3):
+        anchors, followers = units(grid, dirs[g])
+        for u, (a, f) in enumerate(zip(anchors, followers)):
+            for kf, k in ((0, a), (1, f)):
+                if k < 0:
+                    continue
+                for i in range(n):
+                    writes[u % geo.cols].append((g, i, u // geo.cols, kf, planes[g, i, k]))
+    writes[0].append((1, 0, 0, 0, 12345))      # garbage in the empty plane
+    order = rng.permutation(max(len(w) for w in writes.values()))
+    got = []
+
+    async def bench(ctx):
+        ctx.set(dut.cfg.t, grid.t)
+        ctx.set(dut.cfg.h, grid.h)
+        ctx.set(dut.cfg.w, grid.w)
+        ctx.set(dut.cfg.n, n)
+        for g in range(3):
+            ctx.set(dut.cfg.dirs[g], dirs[g])
+            ctx.set(dut.cfg.gsize[g], gsize[g])
+        for step in order:
+            for j in range(geo.cols):
+                rec = dut.wr[j]
+                if step < len(writes[j]):
+                    g, i, cb, kf, value = writes[j][step]
+                    tag = {"plane": g, "cb": cb, "kf": kf, "rtok": [0, i], "rwe": 0b10,
+                           "cwe": 1 << j}
+                    ctx.set(rec.valid, 1)
+                    ctx.set(rec.row, 1)
+                    ctx.set(rec.data, int(value))
+                    ctx.set(rec.tag, tag_layout.const(tag).as_value().value)
+                else:
+                    ctx.set(rec.valid, 0)
+            await ctx.tick()
+        for j in range(geo.cols):
+            ctx.set(dut.wr[j].valid, 0)
+        ctx.set(dut.read, 1)
+        await ctx.tick()
+        ctx.set(dut.read, 0)
+        stall = random.Random(n)
+        for _ in range(8 * n * n + 50):
+            ready = stall.random() > 0.4
+            ctx.set(dut.s.ready, ready)
+            await ctx.delay(1e-9)
+            if ready and ctx.get(dut.s.valid):
+                got.append(ctx.get(dut.s.payload))
+            await ctx.tick()
+        assert not ctx.get(dut.reading)
+
+    simulate(dut, bench)
+    assert len(got) == n * n
+    assert np.array_equal(np.array(got).reshape(n, n), want)
+
+
+# -- a whole run ---------------------------------------------------------------------------------
+
+def _run_engine(cfg, q, k, grid, groups, reuse=True, baseline=False):
+    dut = TileEngine(cfg, baseline=baseline)
+    ports = engine_ports(cfg, grid, groups, reuse=reuse)
+    out = {}
+
+    async def bench(ctx):
+        await write_operand(ctx, dut, 0, q)
+        await write_operand(ctx, dut, 1, k)
+        await configure_and_start(ctx, dut, ports)
+        await wait_done(ctx, dut, 1_000_000)
+        out["error"] = ctx.get(dut.error)
+        out["counters"] = {c: ctx.get(getattr(dut.cnt, c)) for c in COUNTER_NAMES}
+        ctx.set(dut.read, 1)
+        await ctx.tick()
+        ctx.set(dut.read, 0)
+        ctx.set(dut.s.ready, 1)
+        s = []
+        while len(s) < grid.n ** 2:
+            await ctx.delay(1e-9)
+            if ctx.get(dut.s.valid):
+                s.append(ctx.get(dut.s.payload))
+            await ctx.tick()
+        out["S"] = np.array(s).reshape(grid.n, grid.n)
+
+    simulate(dut, bench)
+    return out
+
+
+@pytest.mark.parametrize("rows,cols", [(2, 2), (1, 4)])
+def test_small_engine_run(rows, cols):
+    """A whole run of a small engine (odd grid, three directions, smooth data): S bit-exact and
+    every counter equal to the cycle model, with reuse and dense."""
+    cfg = KaleidoConfig(engine_max_tokens=16, engine_max_head_dim=8, rows=rows, cols=cols)
+    grid, groups = VideoGrid(2, 3, 2), ChannelGroups.from_sizes(2, 3, 3)
+    rng = np.random.default_rng(rows * 10 + cols)
+    q, k = (np.clip(np.cumsum(rng.integers(-4, 5, (grid.n, 8)), 0), -128, 127).astype(np.int8)
+            for _ in range(2))
+    for reuse in (True, False):
+        out = _run_engine(cfg, q, k, grid, groups, reuse)
+        assert out["error"] == 0
+        want_s = (attention_scores(q, k, grid, groups) if reuse
+                  else q.astype(np.int64) @ k.astype(np.int64).T)
+        assert np.array_equal(out["S"], want_s)
+        c = tile_counters(q, k, grid, groups, rows, cols, reuse=reuse)
+        want = {"cycles": c.cycles, "busy_pe_cycles": c.busy_pe_cycles, "bubbles": c.bubbles,
+                "quads": c.quads, **{f"issued{p}": c.issued[p] for p in range(4)},
+                **{f"skipped{p}": c.skipped[p] for p in range(4)}}
+        assert out["counters"] == want
+
+
+def test_baseline_engine_is_dense():
+    """The engine built on the BaselineArray computes exact Q @ K^T (reuse requested or not:
+    it runs dense) with the dense schedule's counters and cycles."""
+    cfg = KaleidoConfig(engine_max_tokens=16, engine_max_head_dim=8, rows=2, cols=2)
+    grid, groups = VideoGrid(3, 1, 3), ChannelGroups.from_sizes(3, 2, 3)
+    rng = np.random.default_rng(9)
+    q, k = (rng.integers(-128, 128, (grid.n, 8)).astype(np.int8) for _ in range(2))
+    out = _run_engine(cfg, q, k, grid, groups, reuse=True, baseline=True)
+    assert np.array_equal(out["S"], q.astype(np.int64) @ k.astype(np.int64).T)
+    c = tile_counters(q, k, grid, groups, 2, 2, reuse=False)
+    assert out["counters"]["cycles"] == c.cycles
+    assert out["counters"]["busy_pe_cycles"] == c.busy_pe_cycles == grid.n ** 2 * 8
+
+
+# -- configuration errors ------------------------------------------------------------------------
+
+def test_engine_needs_power_of_two_array():
+    with warnings.catch_warnings():
+        # The half-built component is garbage: Amaranth would warn that it was never used.
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        with pytest.raises(ConfigError, match="rows must be a power of two"):
+            TileEngine(KaleidoConfig(rows=3))
+        with pytest.raises(ConfigError, match="cols must be a power of two"):
+            AccumulationBuffer(KaleidoConfig(cols=6))
+        gc.collect()
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"engine_max_tokens": 1}, "engine_max_tokens must be in"),
+    ({"engine_max_head_dim": 12}, "engine_max_head_dim must be a multiple of 8"),
+    ({"engine_max_head_dim": 512}, "engine_max_head_dim must be in"),
+])
+def test_engine_config_fields(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        KaleidoConfig(**kwargs)
+
+
+def test_python_check_rejects_what_the_hardware_cannot_run():
+    cfg = KaleidoConfig()
+    groups = ChannelGroups.from_sizes(4, 6, 6)
+    with pytest.raises(ValueError, match="engine_max_tokens = 64"):
+        check_run(cfg, VideoGrid(3, 5, 5), groups)
+    with pytest.raises(ValueError, match="engine_max_head_dim = 128"):
+        check_run(cfg, VideoGrid(1, 2, 2), ChannelGroups.from_sizes(64, 64, 8))
+    with pytest.raises(ValueError, match="full_bits/half_bits"):
+        check_run(cfg, VideoGrid(1, 2, 2), groups, full_bits=4, half_bits=4)
+    narrow = KaleidoConfig(preset="cogvideox-5b", acc_width=20)
+    with pytest.raises(ValueError, match="acc_width = 20 sums exactly"):
+        check_run(narrow, VideoGrid(1, 2, 2), ChannelGroups.from_sizes(100, 14, 14))
+    ports = engine_ports(cfg, VideoGrid(2, 3, 4), ChannelGroups((1, 0, 2, 2), (2, 0, 1)),
+                         reuse=False)
+    assert ports["cfg__group_map"] == 0b10_10_00_01
+    assert ports["cfg__directions"] == 0b01_00_10 and ports["cfg__reuse"] == 0
+    assert [name for name, _ in ERROR_BITS][:2] == ["grid", "head_dim"]
+
+
+# -- the cycle model ------------------------------------------------------------------------------
+
+def _per_quad_counters(q, k, grid, groups, rows, cols, reuse=True):
+    """Reference of tile_counters: the per-quad, per-channel busy count of every quad
+    (einsum over code histograms), its issued steps and the cycle formula over the quads
+    in run order."""
+    from golden.array.schedule import PASSES, Timing, _blocks, _plans
+    _, plans = _plans(q, k, grid, groups, 5, 3, reuse)
+    work = (DECODE[0] != Op.IDLE).astype(np.int64)
+    out = {"busy": 0, "issued": [0] * 4, "skipped": [0] * 4, "bubbles": 0, "quads": 0}
+    quad_steps = []
+    for pl in plans:
+        n, U = pl.channels.size, pl.anchors.size
+        rb_idx, rb_real = _blocks(U, rows)
+        cb_idx, cb_real = _blocks(U, cols)
+        qc = np.where(rb_real[..., None], pl.qc[np.minimum(rb_idx, U - 1)], 255)
+        kc = np.where(cb_real[..., None], pl.kc[np.minimum(cb_idx, U - 1)], 255)
+        qh = np.stack([(qc == v).sum(axis=1) for v in range(4)], axis=-1)
+        kh = np.stack([(kc == v).sum(axis=1) for v in range(4)], axis=-1)
+        steps = np.zeros((qc.shape[0], kc.shape[0]), np.int64)
+        out["quads"] += steps.size
+        for p in range(PASSES):
+            busy = np.einsum("anu,bnv,uv->abn", qh, kh, work[p])
+            issued = (busy > 0).sum(axis=2)
+            out["busy"] += int(busy.sum())
+            out["issued"][p] += int(issued.sum())
+            out["skipped"][p] += int((n - issued).sum())
+            out["bubbles"] += int(np.maximum(rows - issued, 0).sum())
+            steps += np.maximum(issued, rows)
+        quad_steps.append(steps.ravel())
+    out["cycles"] = Timing().total(np.concatenate(quad_steps), rows, cols)
+    return out
+
+
+@pytest.mark.parametrize("grid,rows,cols,sizes", [
+    (VideoGrid(3, 5, 4), 4, 4, (4, 6, 6)), (VideoGrid(2, 7, 6), 2, 8, (3, 0, 9)),
+    (VideoGrid(5, 3, 3), 8, 1, (7, 2, 1)), (VideoGrid(4, 8, 8), 4, 4, (16, 56, 56))])
+def test_fast_cycle_model_equals_per_quad_reference(grid, rows, cols, sizes):
+    groups = ChannelGroups.from_sizes(*sizes, directions=(2, 0, 1))
+    rng = np.random.default_rng(grid.n + rows)
+    shape = (grid.n, groups.head_dim)
+    q, k = (np.clip(np.cumsum(rng.integers(-4, 5, shape), 0), -128, 127).astype(np.int8)
+            for _ in range(2))
+    for reuse in (True, False):
+        c = tile_counters(q, k, grid, groups, rows, cols, reuse=reuse)
+        ref = _per_quad_counters(q, k, grid, groups, rows, cols, reuse)
+        assert (c.busy_pe_cycles, c.issued, c.skipped, c.bubbles, c.quads, c.cycles) == (
+            ref["busy"], ref["issued"], ref["skipped"], ref["bubbles"], ref["quads"],
+            ref["cycles"])
+
+
+def test_tile_report_cycle_model(capsys):
+    """``kaleido-hw tile-report`` on the cycle model: one row per preset, reuse faster than
+    dense, hardware reduction below the oracle's; a bad preset is a one-line error."""
+    from kaleido_hw.cli import main
+    assert main(["tile-report", "--grids", "2x4x8", "--presets", "hunyuanvideo,wan2.1"]) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if " model " in ln]
+    assert [r.split()[0] for r in rows] == ["hunyuanvideo", "wan2.1"]
+    for r in rows:
+        fields = r.split()
+        speedup = float(fields[5].rstrip("x"))
+        hw, oracle = (float(fields[i].rstrip("%")) for i in (8, 9))
+        assert 1.0 < speedup < 2.0 and 0 < hw < oracle < 75
+    assert main(["tile-report", "--presets", "sora"]) == 2
+    assert "--presets must name presets" in capsys.readouterr().err

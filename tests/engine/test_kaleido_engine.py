@@ -1,0 +1,368 @@
+"""Amaranth-simulator tests of the multi-array KaleidoEngine (``docs/engine.md``, section
+"RTL"): whole runs of small engines (P = 1, 2 and 3 arrays of 2 x 2 PEs) with S bit-exact
+against ``golden.attention_scores`` / ``q @ k.T`` and every counter (engine and per array)
+equal to ``golden.engine.model.engine_counters``; the unit arithmetic against ``golden.array.schedule.units``;
+the chunk count bound; configuration errors; random stalls on every internal stream
+(``engine_stall_seed``) with the dispatcher invariants of ``golden.engine.trace`` (one run
+here, the sweep with ``KALEIDO_ENGINE_SET=full``). The cocotb benches
+(``tests/engine/test_kaleido_engine_sim.py``) run the generated Verilog."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.sim import Simulator
+from host_harness import configure_and_start, wait_done, write_operand
+
+from golden.array.schedule import units
+from golden.engine.model import EngineParams, chunks, engine_counters
+from golden.engine.trace import (OrderTrace, SlotTrace, check_counters, check_trace, decode_block,
+                                 decode_sel, expected_trace)
+from golden.numerics import ChannelGroups, VideoGrid, attention_scores
+from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.engine.array_sequencer import unit_tokens
+from kaleido_hw.engine.engine_layouts import KaleidoGeometry, engine_run_layout, max_chunks
+from kaleido_hw.engine.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
+                                              KaleidoEngine, check_engine_run, engine_ports)
+
+
+def simulate(dut, bench, monitor=None):
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    if monitor is not None:
+        sim.add_process(monitor(dut))
+    sim.run()
+
+
+def dispatch_monitor(cfg, orders: dict, slots: dict):
+    """A process constructor recording the OrderUnits' and SlotUnits' probe wires (sampled at
+    each clock edge) into ``orders`` (side -> OrderTrace) and ``slots`` (array -> SlotTrace).
+    Called after elaboration, so the engine's dispatcher blocks exist."""
+    def make(dut):
+        watch = []                                  # (record function, probe names, signals)
+        for side, ou in dut.order_units.items():
+            tr = orders.setdefault(side, OrderTrace())
+            p = ou.probes
+
+            def rec_order(v, tr=tr):
+                if v["probe_in_fire"]:
+                    tr.unit_in(v["probe_in_unit"], v["probe_in_last"])
+                if v["probe_out_fire"] or v["probe_out_done"]:
+                    tr.unit_out(v["probe_out_unit"] if v["probe_out_fire"] else None,
+                                v["probe_out_done"])
+            watch.append((rec_order, list(p), list(p.values())))
+        for a, seq in enumerate(dut.sequencers):
+            su = getattr(seq, "slot_unit", None)
+            if su is None:
+                continue
+            tr = slots.setdefault(a, SlotTrace())
+            p = su.probes
+
+            def rec_slot(v, tr=tr):
+                if v["probe_blk_fire"]:
+                    tr.block(decode_block(v["probe_blk_codes"], cfg.cols, cfg.sched_pattern_width))
+                if v["probe_slot_fire"]:
+                    tr.slot(v["probe_slot_a"], v["probe_slot_b"], v["probe_slot_merged"],
+                            decode_sel(v["probe_slot_sel"], cfg.cols), v["probe_slot_last"])
+            watch.append((rec_slot, list(p), list(p.values())))
+        signals = [s for _, _, sigs in watch for s in sigs]
+
+        async def monitor(ctx):
+            async for _, _, *values in ctx.tick().sample(*signals):
+                i = 0
+                for record, names, sigs in watch:
+                    record(dict(zip(names, values[i:i + len(sigs)])))
+                    i += len(sigs)
+        return monitor
+    return make
+
+
+def model_counters(cfg, q, k, grid, groups, variant):
+    """``engine_counters`` as the RTL's counter names (``cycles``, ``chunks``, ``a<k>__<c>``)."""
+    c = engine_counters(q, k, grid, groups, EngineParams.from_config(cfg), variant)
+    out = {"cycles": int(c.cycles), "chunks": int(c.chunks)}
+    for a in range(cfg.engine_arrays):
+        vals = {"busy_pe_cycles": c.busy_pe_cycles[a], "merged": c.merged[a],
+                "bubbles": c.bubbles[a], "quads": c.quads[a], "idle": c.idle[a],
+                # The cycle model has no dispatcher stalls: the SlotUnit's latencies are hidden.
+                "stall": 0}
+        for p in range(4):
+            vals[f"issued{p}"] = c.issued[a, p]
+            vals[f"skipped{p}"] = c.skipped[a, p]
+        out.update({f"a{a}__{name}": int(vals[name]) for name in ARRAY_COUNTERS})
+    return out
+
+
+def run_engine(cfg, q, k, grid, groups, variant="pe", stall_every=0, ports=None, trace=False,
+               max_cycles=100_000):
+    """One run; ``trace``: also record the dispatcher probes (``out["orders"]``,
+    ``out["slots"]``); fails if ``done`` does not come within ``max_cycles``."""
+    dut = KaleidoEngine(cfg)
+    ports = ports or engine_ports(cfg, grid, groups, variant=variant)
+    out = {}
+    monitor = None
+    if trace:
+        out["orders"], out["slots"] = {}, {}
+        monitor = dispatch_monitor(cfg, out["orders"], out["slots"])
+
+    async def bench(ctx):
+        await write_operand(ctx, dut, 0, q)
+        await write_operand(ctx, dut, 1, k)
+        await configure_and_start(ctx, dut, ports)
+        # A lost or invented dispatcher token would stall the run forever: bound it.
+        await wait_done(ctx, dut, max_cycles)
+        out["error"] = ctx.get(dut.error)
+        if out["error"]:
+            return
+        cnt = {name: ctx.get(getattr(dut.cnt, name)) for name in ENGINE_COUNTERS}
+        for a in range(cfg.engine_arrays):
+            arr = getattr(dut.cnt, f"a{a}")
+            cnt.update({f"a{a}__{name}": ctx.get(getattr(arr, name)) for name in ARRAY_COUNTERS})
+        out["counters"] = cnt
+        ctx.set(dut.read, 1)
+        await ctx.tick()
+        ctx.set(dut.read, 0)
+        s, cycle = [], 0
+        while len(s) < grid.n ** 2:
+            ready = not (stall_every and cycle % stall_every == 0)
+            ctx.set(dut.s.ready, ready)
+            await ctx.delay(1e-9)
+            if ready and ctx.get(dut.s.valid):
+                s.append(ctx.get(dut.s.payload))
+            await ctx.tick()
+            cycle += 1
+        ctx.set(dut.s.ready, 0)
+        for _ in range(4):
+            await ctx.tick()
+            assert not ctx.get(dut.s.valid), "S read-out gave more than N*N values"
+        out["S"] = np.array(s, np.int64).reshape(grid.n, grid.n)
+
+    simulate(dut, bench, monitor)
+    return out
+
+
+def smooth(grid, d, rng):
+    return tuple(np.clip(np.cumsum(rng.integers(-4, 5, (grid.n, d)), 0), -128, 127)
+                 .astype(np.int8) for _ in range(2))
+
+
+@pytest.mark.parametrize("arrays", [1, 3])
+def test_small_engine_runs(arrays):
+    """Whole runs of P arrays of 2 x 2 PEs (chunks of 4 channels: groups of 3/5/4 give
+    1 + 2 + 1 chunks; odd grid; smooth data; scheduler batches of 4 units): every variant
+    on one array (pe, pe-sh, pe-m, full, dense), pe / full / dense on three: S bit-exact,
+    every counter equal to the cycle model (with the scheduler: the pre-pass and the chunk
+    start at max(barrier, orders ready)), S read out under back-pressure. P = 3: 6 banks
+    per plane, not a power of two (bank and block of the read-out are a modulo and a division)."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=arrays, engine_max_tokens=16,
+                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=4)
+    grid, groups = VideoGrid(2, 3, 2), ChannelGroups.from_sizes(3, 5, 4, directions=(2, 1, 0))
+    rng = np.random.default_rng(arrays)
+    q, k = smooth(grid, 12, rng)
+    variants = ("pe", "pe-sh", "pe-m", "full", "dense") if arrays == 1 else ("pe", "full",
+                                                                            "dense")
+    for variant in variants:
+        out = run_engine(cfg, q, k, grid, groups, variant, stall_every=3)
+        assert out["error"] == 0
+        want_s = (attention_scores(q, k, grid, groups) if variant != "dense"
+                  else q.astype(np.int64) @ k.astype(np.int64).T)
+        assert np.array_equal(out["S"], want_s), f"{variant}: S differs"
+        want = model_counters(cfg, q, k, grid, groups, variant)
+        assert out["counters"] == want, f"{variant}:\n rtl   {out['counters']}\n model {want}"
+
+
+@pytest.mark.parametrize("variant", ["pe-m", "full"])
+def test_dispatcher_wider_chunks(variant):
+    """pe-m and full on P = 2 arrays of 2 x 4 PEs with chunks of 8 channels (lookahead 4,
+    scheduler batches of 8 units), a random channel map and noisy / smooth data (many HALF
+    codes, so many merged slots): S bit-exact, every counter (``merged``, pass-3
+    ``issued``/``skipped``, ``busy_pe_cycles``, cycles) equal to the cycle model."""
+    cfg = KaleidoConfig(rows=2, cols=4, engine_arrays=2, engine_max_tokens=32,
+                        engine_max_head_dim=16, sched_pattern_width=8, matcher_channels=8,
+                        sched_entries=8)
+    grid = VideoGrid(2, 3, 4)
+    gmap = tuple(int(x) for x in np.random.default_rng(3).integers(0, 3, 16))
+    groups = ChannelGroups(gmap, (2, 0, 1))
+    rng = np.random.default_rng(11)
+    base = rng.integers(-100, 100, (grid.n, 16))
+    q = np.clip(base + rng.integers(-6, 7, (grid.n, 16)), -128, 127).astype(np.int8)
+    k = np.clip(np.cumsum(rng.integers(-5, 6, (grid.n, 16)), 0), -128, 127).astype(np.int8)
+    out = run_engine(cfg, q, k, grid, groups, variant, stall_every=2)
+    assert out["error"] == 0
+    assert np.array_equal(out["S"], attention_scores(q, k, grid, groups))
+    want = model_counters(cfg, q, k, grid, groups, variant)
+    assert out["counters"] == want
+    assert want["a0__merged"] > 0 and want["a1__merged"] > 0
+
+
+def test_engine_with_idle_arrays_and_empty_group():
+    """P = 2 arrays with more arrays than column blocks in some chunks (the extra array
+    idles, counted), an empty group, and an interleaved channel map, pe and pe-sh (the
+    scheduler with units fewer than a batch): S and counters."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
+                        engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=4)
+    grid = VideoGrid(1, 2, 3)
+    groups = ChannelGroups((2, 0, 2, 0, 0, 2, 2, 2), (0, 1, 1))
+    rng = np.random.default_rng(7)
+    q, k = smooth(grid, 8, rng)
+    for variant in ("pe", "pe-sh"):
+        out = run_engine(cfg, q, k, grid, groups, variant)
+        assert np.array_equal(out["S"], attention_scores(q, k, grid, groups))
+        want = model_counters(cfg, q, k, grid, groups, variant)
+        assert out["counters"] == want, variant
+        assert want["a1__quads"] < want["a0__quads"]
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 4), (2, 3, 2), (1, 1, 7), (5, 1, 1)])
+def test_unit_tokens_match_golden_units(shape):
+    """The sequencer's index-to-token arithmetic (division in the halved grid) gives, for
+    every unit of every direction, the anchor and follower of ``golden.array.schedule.units``, and
+    marks indices past the last unit invalid."""
+    cfg = KaleidoConfig(engine_max_tokens=64, engine_max_head_dim=8)
+    geo = KaleidoGeometry.from_config(cfg)
+    grid = VideoGrid(*shape)
+    m = Module()
+    run = Signal(engine_run_layout(geo))
+    group = Signal(2)
+    unit = Signal(geo.unit_width)
+    outs = unit_tokens(m, geo, run, group, unit, "u")
+
+    async def bench(ctx):
+        t, h, w = shape
+        ctx.set(run.t, t)
+        ctx.set(run.h, h)
+        ctx.set(run.w, w)
+        ctx.set(run.hw, h * w)
+        for g in range(3):
+            ctx.set(run.dirs[g], g)
+            dims = [t, h, w]
+            dims[g] = -(-dims[g] // 2)
+            ctx.set(run.w2[g], dims[2])
+            ctx.set(run.hw2[g], dims[1] * dims[2])
+            ctx.set(run.units[g], dims[0] * dims[1] * dims[2])
+        for g in range(3):
+            anchors, followers = units(grid, g)
+            ctx.set(group, g)
+            for u in range(anchors.size + 2):
+                ctx.set(unit, u)
+                anchor, follower, hasf, valid = (ctx.get(x) for x in outs)
+                if u >= anchors.size:
+                    assert not valid and not hasf
+                    continue
+                assert valid and anchor == anchors[u], (g, u)
+                assert hasf == (followers[u] >= 0), (g, u)
+                if hasf:
+                    assert follower == followers[u], (g, u)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def test_chunk_bound_and_geometry():
+    """The buffer has a plane for the most chunks any head can have, and the bank address
+    fields of docs/engine.md."""
+    assert max_chunks(16, 16) == 3 and max_chunks(128, 16) == 10 and max_chunks(8, 4) == 4
+    for sizes in [(16, 56, 56), (1, 1, 126), (17, 17, 94)]:
+        assert len(chunks(ChannelGroups.from_sizes(*sizes), 16)) <= max_chunks(128, 16)
+    geo = KaleidoGeometry.from_config(KaleidoConfig())
+    assert geo.banks == 16 and geo.planes == 10
+    assert 1 << geo.kb_width == 8                 # KB = 2^ceil(log2(2 * ceil(64 / 16)))
+    assert geo.bank_depth == 64 * 8
+
+
+def test_rejected_starts_and_python_check():
+    """Error bits of a few bad configurations (the dispatcher bit included), and the Python
+    check before simulation."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
+                        engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4,
+                        engine_dispatcher="none")
+    grid, groups = VideoGrid(1, 2, 2), ChannelGroups.from_sizes(2, 3, 3)
+    q = k = np.zeros((grid.n, 8), np.int8)
+    good = engine_ports(cfg, grid, groups)
+    names = [n for n, _ in ERROR_BITS]
+    for change, name in [({"cfg__t": 0}, "grid"), ({"cfg__head_dim": 9}, "head_dim"),
+                         ({"cfg__half_bits": 5}, "bits"), ({"cfg__schedule": 1}, "dispatcher"),
+                         ({"cfg__match": 1}, "dispatcher")]:
+        out = run_engine(cfg, q, k, grid, groups, ports={**good, **change})
+        assert out["error"] == 1 << names.index(name), change
+    dense_sched = run_engine(cfg, q, k, grid, groups, ports={**good, "cfg__reuse": 0,
+                                                             "cfg__schedule": 1})
+    assert dense_sched["error"] == 0        # dense ignores the dispatcher bits
+    with pytest.raises(ValueError, match="engine_max_tokens"):
+        check_engine_run(cfg, VideoGrid(1, 1, 17), groups)
+    for variant in ("pe-sh", "pe-m", "full"):
+        with pytest.raises(ValueError, match="dispatcher hardware"):
+            check_engine_run(cfg, grid, groups, variant=variant)
+    check_engine_run(dataclasses.replace(cfg, engine_dispatcher="matcher"), grid, groups,
+                     variant="pe-m")
+    with pytest.raises(ValueError, match="dispatcher hardware"):
+        check_engine_run(dataclasses.replace(cfg, engine_dispatcher="matcher"), grid, groups,
+                         variant="pe-sh")
+    with pytest.raises(ValueError, match="variant must be one of"):
+        check_engine_run(cfg, grid, groups, variant="fast")
+
+
+def check_dispatch_run(cfg, q, k, grid, groups, variant, label):
+    """One run with the dispatcher probes recorded: S bit-exact; without stall injection
+    every counter equal to the cycle model, with it the work counters (issued, skipped,
+    merged, bubbles, quads, busy PE-cycles, chunks) equal and the time only longer, every
+    lost cycle counted (idle + stall = cycles - issued - bubbles per array); the orders and
+    slots satisfy the invariants of ``golden.engine.trace`` and equal the golden model's."""
+    want = model_counters(cfg, q, k, grid, groups, variant)
+    out = run_engine(cfg, q, k, grid, groups, variant, stall_every=3, trace=True,
+                     max_cycles=6 * want["cycles"] + 1000)
+    assert out["error"] == 0, label
+    assert np.array_equal(out["S"], attention_scores(q, k, grid, groups)), f"{label}: S differs"
+    got = out["counters"]
+    check_counters(got, want, cfg.engine_arrays, bool(cfg.engine_stall_seed), label)
+    summary = check_trace(expected_trace(q, k, grid, groups, EngineParams.from_config(cfg),
+                                         variant), out["orders"], out["slots"], label)
+    return got, want, summary
+
+
+#: Stall-injection runs: (arrays, variant, engine_stall_seed); the first is in make test,
+#: the rest with KALEIDO_ENGINE_SET=full (make regress).
+STALL_RUNS = [(2, "full", 0x5A5A), (2, "full", 0),
+              (1, "pe-sh", 0x1234), (1, "pe-m", 0x0BAD), (1, "full", 0x7777), (1, "full", 0),
+              (2, "pe-sh", 0x2468), (2, "pe-m", 0x1357), (2, "pe-m", 0), (2, "pe-sh", 0)]
+_FULL_SET = os.environ.get("KALEIDO_ENGINE_SET", "") == "full"
+
+
+@pytest.mark.parametrize("arrays,variant,seed", [
+    r if i < 1 or _FULL_SET else pytest.param(*r, marks=pytest.mark.skip(
+        reason="KALEIDO_ENGINE_SET=full (make regress) runs the whole stall sweep"))
+    for i, r in enumerate(STALL_RUNS)])
+def test_dispatch_invariants_under_stalls(arrays, variant, seed):
+    """Random stalls on every internal stream (pre-pass -> OrderUnits, their schedulers, the
+    SlotUnits' blk / quad / item streams and matchers; ``engine_stall_seed``), P arrays of
+    2 x 2 on an odd 3x3x2 grid with chunks of 4 (groups 5/6/5: 2 + 2 + 2 chunks, several
+    scheduler batches of 4 per chunk): S, work counters, the stall accounting, and per
+    chunk and column block the orders (permutations of the chunk's units) and the slots
+    (each channel with work exactly once, only compatible pairs), equal to the golden model;
+    with the seed 0 (no injection) every counter is cycle-exact and ``stall`` is 0."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=arrays, engine_max_tokens=32,
+                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=4, engine_stall_seed=seed)
+    grid = VideoGrid(3, 3, 2)
+    groups = ChannelGroups.from_sizes(5, 6, 5, directions=(1, 0, 2))
+    rng = np.random.default_rng(arrays * 100 + seed % 97)
+    base = rng.integers(-100, 100, (grid.n, 16))
+    q = np.clip(base + rng.integers(-6, 7, (grid.n, 16)), -128, 127).astype(np.int8)
+    k = np.clip(np.cumsum(rng.integers(-5, 6, (grid.n, 16)), 0), -128, 127).astype(np.int8)
+    got, want, summary = check_dispatch_run(cfg, q, k, grid, groups, variant,
+                                            f"P={arrays} {variant} seed={seed:#x}")
+    sched, match = variant in ("pe-sh", "full"), variant in ("pe-m", "full")
+    assert summary["orders"] == (2 * want["chunks"] if sched else 0)
+    assert (summary["slots"] > 0) == match
+    stalls = sum(got[f"a{a}__stall"] for a in range(arrays))
+    if seed:
+        assert got["cycles"] > want["cycles"]
+        assert (stalls > 0) == match          # only the SlotUnit's items stall the stepper

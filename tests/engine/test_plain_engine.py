@@ -1,0 +1,158 @@
+"""Amaranth-simulator tests of the plain build of the KaleidoEngine (``engine_pe = "plain"``,
+``docs/engine.md``, "Plain build"): whole dense runs on P = 1, 2 and 3 BaselineArrays with S
+bit-exact against ``q @ k.T`` and every engine and per-array counter equal to
+``golden.engine.model.engine_counters`` (variant dense); the same counters as the ReusePE engine's
+dense run; no reuse-only block in the elaborated design; the ``reuse`` error bit and the host
+check. The cocotb bench (``tests/engine/test_plain_engine_sim.py``) runs the generated Verilog."""
+
+from __future__ import annotations
+
+import gc
+import warnings
+
+import numpy as np
+import pytest
+from amaranth.hdl import Fragment, UnusedElaboratable
+from test_kaleido_engine import model_counters, run_engine, smooth
+
+from golden.numerics import ChannelGroups, VideoGrid
+from kaleido_hw.config import ConfigError, KaleidoConfig
+from kaleido_hw.engine.kaleido_engine import (ERROR_BITS, VARIANTS, KaleidoEngine, PlainEngine,
+                                              built_variants, check_engine_run, engine_ports,
+                                              plain_config)
+from kaleido_hw.flow.generate import TOPS, build_top
+
+
+def _small(arrays: int, **changes) -> KaleidoConfig:
+    values = dict(rows=2, cols=2, engine_arrays=arrays, engine_max_tokens=16,
+                  engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
+                  sched_entries=4)
+    return plain_config(KaleidoConfig(**{**values, **changes}))
+
+
+def _exact(q, k):
+    return q.astype(np.int64) @ k.astype(np.int64).T
+
+
+@pytest.mark.parametrize("arrays", [1, 3])
+def test_dense_runs_match_the_cycle_model(arrays):
+    """P arrays of 2 x 2 BaselinePEs, chunks of 4 (groups 3/5/4: 1 + 2 + 1 chunks), an odd
+    2x3x2 grid with other directions, random data: S bit-exact (read out under
+    back-pressure) and every counter equal to the dense cycle model. P = 3: 6 banks per
+    plane, not a power of two."""
+    cfg = _small(arrays)
+    grid, groups = VideoGrid(2, 3, 2), ChannelGroups.from_sizes(3, 5, 4, directions=(2, 1, 0))
+    rng = np.random.default_rng(40 + arrays)
+    q, k = (rng.integers(-128, 128, (grid.n, 12)).astype(np.int8) for _ in range(2))
+    out = run_engine(cfg, q, k, grid, groups, "dense", stall_every=3)
+    assert out["error"] == 0
+    assert np.array_equal(out["S"], _exact(q, k))
+    want = model_counters(cfg, q, k, grid, groups, "dense")
+    assert out["counters"] == want, f"\n rtl   {out['counters']}\n model {want}"
+    busy = sum(want[f"a{a}__busy_pe_cycles"] for a in range(arrays))
+    assert busy == grid.n ** 2 * 12           # every product exactly once
+
+
+def test_idle_arrays_empty_group_interleaved_map():
+    """P = 2 with more arrays than column blocks in some chunks, an empty group and an
+    interleaved channel map: S and every counter."""
+    cfg = _small(2, engine_max_head_dim=8)
+    grid = VideoGrid(1, 2, 3)
+    groups = ChannelGroups((2, 0, 2, 0, 0, 2, 2, 2), (0, 1, 1))
+    q, k = smooth(grid, 8, np.random.default_rng(8))
+    out = run_engine(cfg, q, k, grid, groups, "dense")
+    assert np.array_equal(out["S"], _exact(q, k))
+    want = model_counters(cfg, q, k, grid, groups, "dense")
+    assert out["counters"] == want
+    assert want["a1__quads"] < want["a0__quads"]
+
+
+def test_counters_equal_the_reuse_engines_dense_run():
+    """The counters mean the same on BaselinePEs: a plain engine and a ReusePE engine (no
+    dispatcher) give identical S and identical counters, busy PE-cycles included, for the same
+    dense run (a BaselinePE is busy when it accumulates; a ReusePE when a register takes a
+    term: on the dense schedule the same PE-cycles)."""
+    reuse_cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
+                              engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4,
+                              engine_dispatcher="none")
+    grid, groups = VideoGrid(3, 1, 3), ChannelGroups.from_sizes(2, 3, 3, directions=(0, 2, 2))
+    q, k = smooth(grid, 8, np.random.default_rng(5))
+    plain = run_engine(plain_config(reuse_cfg), q, k, grid, groups, "dense")
+    reuse = run_engine(reuse_cfg, q, k, grid, groups, "dense")
+    assert np.array_equal(plain["S"], reuse["S"])
+    assert plain["counters"] == reuse["counters"]
+
+
+def _classes(elaboratable) -> set[str]:
+    """Class names of every elaboratable in the design below ``elaboratable``."""
+    frag = Fragment.get(elaboratable, None)
+    names, todo = set(), [frag]
+    while todo:
+        f = todo.pop()
+        origins = getattr(f, "origins", None) or ()
+        names.update(type(o).__name__ for o in origins)
+        todo.extend(sub for sub, *_ in f.subfragments)
+    return names
+
+
+def test_no_reuse_hardware_in_the_plain_build():
+    """The plain build instantiates BaselinePEs and no CodeUnit, ReusePE, decoder of the reuse
+    table or dispatcher block; the reuse build (the control) does."""
+    base = KaleidoConfig(rows=2, cols=2, engine_arrays=1, engine_max_tokens=16,
+                         engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4,
+                         sched_entries=4)
+    plain = _classes(PlainEngine(base))
+    reuse = _classes(KaleidoEngine(base.replace(engine_dispatcher="none")))
+    reuse_only = {"CodeUnit", "ReusePE", "TileCell", "TileDecoder", "MergedCell", "OrderUnit",
+                  "SlotUnit", "ClusterScheduler", "MergeMatcher", "PEArray"}
+    assert {"BaselinePE", "BaselineArray", "ArraySequencer", "EngineBuffer"} <= plain
+    assert not plain & reuse_only, sorted(plain & reuse_only)
+    assert {"CodeUnit", "ReusePE", "TileCell"} <= reuse
+
+
+def test_reuse_is_rejected_with_its_error_bit():
+    """A start with reuse sets bit ``reuse`` (and ``dispatcher`` when a dispatcher block is
+    asked for too); without reuse the dispatcher bits are ignored and the run is exact."""
+    cfg = _small(1, engine_max_head_dim=8)
+    grid, groups = VideoGrid(1, 2, 2), ChannelGroups.from_sizes(2, 3, 3)
+    q, k = smooth(grid, 8, np.random.default_rng(3))
+    good = engine_ports(cfg, grid, groups, variant="dense")
+    names = [n for n, _ in ERROR_BITS]
+    assert names[-1] == "reuse" and len(names) == 8
+    bit = {n: 1 << names.index(n) for n in names}
+    for change, mask in [({"cfg__reuse": 1}, bit["reuse"]),
+                         ({"cfg__reuse": 1, "cfg__match": 1}, bit["reuse"] | bit["dispatcher"]),
+                         ({"cfg__t": 0, "cfg__reuse": 1}, bit["reuse"] | bit["grid"])]:
+        out = run_engine(cfg, q, k, grid, groups, ports={**good, **change})
+        assert out["error"] == mask, (change, out["error"])
+    out = run_engine(cfg, q, k, grid, groups, "dense",
+                     ports={**good, "cfg__schedule": 1, "cfg__match": 1})
+    assert out["error"] == 0 and np.array_equal(out["S"], _exact(q, k))
+
+
+def test_host_check_and_build_options():
+    """``check_engine_run`` refuses every reuse variant on a plain engine with a message that
+    says why; ``built_variants`` is dense only; PlainEngine makes any configuration plain;
+    KaleidoEngine refuses a plain configuration with a dispatcher before building."""
+    cfg = _small(2)
+    grid, groups = VideoGrid(1, 2, 2), ChannelGroups.from_sizes(2, 3, 3)
+    assert built_variants(cfg) == ("dense",)
+    check_engine_run(cfg, grid, groups, variant="dense")
+    for variant in VARIANTS:
+        if variant != "dense":
+            with pytest.raises(ValueError, match=f"variant '{variant}' needs reuse, which a "
+                                                 f"plain engine does not have"):
+                engine_ports(cfg, grid, groups, variant=variant)
+    full = KaleidoConfig(engine_dispatcher="full", engine_max_head_dim=8, engine_max_tokens=16)
+    with warnings.catch_warnings():
+        # Components built only to look at their configuration are never elaborated.
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        dut = PlainEngine(full)
+        assert dut.config.engine_pe == "plain" and dut.config.engine_dispatcher == "none"
+        with pytest.raises(ConfigError,
+                           match="engine_pe = 'plain' needs engine_dispatcher = 'none'"):
+            KaleidoEngine(full.replace(engine_pe="plain"))
+        top = next(t for t in TOPS if t.module == "plain_engine")
+        assert isinstance(build_top(top, full), PlainEngine)
+        del dut
+        gc.collect()

@@ -1,0 +1,162 @@
+"""The iso-area report (``kaleido-hw report --only iso-area``, ``kaleido_hw.reports.iso_area``) with a
+stand-in for the standard-cell flow: the module ``kaleido_hw.flow.stdcell`` is replaced by a fake
+whose ``synth_stdcell`` returns fixed areas and paths, so the report's arithmetic, its files,
+its cache, its level-2 reading and its skip messages are checked without the flow."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import types
+from dataclasses import dataclass, field
+
+import pytest
+
+from kaleido_hw.cli import main
+from kaleido_hw.reports import iso_area as ia
+
+
+#: Fake standard-cell figures per top: (area um2, critical path ns).
+FAKE = {"baseline_array": (10_000.0, 0.80), "pe_array": (26_000.0, 0.95),
+        "merged_array": (29_000.0, 1.00), "cluster_scheduler": (60_000.0, 0.90),
+        "merge_matcher": (5_000.0, 1.10)}
+
+
+@dataclass
+class FakeResult:
+    top: str
+    area_um2: float | None
+    cells: int = 1
+    ffs: int = 1
+    path_ns: float | None = 1.0
+    arrival_ns: float | None = 1.0
+    startpoint: str = "a"
+    endpoint: str = "b"
+    fmax_mhz: float | None = 1000.0
+    power_mw: float | None = None
+    units: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+
+
+def fake_stdcell(calls: list, available=None):
+    mod = types.ModuleType("kaleido_hw.flow.stdcell")
+
+    def synth_stdcell(top, config, *, units=False):
+        calls.append(top)
+        area, path = FAKE[top]
+        return FakeResult(top, area, path_ns=path, arrival_ns=path, fmax_mhz=1000 / path)
+
+    mod.synth_stdcell = synth_stdcell
+    mod.stdcell_available = lambda: available
+    mod.StdCellResult = FakeResult
+    return mod
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)        # the cache goes to build/ of the working directory
+    return tmp_path
+
+
+def _run(out) -> dict:
+    assert main(["report", "--quick", "--jobs", "1", "--only", "iso-area", "--out",
+                 str(out)]) == 0
+    doc = json.loads((out / "iso-area.json").read_text())
+    with (out / "iso-area.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == len(doc["rows"]) > 0
+    assert (out / "iso-area.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return doc
+
+
+def test_report_arithmetic_cache_and_level2(in_tmp, monkeypatch):
+    calls = []
+    monkeypatch.setitem(sys.modules, "kaleido_hw.flow.stdcell", fake_stdcell(calls))
+    doc = _run(in_tmp / "r1")
+    assert sorted(calls) == sorted(FAKE)                     # every level-1 top once
+    rows = doc["rows"]
+    P = doc["summary"]["config"]["engine_arrays"]
+    att = [r for r in rows if r["kind"] == "attention"]
+    assert {r["preset"] for r in att} == {"hunyuanvideo", "wan2.1", "cogvideox-5b"}
+    assert all(r["level"] == 1 for r in rows)                 # no engine cache here
+    for preset in {r["preset"] for r in att}:
+        by = {r["variant"]: r for r in att if r["preset"] == preset}
+        assert list(by) == list(ia.VARIANTS)
+        assert by["dense"]["relative"] == 1.0
+        assert by["dense"]["area_um2"] == P * FAKE["baseline_array"][0]
+        assert by["full"]["area_um2"] == (P * FAKE["merged_array"][0]
+                                          + 2 * FAKE["cluster_scheduler"][0]
+                                          + P * FAKE["merge_matcher"][0])
+        assert by["pe-sh"]["period_ns"] == 0.95 and by["pe-m"]["period_ns"] == 1.10
+        for r in by.values():
+            want = r["cycle_speedup"] / r["area_ratio"] / r["period_ratio"]
+            assert r["relative"] == pytest.approx(want, rel=1e-12)
+            n = r["elements"] ** 0.5
+            assert r["elements_per_ns_mm2"] == pytest.approx(
+                n * n / (r["cycles"] * r["period_ns"]) / (r["area_um2"] * 1e-6))
+        assert by["pe"]["cycle_speedup"] > 1.0               # reuse needs fewer cycles
+    lin = [r for r in rows if r["kind"] == "linear"]
+    assert {r["variant"] for r in lin} == {"dense", "reuse"}
+    assert all(r["area_um2"] == P * FAKE["pe_array" if r["variant"] == "reuse"
+                                         else "baseline_array"][0] for r in lin)
+    text = " ".join(doc["notes"])
+    assert "left out" in text and "Paper: about 2x fewer cycles" in text
+    assert doc["summary"]["paper"]["iso_area_time"] == pytest.approx(2 / 1.31)
+    assert "`iso-area`" in (in_tmp / "r1" / "summary.md").read_text()
+
+    # A second report takes the areas from build/: no synthesis.
+    calls.clear()
+    _run(in_tmp / "r2")
+    assert calls == []
+    assert json.loads((in_tmp / ia.CACHE).read_text())["key"]["sources"] == \
+        ia.source_hash(FAKE)
+
+    # Level 2: whole-engine builds with a standard-cell area in the engine cache.
+    builds = [{"arrays": P, "dispatcher": "none", "engine_pe": "plain", "area_um2": 1e6,
+               "path_ns": 1.0},
+              {"arrays": P, "dispatcher": "none", "area_um2": 1.5e6, "path_ns": 1.0},
+              {"config": {"engine_arrays": P, "engine_dispatcher": "full"},
+               "stdcell": {"area_um2": 2e6, "fmax_mhz": 800.0}},
+              {"arrays": P, "dispatcher": "full", "transistors": 5}]      # no um2: ignored
+    (in_tmp / ia.ENGINE_CACHE).write_text(json.dumps({"builds": builds}))
+    doc = _run(in_tmp / "r3")
+    l2 = {(r["preset"], r["variant"]): r for r in doc["rows"] if r["level"] == 2}
+    assert {v for _, v in l2} == {"dense", "pe", "full"}
+    r = l2[("hunyuanvideo", "full")]
+    assert r["area_ratio"] == 2.0 and r["period_ratio"] == pytest.approx(1.25)
+
+
+def test_skipped_without_the_flow(in_tmp, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "kaleido_hw.flow.stdcell",
+                        fake_stdcell([], "standard cells: install the Debian package foo-cells"))
+    assert main(["report", "--quick", "--only", "iso-area", "--out", "r"]) == 0
+    assert "skipped: standard cells: install the Debian package foo-cells" in \
+        capsys.readouterr().out
+    assert "`iso-area`: skipped" in (in_tmp / "r" / "summary.md").read_text()
+    assert not (in_tmp / "r" / "iso-area.json").exists()
+    monkeypatch.setitem(sys.modules, "kaleido_hw.flow.stdcell", None)    # module missing
+    assert main(["report", "--quick", "--only", "iso-area", "--out", "r"]) == 0
+    assert "skipped: the standard-cell flow (kaleido_hw.flow.stdcell) is not available" in \
+        capsys.readouterr().out
+
+
+def test_blocks_and_engine_cache_reading(tmp_path):
+    assert ia.level1_blocks("dense", 4) == [("baseline_array", 4)]
+    assert ia.level1_blocks("pe-sh", 2) == [("pe_array", 2), ("cluster_scheduler", 2)]
+    assert ia.level1_blocks("full", 3) == [("merged_array", 3), ("cluster_scheduler", 2),
+                                           ("merge_matcher", 3)]
+    with pytest.raises(ValueError, match="variant must be one of"):
+        ia.level1_blocks("fast", 4)
+    assert ia.read_engine_cache(tmp_path / "none.json")[0] == {}
+    path = tmp_path / "engine_area.json"
+    path.write_text("{not json")
+    assert "unreadable" in ia.read_engine_cache(path)[1]
+    # The current whole-engine format: yosys transistors, no um2, no plain build.
+    path.write_text(json.dumps({"key": {}, "builds": [
+        {"arrays": 4, "dispatcher": "none", "config": {}, "modules": []}]}))
+    got, why = ia.read_engine_cache(path, arrays=4)
+    assert got == {} and "area_um2" in why
+    path.write_text(json.dumps({"builds": [{"arrays": 4, "dispatcher": "full",
+                                            "area_um2": 5.0, "path_ns": 1.0}]}))
+    got, why = ia.read_engine_cache(path, arrays=4)
+    assert got == {} and "plain-engine build" in why
