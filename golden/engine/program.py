@@ -1,0 +1,440 @@
+"""Functional interpreter of the streaming engine core's command stream (``docs/engine.md``,
+"Command stream"): what a program computes, bit for bit, and which errors it raises.
+
+:func:`run_program` executes commands in stream order against a byte-addressed
+:class:`Memory`. The core is sequential in meaning: the hardware may overlap a LOAD with an
+earlier COMPUTE on another bank (and interlocks a LOAD into a bank an earlier COMPUTE still
+reads), but what every command sees is what the commands before it left.
+
+A COMPUTE of kind S computes the block ``S = Q_eff,box K_eff,box^T`` of one (Q box, K box)
+pair, each box being a grid of its own (``box_t x box_h x box_w`` tokens, zero-padded past
+the grid's edge) with its own reuse codes (``golden.numerics``): exactly what the existing
+engine computes for a whole grid of that size. With ``engine=True`` the block and its cycle
+counters come from ``golden.engine.model.kaleido_engine`` / ``engine_counters`` on the box
+pair (slower; bit-identical S, which the tests check).
+
+Plain numpy; no hardware imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from golden.checks import check_int
+from golden.engine.commands import (ALIGN, ERROR_CODES, KIND_S, KINDS, SIDE_K, SIDE_Q, SIDES,
+                                    Command, Compute, Config, DecodeError, FieldError, Groups,
+                                    Load, Store, Strides, decode)
+from golden.engine.model import VARIANTS, EngineCounters, EngineParams, engine_counters, kaleido_engine
+from golden.numerics import (ChannelGroups, VideoGrid, _effective, code_counts, exact_matmul,
+                             oracle_from_counts, reuse_masks)
+
+
+__all__ = ["Memory", "CoreLimits", "ProgramError", "BoxData", "BlockResult", "ProgramResult",
+           "run_program", "variant_of", "box_tokens", "box_coords"]
+
+#: (reuse, schedule, match) -> variant name; without reuse the dispatcher bits are ignored.
+_VARIANT = {(0, 0, 0): "dense", (0, 1, 0): "dense", (0, 0, 1): "dense", (0, 1, 1): "dense",
+            (1, 0, 0): "pe", (1, 1, 0): "pe-sh", (1, 0, 1): "pe-m", (1, 1, 1): "full"}
+
+
+def variant_of(reuse: int, schedule: int, match: int) -> str:
+    """The variant (``golden.engine.model.VARIANTS``) that CONFIG's three bits select."""
+    return _VARIANT[(int(reuse), int(schedule), int(match))]
+
+
+class ProgramError(ValueError):
+    """A command the core rejects: ``code`` (:data:`ERROR_CODES`), ``index`` (position of the
+    command in the program) and ``message``."""
+
+    def __init__(self, code: int, index: int, message: str):
+        self.code, self.index, self.message = code, index, message
+        super().__init__(f"command {index}: error {code} ({ERROR_CODES[code][0]}): {message}")
+
+
+class Memory:
+    """Byte-addressed memory of ``size`` bytes (numpy ``uint8``), little-endian."""
+
+    def __init__(self, size: int):
+        self.data = np.zeros(check_int("memory size", size, 1, 1 << 36), np.uint8)
+
+    @property
+    def size(self) -> int:
+        """Bytes of memory."""
+        return self.data.size
+
+    def _range(self, address: int, nbytes: int) -> slice:
+        if address < 0 or address + nbytes > self.size:
+            raise ValueError(f"bytes [{address}, {address + nbytes}) lie outside the memory "
+                             f"[0, {self.size})")
+        return slice(address, address + nbytes)
+
+    def write(self, address: int, array) -> None:
+        """Write the bytes of ``array`` (its dtype, little-endian) at ``address``."""
+        a = np.ascontiguousarray(array)
+        a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+        self.data[self._range(address, a.nbytes)] = a.view(np.uint8).ravel()
+
+    def read(self, address: int, count: int, dtype) -> np.ndarray:
+        """``count`` little-endian values of ``dtype`` from ``address`` (a copy)."""
+        dt = np.dtype(dtype).newbyteorder("<")
+        return self.data[self._range(address, count * dt.itemsize)].view(dt).astype(
+            np.dtype(dtype))
+
+    def write_tensor(self, address: int, x, grid, strides) -> None:
+        """Write the (N, d) int8 tokens of ``grid`` at ``address`` with byte ``strides``
+        ``(token, y, t)``: token (t, y, x) channel c at ``address + t*st + y*sy + x*sx + c``."""
+        grid = grid if isinstance(grid, VideoGrid) else VideoGrid(*grid)
+        x = np.asarray(x)
+        if x.dtype != np.int8 or x.ndim != 2 or x.shape[0] != grid.n:
+            raise ValueError(f"tensor must be an int8 array of shape ({grid.n}, d) for grid "
+                             f"{grid}, got {x.dtype} {x.shape}")
+        rows = address + _token_offsets(grid.coords(), strides)
+        self._range(int(rows.min()), 0)
+        self._range(int(rows.max()), x.shape[1])
+        self.data[rows[:, None] + np.arange(x.shape[1])] = x.view(np.uint8)
+
+
+def _token_offsets(coords: np.ndarray, strides) -> np.ndarray:
+    sx, sy, st = (int(s) for s in strides)
+    return coords[:, 0].astype(np.int64) * st + coords[:, 1] * sy + coords[:, 2] * sx
+
+
+@dataclass(frozen=True)
+class CoreLimits:
+    """What one streaming engine core holds and runs.
+
+    max_box_tokens : int   tokens of one box (``engine_max_tokens``)
+    max_head_dim : int     channels per token (``engine_max_head_dim``)
+    banks : int            scratchpad banks per side (2: double-buffered)
+    variants : tuple       variants the core was built for (``built_variants``)
+    params : EngineParams  the engine behind the core (arrays, dispatcher sizes)
+    min_half_bits : int    smallest HALF threshold (3: the PEs' 4 x 8 half multipliers)
+    """
+    max_box_tokens: int = 64
+    max_head_dim: int = 128
+    banks: int = 2
+    variants: tuple = VARIANTS
+    params: EngineParams = EngineParams()
+    min_half_bits: int = 3
+
+    def __post_init__(self):
+        check_int("max_box_tokens", self.max_box_tokens, 1, 255 ** 3)
+        check_int("max_head_dim", self.max_head_dim, 1, 511)
+        check_int("banks", self.banks, 1, 4)
+        check_int("min_half_bits", self.min_half_bits, 0, 6)
+        bad = [v for v in self.variants if v not in VARIANTS]
+        if bad or not self.variants:
+            raise ValueError(f"variants must be a non-empty subset of {', '.join(VARIANTS)}, "
+                             f"got {self.variants!r}")
+
+    @classmethod
+    def from_config(cls, config, banks: int = 2) -> "CoreLimits":
+        """From a ``KaleidoConfig`` (duck-typed: no hardware import): box tokens and head_dim
+        from the engine's memories, variants as ``kaleido_engine.built_variants``."""
+        if config.engine_pe == "plain":
+            variants = ("dense",)
+        else:
+            d = config.engine_dispatcher
+            variants = ("dense", "pe") + (("pe-sh",) if d in ("scheduler", "full") else ()) \
+                + (("pe-m",) if d in ("matcher", "full") else ()) + (("full",) if d == "full" else ())
+        return cls(config.engine_max_tokens, config.engine_max_head_dim, banks, variants,
+                   EngineParams.from_config(config))
+
+
+def box_tokens(box) -> int:
+    """Tokens of a box ``(bt, bh, bw)``."""
+    return int(box[0]) * int(box[1]) * int(box[2])
+
+
+def box_coords(origin, box) -> np.ndarray:
+    """(box_tokens, 3) grid coordinates of a box's tokens in box-local (t, y, x) order."""
+    return VideoGrid(*box).coords() + np.asarray(origin, np.int64)[None, :]
+
+
+@dataclass
+class BoxData:
+    """One loaded bank: its side, box origin, (box_tokens, d) int8 tokens (zeros where
+    padded) and which tokens lie inside the grid (``real``)."""
+    side: int
+    origin: tuple
+    x: np.ndarray
+    real: np.ndarray
+    eff: np.ndarray = field(default=None, repr=False)      # effective operand (cached)
+    counts: tuple = field(default=None, repr=False)         # code counts: all, real tokens
+    groups_version: int = -1
+
+
+@dataclass
+class BlockResult:
+    """One COMPUTE: its command index, box origins of Q and K, S (box_tokens^2, int64), the
+    STORE address (None until stored), the oracle reuse counts of the pair over all box
+    tokens (``reuse``) and over the grid's tokens only (``reuse_real``), both as
+    ``golden.oracle_from_counts`` dicts, and the engine's counters (``engine=True``)."""
+    index: int
+    q_origin: tuple
+    k_origin: tuple
+    s: np.ndarray = field(repr=False)
+    reuse: dict
+    reuse_real: dict
+    engine: EngineCounters | None = None
+    address: int | None = None
+
+
+@dataclass
+class ProgramResult:
+    """What a program did: the blocks in COMPUTE order, the counters (``commands`` per
+    opcode name, ``loads`` per side, ``bytes_loaded`` (grid tokens x head_dim: padding is
+    not read), ``bytes_stored``, ``computes``, ``stores``, ``products`` (box_tokens^2 x d per
+    block: what the engine multiplies, padding included), the oracle sums ``full``, ``half``,
+    ``none``, ``cost`` over all products and ``real_*`` over grid tokens, and with
+    ``engine=True`` ``cycles``), the last CONFIG and the channel-group map."""
+    blocks: list
+    counters: dict
+    config: Config | None
+    group_of: np.ndarray | None
+
+    def _config(self) -> Config:
+        if self.config is None:
+            raise ValueError("the program ran no CONFIG, so it has no grid or box")
+        return self.config
+
+    @property
+    def grid(self) -> VideoGrid:
+        """The last CONFIG's grid."""
+        return VideoGrid(*self._config().grid)
+
+    @property
+    def box(self) -> tuple:
+        """The last CONFIG's box extents."""
+        return self._config().box
+
+
+class _Core:
+    def __init__(self, memory: Memory, limits: CoreLimits, engine: bool):
+        self.memory, self.limits, self.engine = memory, limits, engine
+        self.config = None
+        self.group_of = None
+        self.groups_version = 0
+        self.strides = {}
+        self.banks = {}
+        self.pending = None
+        self.blocks = []
+        self.c = {"commands": {}, "loads": {s: 0 for s in SIDES}, "bytes_loaded": 0,
+                  "bytes_stored": 0, "computes": 0, "stores": 0, "products": 0,
+                  "real_products": 0}
+        for prefix in ("", "real_"):
+            for key in ("full", "half", "none", "cost"):
+                self.c[prefix + key] = 0
+        if engine:
+            self.c["cycles"] = 0
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def fail(self, code, message):
+        raise ProgramError(code, self.index, message)
+
+    def need_config(self, name):
+        if self.config is None:
+            self.fail(3, f"{name} before CONFIG")
+        return self.config
+
+    def check_bank(self, name, bank):
+        if bank >= self.limits.banks:
+            self.fail(4, f"{name} bank must be in [0, {self.limits.banks - 1}] (banks of the "
+                         f"core), got {bank}")
+
+    def check_aligned(self, name, value):
+        if value % ALIGN:
+            self.fail(6, f"{name} must be a multiple of {ALIGN} bytes, got {value}")
+
+    @property
+    def groups(self) -> ChannelGroups:
+        return ChannelGroups(tuple(int(g) for g in self.group_of), self.config.directions)
+
+    # -- commands -----------------------------------------------------------------------------
+
+    def CONFIG(self, c: Config):
+        lim = self.limits
+        if self.pending is not None:
+            self.fail(10, "CONFIG while the result of the COMPUTE at command "
+                          f"{self.pending.index} is not stored")
+        for name in ("box_t", "box_h", "box_w", "grid_t", "grid_h", "grid_w"):
+            if getattr(c, name) < 1:
+                self.fail(2, f"{name} must be at least 1, got 0")
+        n = box_tokens(c.box)
+        if n > lim.max_box_tokens:
+            self.fail(2, f"box {c.box_t}x{c.box_h}x{c.box_w} has {n} tokens; the core holds "
+                         f"at most max_box_tokens = {lim.max_box_tokens}")
+        if not 1 <= c.head_dim <= lim.max_head_dim:
+            self.fail(2, f"head_dim must be in [1, {lim.max_head_dim}], got {c.head_dim}")
+        for name in ("dir_t", "dir_y", "dir_x"):
+            if getattr(c, name) > 2:
+                self.fail(2, f"{name} must be 0 (t), 1 (y) or 2 (x), got 3")
+        if not 1 <= c.full_bits <= 7:
+            self.fail(2, f"full_bits must be in [1, 7], got {c.full_bits}")
+        if not lim.min_half_bits <= c.half_bits < c.full_bits:
+            self.fail(2, f"half_bits must be in [{lim.min_half_bits}, {c.full_bits - 1}] "
+                         f"(below full_bits = {c.full_bits}), got {c.half_bits}")
+        variant = variant_of(c.reuse, c.schedule, c.match)
+        if variant not in lim.variants:
+            self.fail(2, f"reuse={c.reuse} schedule={c.schedule} match={c.match} selects "
+                         f"variant {variant!r}; this core runs {', '.join(lim.variants)}")
+        self.config, self.variant = c, variant
+        self.group_of = np.full(c.head_dim, -1, np.int64)
+        self.groups_version += 1
+        self.strides, self.banks = {}, {}
+
+    def GROUPS(self, c: Groups):
+        cfg = self.need_config("GROUPS")
+        last = c.first + len(c.groups)
+        if last > cfg.head_dim:
+            self.fail(2, f"GROUPS names channels {c.first}..{last - 1}; head_dim is "
+                         f"{cfg.head_dim} (channels 0..{cfg.head_dim - 1})")
+        if 3 in c.groups:
+            self.fail(2, f"GROUPS channel {c.first + c.groups.index(3)} has group 3; groups "
+                         f"are 0 (t), 1 (y), 2 (x)")
+        self.group_of[c.first:last] = c.groups
+        self.groups_version += 1
+
+    def STRIDES(self, c: Strides):
+        cfg = self.need_config("STRIDES")
+        for name in ("token_stride", "y_stride", "t_stride"):
+            self.check_aligned(name, getattr(c, name))
+        for name, value, need, why in (
+                ("token_stride", c.token_stride, cfg.head_dim, "head_dim"),
+                ("y_stride", c.y_stride, cfg.grid_w * c.token_stride,
+                 f"grid_w * token_stride = {cfg.grid_w} * {c.token_stride}"),
+                ("t_stride", c.t_stride, cfg.grid_h * c.y_stride,
+                 f"grid_h * y_stride = {cfg.grid_h} * {c.y_stride}")):
+            if value < need:
+                self.fail(8, f"{SIDES[c.side]} {name} must be at least {why} = {need} (tokens "
+                             f"must not overlap), got {value}")
+        self.strides[c.side] = c
+
+    def LOAD(self, c: Load):
+        cfg = self.need_config("LOAD")
+        self.check_bank("LOAD", c.bank)
+        if c.side not in self.strides:
+            self.fail(3, f"LOAD of side {SIDES[c.side]} before its STRIDES")
+        self.check_aligned("LOAD address", c.address)
+        for axis, o, b, g in zip("thw", c.origin, cfg.box, cfg.grid):
+            if o % b or o >= g:
+                self.fail(9, f"origin_{axis} must be a multiple of box_{axis} = {b} below "
+                             f"grid_{axis} = {g}, got {o}")
+        st = self.strides[c.side]
+        coords = box_coords(c.origin, cfg.box)
+        real = (coords < np.asarray(cfg.grid)[None, :]).all(axis=1)
+        rows = c.address + _token_offsets(coords[real], (st.token_stride, st.y_stride,
+                                                         st.t_stride))
+        end = int(rows.max()) + cfg.head_dim
+        if end > self.memory.size:
+            self.fail(12, f"LOAD of the {SIDES[c.side]} box at {c.origin} reads up to byte "
+                          f"{end - 1}; memory has {self.memory.size} bytes")
+        x = np.zeros((coords.shape[0], cfg.head_dim), np.int8)
+        x[real] = self.memory.data[rows[:, None] + np.arange(cfg.head_dim)].view(np.int8)
+        self.banks[(c.side, c.bank)] = BoxData(c.side, c.origin, x, real)
+        self.c["loads"][SIDES[c.side]] += 1
+        self.c["bytes_loaded"] += int(real.sum()) * cfg.head_dim
+
+    def _prepare(self, box: BoxData):
+        """Reuse codes and effective operand of a box as a grid of its own (cached)."""
+        if box.groups_version != self.groups_version:
+            cfg, groups = self.config, self.groups
+            grid = VideoGrid(*cfg.box)
+            m = reuse_masks(box.x, grid, groups, cfg.full_bits, cfg.half_bits)
+            if self.variant == "dense":
+                box.eff = box.x
+                m = np.full_like(m, 2)
+            else:
+                shape = cfg.box + (cfg.head_dim,)
+                box.eff = _effective(box.x.reshape(shape), m.reshape(shape), grid,
+                                     groups).reshape(box.x.shape)
+            box.counts = (code_counts(m), code_counts(m[box.real]))
+            box.groups_version = self.groups_version
+        return box
+
+    def COMPUTE(self, c: Compute):
+        cfg = self.need_config("COMPUTE")
+        if c.kind != KIND_S:
+            self.fail(11, f"COMPUTE kind {c.kind} ({KINDS[c.kind]}) is reserved; this core "
+                          f"computes kind {KIND_S} (S) only")
+        for name, bank, side in (("q_bank", c.q_bank, SIDE_Q), ("k_bank", c.k_bank, SIDE_K)):
+            self.check_bank(f"COMPUTE {name}", bank)
+            if (side, bank) not in self.banks:
+                self.fail(5, f"COMPUTE {name} {bank} holds no {SIDES[side]} box since CONFIG")
+        if (self.group_of < 0).any():
+            missing = np.flatnonzero(self.group_of < 0)
+            self.fail(3, f"COMPUTE before every channel has a group (GROUPS): channels "
+                         f"{missing[:8].tolist()}{' ...' if missing.size > 8 else ''} have none")
+        if self.pending is not None:
+            self.fail(10, f"COMPUTE while the result of the COMPUTE at command "
+                          f"{self.pending.index} is not stored")
+        qb = self._prepare(self.banks[(SIDE_Q, c.q_bank)])
+        kb = self._prepare(self.banks[(SIDE_K, c.k_bank)])
+        counters = None
+        if self.engine:
+            args = (qb.x, kb.x, VideoGrid(*cfg.box), self.groups, self.limits.params,
+                    self.variant, cfg.full_bits, cfg.half_bits)
+            s = kaleido_engine(*args)
+            counters = engine_counters(*args)
+            self.c["cycles"] += int(counters.cycles)
+        else:
+            s = exact_matmul(qb.eff, kb.eff.T)
+        reuse = oracle_from_counts(qb.counts[0], kb.counts[0])
+        reuse_real = oracle_from_counts(qb.counts[1], kb.counts[1])
+        self.pending = BlockResult(self.index, qb.origin, kb.origin, s, reuse, reuse_real,
+                                   counters)
+        self.blocks.append(self.pending)
+        self.c["computes"] += 1
+        self.c["products"] += reuse["dense"]
+        self.c["real_products"] += reuse_real["dense"]
+        for key in ("full", "half", "none", "cost"):
+            self.c[key] += reuse[key]
+            self.c["real_" + key] += reuse_real[key]
+
+    def STORE(self, c: Store):
+        self.need_config("STORE")
+        self.check_aligned("STORE address", c.address)
+        if self.pending is None:
+            self.fail(7, "STORE without an unstored COMPUTE result")
+        s = self.pending.s
+        nbytes = s.size * 4
+        if c.address + nbytes > self.memory.size:
+            self.fail(12, f"STORE of {nbytes} bytes at {c.address} ends past the memory "
+                          f"({self.memory.size} bytes)")
+        assert np.abs(s).max(initial=0) < 1 << 31     # |S| <= 16384 * 511: int32 always holds it
+        self.memory.write(c.address, s.astype(np.int32))
+        self.pending.address = c.address
+        self.pending = None
+        self.c["stores"] += 1
+        self.c["bytes_stored"] += nbytes
+
+    def FENCE(self, c):
+        pass       # sequential meaning: every earlier command has already completed
+
+
+def run_program(commands, memory: Memory, limits: CoreLimits = CoreLimits(),
+                engine: bool = False) -> ProgramResult:
+    """Execute ``commands`` (command dataclasses or 128-bit words) in order on ``memory``.
+
+    Every command goes through its 128-bit encoding (a dataclass is encoded, then decoded),
+    so the program means what its words mean. Raises :class:`ProgramError` (code, index,
+    message) at the first command the core rejects; the memory then holds the stores of the
+    commands before it. ``engine=True`` computes each block with the engine model and adds
+    its ``EngineCounters`` per block (and the sum of ``cycles``).
+    """
+    if not isinstance(memory, Memory):
+        raise ValueError(f"memory must be a golden.engine.program.Memory, got {type(memory)}")
+    core = _Core(memory, limits, engine)
+    for i, cmd in enumerate(commands):
+        core.index = i
+        try:
+            word = cmd.encode() if isinstance(cmd, Command) else cmd
+            cmd = decode(word)
+        except (DecodeError, FieldError) as e:
+            raise ProgramError(1, i, str(e)) from None
+        core.c["commands"][cmd.NAME] = core.c["commands"].get(cmd.NAME, 0) + 1
+        getattr(core, cmd.NAME)(cmd)
+    return ProgramResult(core.blocks, core.c, core.config, core.group_of)
