@@ -1,0 +1,559 @@
+"""The streaming engine core (``docs/engine.md``, "Engine core"): one command stream drives
+the KaleidoEngine box by box over a DMA memory port, so that the head length is bounded by
+address widths, not by on-chip storage.
+
+A head of any length is cut into boxes of the latent grid (``engine_max_tokens`` tokens at
+most, even along every reused axis so that anchor/follower pairs never straddle a border);
+S of the head is the set of S blocks of every (Q box, K box) pair. The controller executes
+the commands of :mod:`golden.engine.commands` in order:
+
+* CONFIG, GROUPS, STRIDES latch the run's parameters (one cycle each);
+* LOAD walks the box's tokens: a request walker asks the DMA for ``head_dim / 8`` beats per
+  token inside the grid, a write walker moves the returned beats into the engine's Q or K
+  memory (padding tokens outside the grid are written as zeros, never fetched);
+* COMPUTE starts the engine on the loaded pair and adds its counters to the core's;
+* STORE streams the S block (``box_tokens**2`` int32, row-major, two per 64-bit beat) to
+  memory through one DMA write;
+* FENCE waits until the DMA has no transfer in flight.
+
+Errors (a malformed command, a command out of order, an engine configuration error, an AXI
+error reported by the DMA) stop execution with a sticky ``error`` code and the index of the
+failing command; later commands are consumed and dropped, so a producer never blocks, until
+``error_clear``. The controller drains what is in flight (read data, S values) before it
+accepts commands again, so a run after an error starts clean.
+
+This first core runs loads, computes and stores one after the other: the engine has one Q
+and one K bank. ``cnt.mem_wait`` counts the cycles in which the arrays waited for memory
+(every LOAD, STORE and FENCE cycle), the measure that double buffering will drive to zero.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from golden.engine import commands as cmds
+from golden.engine.core_model import CORE_COUNTERS
+from kaleido_hw.config import ConfigError, KaleidoConfig
+from kaleido_hw.engine.acc_buffer import S_WIDTH
+from kaleido_hw.engine.core_walk import BoxWalker
+from kaleido_hw.engine.kaleido_engine import ARRAY_COUNTERS, KaleidoEngine
+from kaleido_hw.engine.tile_engine import WRITE_BYTES
+from kaleido_hw.engine.tile_sequencer import COUNTER_WIDTH
+
+__all__ = ["CoreController", "CORE_COUNTERS", "check_core_config"]
+
+# The core's counters are its own, then the engine's summed over COMPUTEs and arrays.
+assert CORE_COUNTERS[6:] == ARRAY_COUNTERS
+
+#: Beats of one STORE request are counted in 16 bits (the DMA's request field).
+BEATS_WIDTH = 16
+#: Opcode bits [3:0] and opcode of each command name.
+OPCODE_BITS = 4
+OPCODES = {name: code for code, name in cmds.OPCODES.items()}
+#: Scratchpad banks per side of this core (``CoreLimits.banks``): loads, computes and stores
+#: run one after another.
+BANKS = 1
+#: Bits of the grid extents and origins in CONFIG and LOAD.
+GRID_FIELD_BITS = 16
+
+
+def check_core_config(config: KaleidoConfig):
+    """Raise :class:`ConfigError` if the core cannot be built from ``config``."""
+    n = config.engine_max_tokens
+    if -(-n * n // 2) >= 1 << BEATS_WIDTH:
+        raise ConfigError(f"engine_max_tokens must be at most 362 for the engine core (an S "
+                          f"block is one DMA write of at most {(1 << BEATS_WIDTH) - 1} beats), "
+                          f"got {n}")
+
+
+def _fields(word, name: str) -> dict:
+    """Slices of a 128-bit command ``word`` for command ``name`` (``golden.engine.commands``)."""
+    return {f: word[lo:lo + width] for f, lo, width, _ in cmds.FIELDS[name]}
+
+
+def _used_mask(name: str) -> int:
+    mask = (1 << OPCODE_BITS) - 1
+    for _, lo, width, _ in cmds.FIELDS[name]:
+        mask |= ((1 << width) - 1) << lo
+    return mask
+
+
+def _first_failure(checks) -> Value:
+    """The code of the first failing ``(condition, code)`` check, 0 if none fails (the
+    order of :func:`golden.engine.program.run_program`'s checks)."""
+    code = Const(0, 4)
+    for cond, c in reversed(checks):
+        code = Mux(cond, c, code)
+    return code
+
+
+def _dma_req_layout(addr_width: int) -> data.StructLayout:
+    return data.StructLayout({"addr": unsigned(addr_width), "beats": unsigned(BEATS_WIDTH)})
+
+
+class CoreController(wiring.Component):
+    """Command decoder, load/store walkers and the KaleidoEngine; the DMA is outside
+    (:class:`kaleido_hw.engine.core_top.KaleidoCore` connects both).
+
+    Parameters
+    ----------
+    config : KaleidoConfig
+        The engine's keys (``docs/engine.md``).
+    addr_width : int
+        Bits of a memory byte address (the DMA's ``axi_addr_width``); memory beats are
+        64 bits, one engine write each.
+
+    Ports: ``cmd`` (128-bit command words, valid/ready), the DMA's request and data streams
+    (``rd_req``, ``rd_data``, ``wr_req``, ``wr_data``), ``dma_error`` / ``dma_idle`` /
+    ``dma_error_clear``, ``error_clear``, ``busy``, ``error`` (code of
+    ``golden.engine.commands.ERROR_CODES``), ``error_command`` (index of the failing
+    command, counted from 0 after reset), ``engine_error`` (the engine's error mask of a
+    rejected COMPUTE), and ``cnt`` (:data:`CORE_COUNTERS`).
+    """
+
+    def __init__(self, config: KaleidoConfig, addr_width: int = 32):
+        check_core_config(config)
+        self.config, self.addr_width = config, addr_width
+        aw, dw = addr_width, 8 * WRITE_BYTES
+        self.engine = KaleidoEngine(config)
+        # Dispatcher blocks built, and a plain build: what CONFIG's reuse bits may ask for.
+        self.built = (int(config.engine_dispatcher in ("scheduler", "full")),
+                      int(config.engine_dispatcher in ("matcher", "full")),
+                      int(config.engine_pe == "plain"))
+        super().__init__({
+            "cmd": In(stream.Signature(cmds.WORD_BITS)),
+            "rd_req": Out(stream.Signature(_dma_req_layout(aw))),
+            "rd_data": In(stream.Signature(data.StructLayout({"data": dw, "last": 1}))),
+            "wr_req": Out(stream.Signature(_dma_req_layout(aw))),
+            "wr_data": Out(stream.Signature(dw)),
+            "dma_error": In(2),
+            "dma_idle": In(1),
+            "dma_error_clear": Out(1),
+            "error_clear": In(1),
+            "busy": Out(1),
+            "error": Out(4),
+            "error_command": Out(32),
+            "engine_error": Out(8),
+            "cnt": Out(wiring.Signature({n: Out(COUNTER_WIDTH) for n in CORE_COUNTERS})),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.engine = eng = self.engine
+        geo = eng.geo
+        t = geo.tile
+        D, N = t.max_dim, t.max_tokens
+        aw = self.addr_width
+        sw = t.size_width
+        E = {name: code for code, (name, _) in cmds.ERROR_CODES.items()}
+        G = GRID_FIELD_BITS
+        word = self.cmd.payload
+        op = word[0:OPCODE_BITS]
+        cnt = self.cnt
+        fail = Signal()                       # the current command fails this cycle
+        fail_code = Signal(4)
+        cmd_index = Signal(32)                # index of the command being executed
+
+        # -- state the commands set ------------------------------------------------------------
+        box = [Signal(sw, name=f"box_{a}") for a in "thw"]
+        grid = [Signal(G, name=f"grid_{a}") for a in "thw"]
+        head_dim = Signal(t.dim_width)
+        dirs, full_bits, half_bits = Signal(6), Signal(3), Signal(3)
+        reuse, schedule, match = Signal(), Signal(), Signal()
+        group_map = Signal(2 * D)
+        assigned = Signal(D)                  # channel has a group since CONFIG
+        # Strides per side: token (x), y, t; in bytes.
+        strides = [[Signal(aw, name=f"stride_{'qk'[sd]}_{a}") for a in "xyt"] for sd in (0, 1)]
+        strides_set = Signal(2)
+        configured, pending = Signal(), Signal()
+        loaded = Signal(2)                    # the side's bank 0 holds a box since CONFIG
+        n_tok = Signal(3 * sw)                # tokens of one box
+        m.d.comb += n_tok.eq(box[0] * box[1] * box[2])
+        beats_per_token = Signal(t.dim_width)
+        m.d.comb += beats_per_token.eq((head_dim + WRITE_BYTES - 1) >> 3)
+        in_head = Signal(D)
+        m.d.comb += in_head.eq(Cat(*(head_dim > c for c in range(D))))
+
+        c = eng.cfg
+        m.d.comb += [c.t.eq(box[0]), c.h.eq(box[1]), c.w.eq(box[2]), c.head_dim.eq(head_dim),
+                     c.group_map.eq(group_map), c.directions.eq(dirs),
+                     c.full_bits.eq(full_bits), c.half_bits.eq(half_bits), c.reuse.eq(reuse),
+                     c.schedule.eq(schedule), c.match.eq(match)]
+
+        # -- sequential arithmetic: products by shift-and-add, remainders by restoring division,
+        # one bit per cycle (a STRIDES or LOAD lasts 16 cycles more; a multiplier per product
+        # would cost more than the whole load path).
+        mul_c = [Signal(G, name=f"mul_c{i}") for i in range(3)]     # multipliers, LSB first
+        mul_s = [Signal(64, name=f"mul_s{i}") for i in range(3)]    # multiplicands, shifted
+        acc = [Signal(64, name=f"acc{i}") for i in range(2)]
+        div_n = [Signal(G, name=f"div_n{i}") for i in range(3)]     # dividends, MSB first
+        rem = [Signal(9, name=f"rem{i}") for i in range(3)]
+        step = Signal(range(G + 1))
+        arith = [
+            *(mul_c[i].eq(mul_c[i] >> 1) for i in range(3)),
+            *(mul_s[i].eq(mul_s[i] << 1) for i in range(3)),
+            *(div_n[i].eq(div_n[i] << 1) for i in range(3)),
+            step.eq(step + 1),
+        ]
+        for i in range(3):
+            r2 = Cat(div_n[i][G - 1], rem[i])
+            arith.append(rem[i].eq(Mux(r2 >= box[i], r2 - box[i], r2)))
+        term = [Mux(mul_c[i][0], mul_s[i], 0) for i in range(3)]
+
+        # -- load ---------------------------------------------------------------------------------
+        side = Signal()
+        addr_high = Signal()                  # LOAD address beyond axi_addr_width
+        origin = [Signal(G, name=f"origin_{a}") for a in "thw"]
+        lim = [Signal(sw, name=f"lim_{a}") for a in "thw"]
+        for i in range(3):
+            room = grid[i] - origin[i]
+            m.d.sync += lim[i].eq(Mux(room < box[i], room, box[i]))
+        req = BoxWalker(m, "req", sw, t.tok_width, aw)
+        wrw = BoxWalker(m, "wrw", sw, t.tok_width)
+        req.connect(box, lim)
+        wrw.connect(box, lim)
+        lane = Signal(t.dim_width)
+        side_strides = [Mux(side, strides[1][i], strides[0][i]) for i in range(3)]
+        rr = self.rd_req.payload
+        m.d.comb += [rr.addr.eq(req.addr), rr.beats.eq(beats_per_token)]
+
+        # -- groups -------------------------------------------------------------------------------
+        g_first = Signal(9)
+        g_count = Signal(6)
+        g_bits = Signal(2 * cmds.GROUPS_PER_WORD)
+        g_i = Signal(6)
+
+        # -- store --------------------------------------------------------------------------------
+        s = eng.s
+        s_total = Signal(6 * sw)
+        s_count = Signal(6 * sw)
+        low = Signal(S_WIDTH)
+        phase = Signal()                      # low holds a value waiting for its pair
+        draining = Signal()                   # the engine's S read-out is not finished
+        base = Signal(aw)
+        m.d.comb += s_total.eq(n_tok * n_tok)
+        s_fire = s.valid & s.ready
+        with m.If(s_fire):
+            m.d.sync += s_count.eq(s_count + 1)
+            with m.If(s_count + 1 == s_total):
+                m.d.sync += draining.eq(0)
+
+        def stop_on_fail(dma=True):
+            # A failed command, or an AXI error the DMA reports (a write response may come
+            # back after its STORE ended), stops execution; a compute always runs to its end
+            # so that the engine is idle when the error state is left.
+            if dma:
+                with m.If(self.dma_error != 0):
+                    m.d.comb += [fail.eq(1), fail_code.eq(E["out_of_range"])]
+            with m.If(fail):
+                m.next = "ERROR"
+
+        def check(checks, ok):
+            code = _first_failure(checks)
+            with m.If(code != 0):
+                m.d.comb += [fail.eq(1), fail_code.eq(code)]
+            with m.Else():
+                ok()
+
+        def high_bits(v):
+            # Address bits beyond the AXI address: past the end of any memory.
+            return v[aw:] != 0 if len(v) > aw else Const(0)
+
+        with m.FSM(name="core") as fsm:
+            with m.State("IDLE"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += [cnt.commands.eq(cnt.commands + 1), cmd_index.eq(cnt.commands)]
+                    with m.Switch(op):
+                        with m.Case(OPCODES["CONFIG"]):
+                            f = _fields(word, "CONFIG")
+                            d3 = [f[n] for n in ("dir_t", "dir_y", "dir_x")]
+                            ext = [f[n] for n in ("box_t", "box_h", "box_w", "grid_t", "grid_h",
+                                                  "grid_w")]
+                            built_s, built_m, plain = self.built
+                            not_built = f["reuse"] & ((f["schedule"] & ~Const(built_s))
+                                                      | (f["match"] & ~Const(built_m))
+                                                      | Const(plain))
+
+                            def latch():
+                                m.d.sync += [configured.eq(1), loaded.eq(0), strides_set.eq(0),
+                                             assigned.eq(0), head_dim.eq(f["head_dim"]),
+                                             dirs.eq(Cat(*d3)), full_bits.eq(f["full_bits"]),
+                                             half_bits.eq(f["half_bits"]), reuse.eq(f["reuse"]),
+                                             schedule.eq(f["schedule"]), match.eq(f["match"])]
+                                m.d.sync += [box[i].eq(ext[i]) for i in range(3)]
+                                m.d.sync += [grid[i].eq(ext[3 + i]) for i in range(3)]
+                            check([
+                                (word & ~_used_mask("CONFIG") != 0, E["malformed"]),
+                                (pending, E["result_pending"]),
+                                (Cat(*(e == 0 for e in ext)).any(), E["bad_config"]),
+                                (ext[0] * ext[1] * ext[2] > N, E["bad_config"]),
+                                ((f["head_dim"] == 0) | (f["head_dim"] > D), E["bad_config"]),
+                                (Cat(*(d == 3 for d in d3)).any(), E["bad_config"]),
+                                (f["full_bits"] == 0, E["bad_config"]),
+                                ((f["half_bits"] < 3) | (f["half_bits"] >= f["full_bits"]),
+                                 E["bad_config"]),
+                                (not_built, E["bad_config"]),
+                            ], latch)
+                        with m.Case(OPCODES["GROUPS"]):
+                            f = _fields(word, "GROUPS")
+                            n = f["count"]
+                            keep = Cat(*(n > i for i in range(cmds.GROUPS_PER_WORD)))
+                            gs = [f["groups"][2 * i:2 * i + 2] for i in range(cmds.GROUPS_PER_WORD)]
+                            past = Cat(*(~keep[i] & (gs[i] != 0)
+                                         for i in range(cmds.GROUPS_PER_WORD))).any()
+
+                            def start_groups():
+                                m.d.sync += [g_first.eq(f["first"]), g_count.eq(n),
+                                             g_bits.eq(f["groups"]), g_i.eq(0)]
+                                m.next = "GROUPS"
+                            check([
+                                (word & ~_used_mask("GROUPS") != 0, E["malformed"]),
+                                ((n == 0) | (n > cmds.GROUPS_PER_WORD) | past, E["malformed"]),
+                                (~configured, E["not_configured"]),
+                                (f["first"] + n > head_dim, E["bad_config"]),
+                                (Cat(*(keep[i] & (gs[i] == 3)
+                                       for i in range(cmds.GROUPS_PER_WORD))).any(),
+                                 E["bad_config"]),
+                            ], start_groups)
+                        with m.Case(OPCODES["STRIDES"]):
+                            f = _fields(word, "STRIDES")
+                            vals = [f["token_stride"], f["y_stride"], f["t_stride"]]
+
+                            def start_strides():
+                                m.d.sync += [side.eq(f["side"]), step.eq(0),
+                                             mul_c[0].eq(grid[2]), mul_c[1].eq(grid[1]),
+                                             mul_c[2].eq(0), acc[0].eq(0), acc[1].eq(0),
+                                             mul_s[0].eq(vals[0]), mul_s[1].eq(vals[1]),
+                                             mul_s[2].eq(0)]
+                                for i in range(3):
+                                    m.d.sync += [strides[0][i].eq(Mux(f["side"], strides[0][i],
+                                                                      vals[i])),
+                                                 strides[1][i].eq(Mux(f["side"], vals[i],
+                                                                      strides[1][i]))]
+                                m.next = "STRIDES"
+                            check([
+                                (word & ~_used_mask("STRIDES") != 0, E["malformed"]),
+                                (f["side"] > 1, E["malformed"]),
+                                (~configured, E["not_configured"]),
+                                (Cat(*(v[0:4] != 0 for v in vals)).any(), E["misaligned"]),
+                            ], start_strides)
+                        with m.Case(OPCODES["LOAD"]):
+                            f = _fields(word, "LOAD")
+                            org = [f["origin_t"], f["origin_h"], f["origin_w"]]
+                            sd = f["side"][0]
+
+                            def start_load():
+                                m.d.sync += [side.eq(sd), step.eq(0), addr_high.eq(
+                                             high_bits(f["address"])),
+                                             acc[0].eq(f["address"][:aw])]
+                                for i in range(3):
+                                    m.d.sync += [origin[i].eq(org[i]), mul_c[i].eq(org[i]),
+                                                 div_n[i].eq(org[i]), rem[i].eq(0)]
+                                # origin (t, y, x) times the side's (t, y, x) strides
+                                for i, k in enumerate((2, 1, 0)):
+                                    m.d.sync += mul_s[i].eq(Mux(sd, strides[1][k],
+                                                                strides[0][k]))
+                                m.next = "LD_ADDR"
+                            check([
+                                (word & ~_used_mask("LOAD") != 0, E["malformed"]),
+                                (f["side"] > 1, E["malformed"]),
+                                (~configured, E["not_configured"]),
+                                (f["bank"] >= BANKS, E["bad_bank"]),
+                                (~strides_set.bit_select(sd, 1), E["not_configured"]),
+                                (f["address"][0:4] != 0, E["misaligned"]),
+                            ], start_load)
+                        with m.Case(OPCODES["COMPUTE"]):
+                            f = _fields(word, "COMPUTE")
+                            check([
+                                (word & ~_used_mask("COMPUTE") != 0, E["malformed"]),
+                                (f["kind"] > 2, E["malformed"]),
+                                (~configured, E["not_configured"]),
+                                (f["kind"] != cmds.KIND_S, E["unsupported"]),
+                                (f["q_bank"] >= BANKS, E["bad_bank"]),
+                                (~loaded[0], E["bank_empty"]),
+                                (f["k_bank"] >= BANKS, E["bad_bank"]),
+                                (~loaded[1], E["bank_empty"]),
+                                ((assigned | ~in_head) != (1 << D) - 1, E["not_configured"]),
+                                (pending, E["result_pending"]),
+                            ], lambda: setattr(m, "next", "CMP_START"))
+                        with m.Case(OPCODES["STORE"]):
+                            f = _fields(word, "STORE")
+
+                            def start_store():
+                                m.d.sync += [base.eq(f["address"][:aw]), s_count.eq(0),
+                                             phase.eq(0)]
+                                m.next = "ST_REQ"
+                            check([
+                                (word & ~_used_mask("STORE") != 0, E["malformed"]),
+                                (~configured, E["not_configured"]),
+                                (f["address"][0:4] != 0, E["misaligned"]),
+                                (~pending, E["no_result"]),
+                                (high_bits(f["address"]), E["out_of_range"]),
+                            ], start_store)
+                        with m.Case(OPCODES["FENCE"]):
+                            check([(word & ~_used_mask("FENCE") != 0, E["malformed"])],
+                                  lambda: setattr(m, "next", "FENCE"))
+                        with m.Default():
+                            m.d.comb += [fail.eq(1), fail_code.eq(E["malformed"])]
+                stop_on_fail()
+
+            with m.State("GROUPS"):
+                # One channel per cycle: a 2-bit write at a run-time position costs a decoder,
+                # where a one-cycle update would shift the whole map.
+                ch = Signal(9)
+                m.d.comb += ch.eq(g_first + g_i)
+                g = g_bits.word_select(g_i, 2)
+                for cc in range(D):
+                    with m.If(ch == cc):
+                        m.d.sync += [group_map[2 * cc:2 * cc + 2].eq(g), assigned[cc].eq(1)]
+                m.d.sync += g_i.eq(g_i + 1)
+                with m.If(g_i + 1 == g_count):
+                    m.next = "IDLE"
+
+            with m.State("STRIDES"):
+                m.d.sync += arith
+                m.d.sync += [acc[0].eq(acc[0] + term[0]), acc[1].eq(acc[1] + term[1])]
+                with m.If(step == G):
+                    # grid_w * token_stride and grid_h * y_stride are complete.
+                    vals = [Mux(side, strides[1][i], strides[0][i]) for i in range(3)]
+                    check([
+                        (vals[0] < head_dim, E["bad_strides"]),
+                        (vals[1] < acc[0], E["bad_strides"]),
+                        (vals[2] < acc[1], E["bad_strides"]),
+                    ], lambda: None)
+                    with m.If(~fail):
+                        m.d.sync += strides_set.eq(strides_set | Mux(side, 0b10, 0b01))
+                        m.next = "IDLE"
+                stop_on_fail(dma=False)
+
+            with m.State("LD_ADDR"):
+                m.d.sync += arith
+                m.d.sync += acc[0].eq(acc[0] + term[0] + term[1] + term[2])
+                with m.If(step == G):
+                    bad = Cat(*((rem[i] != 0) | (origin[i] >= grid[i]) for i in range(3))).any()
+                    with m.If(bad):
+                        m.d.comb += [fail.eq(1), fail_code.eq(E["bad_origin"])]
+                    with m.Elif(addr_high):
+                        m.d.comb += [fail.eq(1), fail_code.eq(E["out_of_range"])]
+                    with m.Else():
+                        m.d.sync += [*req.start(acc[0][:aw]), *wrw.start(), lane.eq(0),
+                                     loaded.eq(loaded & Mux(side, 0b01, 0b10))]
+                        m.next = "LD_RUN"
+                stop_on_fail()
+
+            with m.State("LD_RUN"):
+                with m.If(~req.done):
+                    with m.If(req.inside):
+                        m.d.comb += self.rd_req.valid.eq(1)
+                        with m.If(self.rd_req.ready):
+                            req.advance(side_strides)
+                    with m.Else():
+                        req.advance(side_strides)
+                wr = eng.wr
+                take = Signal()
+                m.d.comb += [wr.sel.eq(side), wr.token.eq(wrw.tok), wr.lane.eq(lane),
+                             wr.strobe.eq((1 << WRITE_BYTES) - 1), wr.en.eq(take)]
+                with m.If(~wrw.done):
+                    with m.If(wrw.inside):
+                        m.d.comb += [self.rd_data.ready.eq(1),
+                                     wr.data.eq(self.rd_data.payload.data),
+                                     take.eq(self.rd_data.valid)]
+                    with m.Else():
+                        m.d.comb += take.eq(1)          # padding: zeros, nothing fetched
+                with m.If(take):
+                    with m.If(lane + 1 == beats_per_token):
+                        m.d.sync += lane.eq(0)
+                        wrw.advance()
+                    with m.Else():
+                        m.d.sync += lane.eq(lane + 1)
+                with m.If(wrw.done):
+                    m.d.sync += loaded.eq(loaded | Mux(side, 0b10, 0b01))
+                    m.next = "IDLE"
+                stop_on_fail()
+
+            with m.State("CMP_START"):
+                m.d.comb += eng.start.eq(1)
+                m.next = "CMP_WAIT"
+
+            with m.State("CMP_WAIT"):
+                with m.If(eng.done):
+                    with m.If(eng.error != 0):
+                        # A check the CONFIG decode does not repeat (group_size).
+                        m.d.sync += self.engine_error.eq(eng.error)
+                        m.d.comb += [fail.eq(1), fail_code.eq(E["bad_config"])]
+                    with m.Else():
+                        m.d.sync += [pending.eq(1),
+                                     cnt.engine_cycles.eq(cnt.engine_cycles + eng.cnt.cycles),
+                                     cnt.chunks.eq(cnt.chunks + eng.cnt.chunks)]
+                        for name in ARRAY_COUNTERS:
+                            total = sum(getattr(getattr(eng.cnt, f"a{a}"), name)
+                                        for a in range(geo.arrays))
+                            mine = getattr(cnt, name)
+                            m.d.sync += mine.eq(mine + total)
+                        m.next = "IDLE"
+                stop_on_fail(dma=False)
+
+            with m.State("ST_REQ"):
+                wq = self.wr_req.payload
+                m.d.comb += [self.wr_req.valid.eq(1), wq.addr.eq(base),
+                             wq.beats.eq((s_total + 1) >> 1)]
+                with m.If(self.wr_req.ready):
+                    m.d.comb += eng.read.eq(1)
+                    m.d.sync += [draining.eq(1), pending.eq(0)]
+                    m.next = "ST_DATA"
+                stop_on_fail()
+
+            with m.State("ST_DATA"):
+                # Two S values per beat, the first in the low half; an odd count ends with a
+                # zero high half.
+                all_in = s_count == s_total
+                wd = self.wr_data
+                with m.If(phase & all_in):
+                    m.d.comb += [wd.valid.eq(1), wd.payload.eq(Cat(low, Const(0, S_WIDTH)))]
+                    with m.If(wd.ready):
+                        m.d.sync += phase.eq(0)
+                with m.Elif(phase):
+                    m.d.comb += [wd.valid.eq(s.valid), wd.payload.eq(Cat(low, s.payload)),
+                                 s.ready.eq(wd.ready)]
+                    with m.If(s_fire):
+                        m.d.sync += phase.eq(0)
+                with m.Elif(~all_in):
+                    m.d.comb += s.ready.eq(1)
+                    with m.If(s_fire):
+                        m.d.sync += [low.eq(s.payload), phase.eq(1)]
+                with m.Else():
+                    m.next = "IDLE"
+                stop_on_fail()
+
+            with m.State("FENCE"):
+                with m.If(self.dma_idle):
+                    m.next = "IDLE"
+                stop_on_fail()
+
+            with m.State("ERROR"):
+                # Drop commands; drain what is in flight so that the next run starts clean.
+                m.d.comb += [self.cmd.ready.eq(1), self.rd_data.ready.eq(1),
+                             s.ready.eq(draining), self.dma_error_clear.eq(self.error_clear)]
+                with m.If(self.error_clear & ~draining & self.dma_idle):
+                    m.d.sync += [self.error.eq(0), self.engine_error.eq(0), loaded.eq(0),
+                                 pending.eq(0)]
+                    m.next = "IDLE"
+
+        with m.If(fail):
+            # cmd_index is updated at this edge for a command accepted now.
+            m.d.sync += [self.error.eq(fail_code),
+                         self.error_command.eq(Mux(fsm.ongoing("IDLE"), cnt.commands,
+                                                   cmd_index))]
+
+        executing = ~fsm.ongoing("IDLE") & ~fsm.ongoing("ERROR")
+        computing = fsm.ongoing("CMP_START") | fsm.ongoing("CMP_WAIT")
+        # A cycle counts from a command's arrival (its decode cycle) until the core is idle.
+        running = executing | (fsm.ongoing("IDLE") & self.cmd.valid)
+        m.d.comb += self.busy.eq(executing)
+        m.d.sync += [cnt.cycles.eq(cnt.cycles + running),
+                     cnt.compute.eq(cnt.compute + computing),
+                     cnt.mem_wait.eq(cnt.mem_wait + (running & ~computing))]
+        return m

@@ -1,0 +1,167 @@
+"""The streaming engine core's controller (``kaleido_hw/engine/core.py``) in the Amaranth
+simulator, with a behavioural DMA and memory (``core_harness``): heads of several boxes with
+S bit-exact against the whole-grid golden S and every exact counter equal to
+``golden.engine.core_model.core_counters``, under random command gaps, memory latency and
+back-pressure; every error code of ``golden.engine.commands.ERROR_CODES`` raised at the same
+command as ``golden.engine.program.run_program`` raises it, the rest of the program dropped,
+and a clean run after ``error_clear``. The Verilog top with the AxiDma is benched in
+``tests/engine/test_core_sim.py``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from core_harness import run_core
+
+from golden import ChannelGroups
+from golden.engine.commands import (ERROR_CODES, Compute, Config, Fence, Groups, Load, Store,
+                                    Strides)
+from golden.engine.core_model import core_counters
+from golden.engine.program import Memory, ProgramError, run_program
+from golden.numerics import VideoGrid
+from kaleido_hw.config import ConfigError, KaleidoConfig
+from kaleido_hw.engine.core import CoreController, check_core_config
+from kaleido_hw.engine.host import plan_head, read_s, whole_grid_s, write_operands
+
+G16 = ChannelGroups.from_sizes(4, 6, 6)
+TINY = KaleidoConfig(rows=2, cols=2, engine_arrays=1, engine_max_tokens=16,
+                     engine_max_head_dim=16, engine_dispatcher="none")
+
+
+def _smooth(rng, n, d):
+    steps = rng.integers(-12, 13, (n, d))
+    return np.clip(np.cumsum(steps, axis=0) + rng.integers(-40, 40, d), -128, 127).astype(np.int8)
+
+
+def _head(grid, d, seed):
+    rng = np.random.default_rng(seed)
+    n = VideoGrid(*grid).n
+    return _smooth(rng, n, d), _smooth(rng, n, d)
+
+
+def _setup(cfg, grid, variant, seed=0, groups=G16):
+    q, k = _head(grid, groups.head_dim, seed)
+    plan = plan_head(cfg, grid, groups.head_dim, groups=groups, banks=1, variant=variant)
+    mem = Memory(plan.memory_size)
+    write_operands(mem, q, k, plan.addrs, grid)
+    return q, k, plan, mem
+
+
+def _run_rtl(cfg, commands, mem: Memory, **kw):
+    words = [c.encode() if hasattr(c, "encode") else c for c in commands]
+    buf = bytearray(mem.data.tobytes())
+    out = run_core(CoreController(cfg), words, buf, **kw)
+    return out, np.frombuffer(bytes(buf), np.uint8).copy()
+
+
+@pytest.mark.parametrize("cfg, grid, variant, kw", [
+    (TINY, (2, 3, 5), "pe", dict(gap=0.2, stall=0.2, latency=5, seed=1)),
+    (dataclasses.replace(TINY, engine_arrays=2, engine_dispatcher="full"), (2, 4, 4), "full",
+     dict(gap=0.1, stall=0.3, latency=1, outstanding=2, seed=2)),
+    (TINY, (1, 3, 7), "dense", dict(seed=3)),
+], ids=["pe-padded", "full-P2", "dense"])
+def test_core_head(cfg, grid, variant, kw):
+    q, k, plan, mem = _setup(cfg, grid, variant, seed=kw["seed"])
+    gold = Memory(plan.memory_size)
+    gold.data[:] = mem.data
+    result = run_program(plan.commands, gold, plan.limits, engine=True)
+    out, data = _run_rtl(cfg, plan.commands, mem, **kw)
+    assert out.error == 0 and out.accepted == len(plan.commands)
+    # The memory the RTL leaves equals the interpreter's, byte for byte; S on real tokens
+    # equals the whole grid's.
+    assert np.array_equal(data, gold.data)
+    mem.data[:] = data
+    assert np.array_equal(read_s(mem, plan), whole_grid_s(q, k, grid, G16, plan.full_bits,
+                                                          plan.half_bits, variant))
+    want = core_counters(result)
+    got = {n: out.counters[n] for n in want}
+    assert got == want
+    c = out.counters
+    assert c["cycles"] == c["compute"] + c["mem_wait"] and c["mem_wait"] > 0
+
+
+def _tiny_program():
+    """A valid one-box program on TINY (grid 2x2x4 = one box of 16 tokens) and its memory."""
+    q, k, plan, mem = _setup(TINY, (2, 2, 4), "pe", seed=5)
+    assert plan.n_boxes == 1
+    return list(plan.commands), mem, plan
+
+
+def _error_programs():
+    base, mem, plan = _tiny_program()
+    cfg = base[0]
+    i_load = next(i for i, c in enumerate(base) if isinstance(c, Load))
+    i_cmp = next(i for i, c in enumerate(base) if isinstance(c, Compute))
+    i_st = next(i for i, c in enumerate(base) if isinstance(c, Store))
+    ld, st = base[i_load], base[i_st]
+    rep = dataclasses.replace
+    progs = {
+        "malformed-opcode": [cfg, 0x9],
+        "malformed-reserved": [cfg, Fence().encode() | 1 << 100],
+        "malformed-kind": base[:i_cmp] + [Compute(0, 0, 0).encode() | (3 << 8)],
+        "bad_config-box": [rep(cfg, box_t=4, box_h=4, box_w=4)],
+        "bad_config-half": [rep(cfg, half_bits=2)],
+        "bad_config-group3": [cfg, Groups(0, (0, 3))],
+        "bad_config-variant": [rep(cfg, schedule=1)],
+        "not_configured-load": [ld],
+        "not_configured-strides": [c for c in base[:i_load + 1] if not isinstance(c, Strides)],
+        "not_configured-groups": [c for c in base[:i_cmp + 1] if not isinstance(c, Groups)],
+        "bad_bank": base[:i_load] + [rep(ld, bank=1)],
+        "bank_empty": [c for c in base[:i_cmp + 1] if not isinstance(c, Load) or c.side == 0],
+        "misaligned-load": base[:i_load] + [rep(ld, address=ld.address + 8)],
+        "misaligned-stride": [cfg, Strides(0, 24, 1024, 4096)],
+        "no_result": base[:i_cmp] + [st],
+        "bad_strides": [cfg, Strides(1, 16, 32, 4096)],
+        "bad_origin": base[:i_load] + [rep(ld, origin_w=1)],
+        "result_pending": base[:i_cmp + 1] + [base[i_cmp]],
+        "unsupported": base[:i_cmp] + [Compute(0, 0, 1)],
+        "out_of_range-address": base[:i_load] + [rep(ld, address=1 << 40)],
+    }
+    return progs, mem, plan, base
+
+
+@pytest.mark.parametrize("name", list(_error_programs()[0]))
+def test_core_errors(name):
+    """Each error at the interpreter's command index; the rest dropped; then a clean run."""
+    progs, mem, plan, base = _error_programs()
+    prog = progs[name] + base          # commands after the error are dropped
+    with pytest.raises(ProgramError) as exc:
+        run_program(prog, Memory(plan.memory_size), plan.limits)
+    code, index = exc.value.code, exc.value.index
+    assert ERROR_CODES[code][0] == name.split("-")[0]
+    words = [c.encode() if hasattr(c, "encode") else c for c in prog]
+    clean = [c.encode() for c in base]
+    buf = bytearray(mem.data.tobytes())
+    bad, good = run_core(CoreController(TINY), words, buf, then=clean, gap=0.1, stall=0.1)
+    assert (bad.error, bad.error_command) == (code, index)
+    assert bad.accepted == len(words)
+    gold = Memory(plan.memory_size)
+    gold.data[:] = mem.data
+    run_program(base, gold, plan.limits)
+    assert good.error == 0
+    assert np.array_equal(np.frombuffer(bytes(buf), np.uint8), gold.data)
+
+
+def test_core_bus_error():
+    """An AXI error on a LOAD's read ends the run with out_of_range at that LOAD (the
+    interpreter: a read past the end of memory), and the next run is clean."""
+    base, mem, plan = _tiny_program()
+    i_k = next(i for i, c in enumerate(base) if isinstance(c, Load) and c.side == 1)
+    limit = base[i_k].address + 64
+    small = Memory(limit)
+    small.data[:] = mem.data[:limit]
+    with pytest.raises(ProgramError) as exc:
+        run_program(base, small, plan.limits)
+    assert (exc.value.code, exc.value.index) == (12, i_k)
+    buf = bytearray(mem.data.tobytes())
+    bad, good = run_core(CoreController(TINY), [c.encode() for c in base], buf,
+                         fault=[(limit, 1 << 40)], then=[c.encode() for c in base], stall=0.2)
+    assert (bad.error, bad.error_command) == (12, i_k)
+    assert good.error == 0
+
+
+def test_core_config_errors():
+    with pytest.raises(ConfigError, match="engine_max_tokens must be at most 362"):
+        check_core_config(KaleidoConfig(engine_max_tokens=400))
