@@ -81,8 +81,9 @@ class MemoryTiming:
 def memory_cycles(result, timing: MemoryTiming = MemoryTiming()) -> dict:
     """Cycles of the LOADs and STOREs of a program (``run_program`` result) with ``timing``:
     a LOAD walks every token of its box (one cycle per token's beat, padding included) after
-    the decode and address cycles and the first beat's latency; a STORE moves
-    ``box_tokens**2 / 2`` beats. Returns ``load``, ``store`` and ``total``."""
+    the decode and address cycles and the first beat's latency; a STORE takes the engine's
+    read-out of one S value per cycle (``box_tokens**2``; its ``box_tokens**2 / 2`` beats
+    need half the memory bandwidth). Returns ``load``, ``store`` and ``total``."""
     cfg = result.config
     bt = int(np.prod(cfg.box))
     beats_tok = -(-cfg.head_dim // 8)
@@ -93,7 +94,8 @@ def memory_cycles(result, timing: MemoryTiming = MemoryTiming()) -> dict:
         + real_beats / timing.beats_per_cycle + pad_beats
     stores = result.counters["stores"]
     store_beats = stores * -(-bt * bt // 2)
-    store = stores * (DECODE_CYCLES + 2) + store_beats / timing.beats_per_cycle
+    store = stores * (DECODE_CYCLES + 2) + max(stores * bt * bt,
+                                               store_beats / timing.beats_per_cycle)
     return {"load": int(round(load)), "store": int(round(store)),
             "total": int(round(load + store))}
 
