@@ -39,7 +39,7 @@ synth:
 	$(VPY) -m kaleido_hw synth
 
 # The whole engine per block on the standard cells, memories as SRAM macros (P = 1 and 4,
-# dispatcher none and full, plain where available; about 30 minutes: see docs/engine.md).
+# dispatcher none and full, and plain; about 40 CPU-minutes: see docs/engine.md).
 synth-engine:
 	nice $(VPY) -m kaleido_hw synth --engine
 

@@ -128,6 +128,17 @@ class KaleidoConfig:
         token_id_width : int
             Bits of the token id that travels with every dispatcher entry and slot, 1..32
             (17 holds the 118,800 tokens of a 720p head).
+
+    Memory port (``docs/engine.md``, "Memory port (AXI4 DMA)")
+        axi_addr_width : int
+            Bits of an AXI byte address, 32..64.
+        axi_data_width : int
+            Bits of an AXI data beat: 32, 64 or 128 (the engine core needs 64: one beat is
+            one engine write of 8 channels).
+        axi_max_burst : int
+            Longest burst the DMA issues, in beats: a power of two in 1..256.
+        axi_max_outstanding : int
+            Read bursts, and write bursts awaiting their response, in flight at once, 1..16.
     """
 
     preset: str = "hunyuanvideo"
@@ -151,6 +162,10 @@ class KaleidoConfig:
     matcher_lookahead: int = 4
     matcher_channels: int = 16
     token_id_width: int = 17
+    axi_addr_width: int = 32
+    axi_data_width: int = 64
+    axi_max_burst: int = 16
+    axi_max_outstanding: int = 4
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -208,6 +223,15 @@ class KaleidoConfig:
                 f"sched_pattern_width must be a multiple of the matcher's channel batch "
                 f"matcher_channels ({self.matcher_channels}), got {self.sched_pattern_width}")
         _check_int("token_id_width", self.token_id_width, 1, 32)
+        _check_int("axi_addr_width", self.axi_addr_width, 32, 64)
+        if self.axi_data_width not in (32, 64, 128):
+            raise ConfigError(f"axi_data_width must be one of 32, 64, 128, "
+                              f"got {self.axi_data_width!r}")
+        _check_int("axi_max_burst", self.axi_max_burst, 1, 256, " (a power of two)")
+        if self.axi_max_burst & (self.axi_max_burst - 1):
+            raise ConfigError(f"axi_max_burst must be a power of two in [1, 256], "
+                              f"got {self.axi_max_burst}")
+        _check_int("axi_max_outstanding", self.axi_max_outstanding, 1, 16)
 
     @property
     def groups(self) -> ChannelGroups:

@@ -55,6 +55,8 @@ OPCODES = {name: code for code, name in cmds.OPCODES.items()}
 #: Scratchpad banks per side of this core (``CoreLimits.banks``): loads, computes and stores
 #: run one after another.
 BANKS = 1
+#: States of the controller (``docs/engine.md``, "Engine core").
+ST = {name: i for i, name in enumerate(("IDLE", "GROUPS", "STRIDES", "LD_ADDR", "LD_RUN", "CMP_START", "CMP_WAIT", "ST_REQ", "ST_DATA", "FENCE", "ERROR"))}
 #: Bits of the grid extents and origins in CONFIG and LOAD.
 GRID_FIELD_BITS = 16
 
@@ -240,6 +242,13 @@ class CoreController(wiring.Component):
             with m.If(s_count + 1 == s_total):
                 m.d.sync += draining.eq(0)
 
+        # The controller's state, decoded by an If chain (an m.FSM or m.Switch of 11 states
+        # emits incomplete cases, which Verilator -Wall rejects).
+        state = Signal(range(len(ST)), name="core_state")
+
+        def goto(name):
+            m.d.sync += state.eq(ST[name])
+
         def stop_on_fail(dma=True):
             # A failed command, or an AXI error the DMA reports (a write response may come
             # back after its STORE ended), stops execution; a compute always runs to its end
@@ -248,7 +257,7 @@ class CoreController(wiring.Component):
                 with m.If(self.dma_error != 0):
                     m.d.comb += [fail.eq(1), fail_code.eq(E["out_of_range"])]
             with m.If(fail):
-                m.next = "ERROR"
+                m.d.sync += state.eq(ST["ERROR"])
 
         def check(checks, ok):
             code = _first_failure(checks)
@@ -261,297 +270,298 @@ class CoreController(wiring.Component):
             # Address bits beyond the AXI address: past the end of any memory.
             return v[aw:] != 0 if len(v) > aw else Const(0)
 
-        with m.FSM(name="core") as fsm:
-            with m.State("IDLE"):
-                m.d.comb += self.cmd.ready.eq(1)
-                with m.If(self.cmd.valid):
-                    m.d.sync += [cnt.commands.eq(cnt.commands + 1), cmd_index.eq(cnt.commands)]
-                    with m.Switch(op):
-                        with m.Case(OPCODES["CONFIG"]):
-                            f = _fields(word, "CONFIG")
-                            d3 = [f[n] for n in ("dir_t", "dir_y", "dir_x")]
-                            ext = [f[n] for n in ("box_t", "box_h", "box_w", "grid_t", "grid_h",
-                                                  "grid_w")]
-                            built_s, built_m, plain = self.built
-                            not_built = f["reuse"] & ((f["schedule"] & ~Const(built_s))
-                                                      | (f["match"] & ~Const(built_m))
-                                                      | Const(plain))
+        with m.If(state == ST["IDLE"]):
+            m.d.comb += self.cmd.ready.eq(1)
+            with m.If(self.cmd.valid):
+                m.d.sync += [cnt.commands.eq(cnt.commands + 1), cmd_index.eq(cnt.commands)]
+                with m.If(op == OPCODES["CONFIG"]):
+                    f = _fields(word, "CONFIG")
+                    d3 = [f[n] for n in ("dir_t", "dir_y", "dir_x")]
+                    ext = [f[n] for n in ("box_t", "box_h", "box_w", "grid_t", "grid_h",
+                                          "grid_w")]
+                    built_s, built_m, plain = self.built
+                    not_built = f["reuse"] & ((f["schedule"] & ~Const(built_s))
+                                              | (f["match"] & ~Const(built_m))
+                                              | Const(plain))
 
-                            def latch():
-                                m.d.sync += [configured.eq(1), loaded.eq(0), strides_set.eq(0),
-                                             assigned.eq(0), head_dim.eq(f["head_dim"]),
-                                             dirs.eq(Cat(*d3)), full_bits.eq(f["full_bits"]),
-                                             half_bits.eq(f["half_bits"]), reuse.eq(f["reuse"]),
-                                             schedule.eq(f["schedule"]), match.eq(f["match"])]
-                                m.d.sync += [box[i].eq(ext[i]) for i in range(3)]
-                                m.d.sync += [grid[i].eq(ext[3 + i]) for i in range(3)]
-                            check([
-                                (word & ~_used_mask("CONFIG") != 0, E["malformed"]),
-                                (pending, E["result_pending"]),
-                                (Cat(*(e == 0 for e in ext)).any(), E["bad_config"]),
-                                (ext[0] * ext[1] * ext[2] > N, E["bad_config"]),
-                                ((f["head_dim"] == 0) | (f["head_dim"] > D), E["bad_config"]),
-                                (Cat(*(d == 3 for d in d3)).any(), E["bad_config"]),
-                                (f["full_bits"] == 0, E["bad_config"]),
-                                ((f["half_bits"] < 3) | (f["half_bits"] >= f["full_bits"]),
-                                 E["bad_config"]),
-                                (not_built, E["bad_config"]),
-                            ], latch)
-                        with m.Case(OPCODES["GROUPS"]):
-                            f = _fields(word, "GROUPS")
-                            n = f["count"]
-                            keep = Cat(*(n > i for i in range(cmds.GROUPS_PER_WORD)))
-                            gs = [f["groups"][2 * i:2 * i + 2] for i in range(cmds.GROUPS_PER_WORD)]
-                            past = Cat(*(~keep[i] & (gs[i] != 0)
-                                         for i in range(cmds.GROUPS_PER_WORD))).any()
-
-                            def start_groups():
-                                m.d.sync += [g_first.eq(f["first"]), g_count.eq(n),
-                                             g_bits.eq(f["groups"]), g_i.eq(0)]
-                                m.next = "GROUPS"
-                            check([
-                                (word & ~_used_mask("GROUPS") != 0, E["malformed"]),
-                                ((n == 0) | (n > cmds.GROUPS_PER_WORD) | past, E["malformed"]),
-                                (~configured, E["not_configured"]),
-                                (f["first"] + n > head_dim, E["bad_config"]),
-                                (Cat(*(keep[i] & (gs[i] == 3)
-                                       for i in range(cmds.GROUPS_PER_WORD))).any(),
-                                 E["bad_config"]),
-                            ], start_groups)
-                        with m.Case(OPCODES["STRIDES"]):
-                            f = _fields(word, "STRIDES")
-                            vals = [f["token_stride"], f["y_stride"], f["t_stride"]]
-
-                            def start_strides():
-                                m.d.sync += [side.eq(f["side"]), step.eq(0),
-                                             mul_c[0].eq(grid[2]), mul_c[1].eq(grid[1]),
-                                             mul_c[2].eq(0), acc[0].eq(0), acc[1].eq(0),
-                                             mul_s[0].eq(vals[0]), mul_s[1].eq(vals[1]),
-                                             mul_s[2].eq(0)]
-                                for i in range(3):
-                                    m.d.sync += [strides[0][i].eq(Mux(f["side"], strides[0][i],
-                                                                      vals[i])),
-                                                 strides[1][i].eq(Mux(f["side"], vals[i],
-                                                                      strides[1][i]))]
-                                m.next = "STRIDES"
-                            check([
-                                (word & ~_used_mask("STRIDES") != 0, E["malformed"]),
-                                (f["side"] > 1, E["malformed"]),
-                                (~configured, E["not_configured"]),
-                                (Cat(*(v[0:4] != 0 for v in vals)).any(), E["misaligned"]),
-                            ], start_strides)
-                        with m.Case(OPCODES["LOAD"]):
-                            f = _fields(word, "LOAD")
-                            org = [f["origin_t"], f["origin_h"], f["origin_w"]]
-                            sd = f["side"][0]
-
-                            def start_load():
-                                m.d.sync += [side.eq(sd), step.eq(0), addr_high.eq(
-                                             high_bits(f["address"])),
-                                             acc[0].eq(f["address"][:aw])]
-                                for i in range(3):
-                                    m.d.sync += [origin[i].eq(org[i]), mul_c[i].eq(org[i]),
-                                                 div_n[i].eq(org[i]), rem[i].eq(0)]
-                                # origin (t, y, x) times the side's (t, y, x) strides
-                                for i, k in enumerate((2, 1, 0)):
-                                    m.d.sync += mul_s[i].eq(Mux(sd, strides[1][k],
-                                                                strides[0][k]))
-                                m.next = "LD_ADDR"
-                            check([
-                                (word & ~_used_mask("LOAD") != 0, E["malformed"]),
-                                (f["side"] > 1, E["malformed"]),
-                                (~configured, E["not_configured"]),
-                                (f["bank"] >= BANKS, E["bad_bank"]),
-                                (~strides_set.bit_select(sd, 1), E["not_configured"]),
-                                (f["address"][0:4] != 0, E["misaligned"]),
-                            ], start_load)
-                        with m.Case(OPCODES["COMPUTE"]):
-                            f = _fields(word, "COMPUTE")
-                            check([
-                                (word & ~_used_mask("COMPUTE") != 0, E["malformed"]),
-                                (f["kind"] > 2, E["malformed"]),
-                                (~configured, E["not_configured"]),
-                                (f["kind"] != cmds.KIND_S, E["unsupported"]),
-                                (f["q_bank"] >= BANKS, E["bad_bank"]),
-                                (~loaded[0], E["bank_empty"]),
-                                (f["k_bank"] >= BANKS, E["bad_bank"]),
-                                (~loaded[1], E["bank_empty"]),
-                                ((assigned | ~in_head) != (1 << D) - 1, E["not_configured"]),
-                                (pending, E["result_pending"]),
-                            ], lambda: setattr(m, "next", "CMP_START"))
-                        with m.Case(OPCODES["STORE"]):
-                            f = _fields(word, "STORE")
-
-                            def start_store():
-                                m.d.sync += [base.eq(f["address"][:aw]), s_count.eq(0),
-                                             phase.eq(0)]
-                                m.next = "ST_REQ"
-                            check([
-                                (word & ~_used_mask("STORE") != 0, E["malformed"]),
-                                (~configured, E["not_configured"]),
-                                (f["address"][0:4] != 0, E["misaligned"]),
-                                (~pending, E["no_result"]),
-                                (high_bits(f["address"]), E["out_of_range"]),
-                            ], start_store)
-                        with m.Case(OPCODES["FENCE"]):
-                            check([(word & ~_used_mask("FENCE") != 0, E["malformed"])],
-                                  lambda: setattr(m, "next", "FENCE"))
-                        with m.Default():
-                            m.d.comb += [fail.eq(1), fail_code.eq(E["malformed"])]
-                stop_on_fail()
-
-            with m.State("GROUPS"):
-                # One channel per cycle: a 2-bit write at a run-time position costs a decoder,
-                # where a one-cycle update would shift the whole map.
-                ch = Signal(9)
-                m.d.comb += ch.eq(g_first + g_i)
-                g = g_bits.word_select(g_i, 2)
-                for cc in range(D):
-                    with m.If(ch == cc):
-                        m.d.sync += [group_map[2 * cc:2 * cc + 2].eq(g), assigned[cc].eq(1)]
-                m.d.sync += g_i.eq(g_i + 1)
-                with m.If(g_i + 1 == g_count):
-                    m.next = "IDLE"
-
-            with m.State("STRIDES"):
-                m.d.sync += arith
-                m.d.sync += [acc[0].eq(acc[0] + term[0]), acc[1].eq(acc[1] + term[1])]
-                with m.If(step == G):
-                    # grid_w * token_stride and grid_h * y_stride are complete.
-                    vals = [Mux(side, strides[1][i], strides[0][i]) for i in range(3)]
+                    def latch():
+                        m.d.sync += [configured.eq(1), loaded.eq(0), strides_set.eq(0),
+                                     assigned.eq(0), head_dim.eq(f["head_dim"]),
+                                     dirs.eq(Cat(*d3)), full_bits.eq(f["full_bits"]),
+                                     half_bits.eq(f["half_bits"]), reuse.eq(f["reuse"]),
+                                     schedule.eq(f["schedule"]), match.eq(f["match"])]
+                        m.d.sync += [box[i].eq(ext[i]) for i in range(3)]
+                        m.d.sync += [grid[i].eq(ext[3 + i]) for i in range(3)]
                     check([
-                        (vals[0] < head_dim, E["bad_strides"]),
-                        (vals[1] < acc[0], E["bad_strides"]),
-                        (vals[2] < acc[1], E["bad_strides"]),
-                    ], lambda: None)
-                    with m.If(~fail):
-                        m.d.sync += strides_set.eq(strides_set | Mux(side, 0b10, 0b01))
-                        m.next = "IDLE"
-                stop_on_fail(dma=False)
+                        (word & ~_used_mask("CONFIG") != 0, E["malformed"]),
+                        (pending, E["result_pending"]),
+                        (Cat(*(e == 0 for e in ext)).any(), E["bad_config"]),
+                        (ext[0] * ext[1] * ext[2] > N, E["bad_config"]),
+                        ((f["head_dim"] == 0) | (f["head_dim"] > D), E["bad_config"]),
+                        (Cat(*(d == 3 for d in d3)).any(), E["bad_config"]),
+                        (f["full_bits"] == 0, E["bad_config"]),
+                        ((f["half_bits"] < 3) | (f["half_bits"] >= f["full_bits"]),
+                         E["bad_config"]),
+                        (not_built, E["bad_config"]),
+                    ], latch)
+                with m.Elif(op == OPCODES["GROUPS"]):
+                    f = _fields(word, "GROUPS")
+                    n = f["count"]
+                    keep = Cat(*(n > i for i in range(cmds.GROUPS_PER_WORD)))
+                    gs = [f["groups"][2 * i:2 * i + 2] for i in range(cmds.GROUPS_PER_WORD)]
+                    past = Cat(*(~keep[i] & (gs[i] != 0)
+                                 for i in range(cmds.GROUPS_PER_WORD))).any()
 
-            with m.State("LD_ADDR"):
-                m.d.sync += arith
-                m.d.sync += acc[0].eq(acc[0] + term[0] + term[1] + term[2])
-                with m.If(step == G):
-                    bad = Cat(*((rem[i] != 0) | (origin[i] >= grid[i]) for i in range(3))).any()
-                    with m.If(bad):
-                        m.d.comb += [fail.eq(1), fail_code.eq(E["bad_origin"])]
-                    with m.Elif(addr_high):
-                        m.d.comb += [fail.eq(1), fail_code.eq(E["out_of_range"])]
-                    with m.Else():
-                        m.d.sync += [*req.start(acc[0][:aw]), *wrw.start(), lane.eq(0),
-                                     loaded.eq(loaded & Mux(side, 0b01, 0b10))]
-                        m.next = "LD_RUN"
-                stop_on_fail()
+                    def start_groups():
+                        m.d.sync += [g_first.eq(f["first"]), g_count.eq(n),
+                                     g_bits.eq(f["groups"]), g_i.eq(0)]
+                        m.d.sync += state.eq(ST["GROUPS"])
+                    check([
+                        (word & ~_used_mask("GROUPS") != 0, E["malformed"]),
+                        ((n == 0) | (n > cmds.GROUPS_PER_WORD) | past, E["malformed"]),
+                        (~configured, E["not_configured"]),
+                        (f["first"] + n > head_dim, E["bad_config"]),
+                        (Cat(*(keep[i] & (gs[i] == 3)
+                               for i in range(cmds.GROUPS_PER_WORD))).any(),
+                         E["bad_config"]),
+                    ], start_groups)
+                with m.Elif(op == OPCODES["STRIDES"]):
+                    f = _fields(word, "STRIDES")
+                    vals = [f["token_stride"], f["y_stride"], f["t_stride"]]
 
-            with m.State("LD_RUN"):
-                with m.If(~req.done):
-                    with m.If(req.inside):
-                        m.d.comb += self.rd_req.valid.eq(1)
-                        with m.If(self.rd_req.ready):
-                            req.advance(side_strides)
-                    with m.Else():
-                        req.advance(side_strides)
-                wr = eng.wr
-                take = Signal()
-                m.d.comb += [wr.sel.eq(side), wr.token.eq(wrw.tok), wr.lane.eq(lane),
-                             wr.strobe.eq((1 << WRITE_BYTES) - 1), wr.en.eq(take)]
-                with m.If(~wrw.done):
-                    with m.If(wrw.inside):
-                        m.d.comb += [self.rd_data.ready.eq(1),
-                                     wr.data.eq(self.rd_data.payload.data),
-                                     take.eq(self.rd_data.valid)]
-                    with m.Else():
-                        m.d.comb += take.eq(1)          # padding: zeros, nothing fetched
-                with m.If(take):
-                    with m.If(lane + 1 == beats_per_token):
-                        m.d.sync += lane.eq(0)
-                        wrw.advance()
-                    with m.Else():
-                        m.d.sync += lane.eq(lane + 1)
-                with m.If(wrw.done):
-                    m.d.sync += loaded.eq(loaded | Mux(side, 0b10, 0b01))
-                    m.next = "IDLE"
-                stop_on_fail()
+                    def start_strides():
+                        m.d.sync += [side.eq(f["side"]), step.eq(0),
+                                     mul_c[0].eq(grid[2]), mul_c[1].eq(grid[1]),
+                                     mul_c[2].eq(0), acc[0].eq(0), acc[1].eq(0),
+                                     mul_s[0].eq(vals[0]), mul_s[1].eq(vals[1]),
+                                     mul_s[2].eq(0)]
+                        for i in range(3):
+                            m.d.sync += [strides[0][i].eq(Mux(f["side"], strides[0][i],
+                                                              vals[i])),
+                                         strides[1][i].eq(Mux(f["side"], vals[i],
+                                                              strides[1][i]))]
+                        m.d.sync += state.eq(ST["STRIDES"])
+                    check([
+                        (word & ~_used_mask("STRIDES") != 0, E["malformed"]),
+                        (f["side"] > 1, E["malformed"]),
+                        (~configured, E["not_configured"]),
+                        (Cat(*(v[0:4] != 0 for v in vals)).any(), E["misaligned"]),
+                    ], start_strides)
+                with m.Elif(op == OPCODES["LOAD"]):
+                    f = _fields(word, "LOAD")
+                    org = [f["origin_t"], f["origin_h"], f["origin_w"]]
+                    sd = f["side"][0]
 
-            with m.State("CMP_START"):
-                m.d.comb += eng.start.eq(1)
-                m.next = "CMP_WAIT"
+                    def start_load():
+                        m.d.sync += [side.eq(sd), step.eq(0), addr_high.eq(
+                                     high_bits(f["address"])),
+                                     acc[0].eq(f["address"][:aw])]
+                        for i in range(3):
+                            m.d.sync += [origin[i].eq(org[i]), mul_c[i].eq(org[i]),
+                                         div_n[i].eq(org[i]), rem[i].eq(0)]
+                        # origin (t, y, x) times the side's (t, y, x) strides
+                        for i, k in enumerate((2, 1, 0)):
+                            m.d.sync += mul_s[i].eq(Mux(sd, strides[1][k],
+                                                        strides[0][k]))
+                        m.d.sync += state.eq(ST["LD_ADDR"])
+                    check([
+                        (word & ~_used_mask("LOAD") != 0, E["malformed"]),
+                        (f["side"] > 1, E["malformed"]),
+                        (~configured, E["not_configured"]),
+                        (f["bank"] >= BANKS, E["bad_bank"]),
+                        (~strides_set.bit_select(sd, 1), E["not_configured"]),
+                        (f["address"][0:4] != 0, E["misaligned"]),
+                    ], start_load)
+                with m.Elif(op == OPCODES["COMPUTE"]):
+                    f = _fields(word, "COMPUTE")
+                    check([
+                        (word & ~_used_mask("COMPUTE") != 0, E["malformed"]),
+                        (f["kind"] > 2, E["malformed"]),
+                        (~configured, E["not_configured"]),
+                        (f["kind"] != cmds.KIND_S, E["unsupported"]),
+                        (f["q_bank"] >= BANKS, E["bad_bank"]),
+                        (~loaded[0], E["bank_empty"]),
+                        (f["k_bank"] >= BANKS, E["bad_bank"]),
+                        (~loaded[1], E["bank_empty"]),
+                        ((assigned | ~in_head) != (1 << D) - 1, E["not_configured"]),
+                        (pending, E["result_pending"]),
+                    ], lambda: goto("CMP_START"))
+                with m.Elif(op == OPCODES["STORE"]):
+                    f = _fields(word, "STORE")
 
-            with m.State("CMP_WAIT"):
-                with m.If(eng.done):
-                    with m.If(eng.error != 0):
-                        # A check the CONFIG decode does not repeat (group_size).
-                        m.d.sync += self.engine_error.eq(eng.error)
-                        m.d.comb += [fail.eq(1), fail_code.eq(E["bad_config"])]
-                    with m.Else():
-                        m.d.sync += [pending.eq(1),
-                                     cnt.engine_cycles.eq(cnt.engine_cycles + eng.cnt.cycles),
-                                     cnt.chunks.eq(cnt.chunks + eng.cnt.chunks)]
-                        for name in ARRAY_COUNTERS:
-                            total = sum(getattr(getattr(eng.cnt, f"a{a}"), name)
-                                        for a in range(geo.arrays))
-                            mine = getattr(cnt, name)
-                            m.d.sync += mine.eq(mine + total)
-                        m.next = "IDLE"
-                stop_on_fail(dma=False)
-
-            with m.State("ST_REQ"):
-                wq = self.wr_req.payload
-                m.d.comb += [self.wr_req.valid.eq(1), wq.addr.eq(base),
-                             wq.beats.eq((s_total + 1) >> 1)]
-                with m.If(self.wr_req.ready):
-                    m.d.comb += eng.read.eq(1)
-                    m.d.sync += [draining.eq(1), pending.eq(0)]
-                    m.next = "ST_DATA"
-                stop_on_fail()
-
-            with m.State("ST_DATA"):
-                # Two S values per beat, the first in the low half; an odd count ends with a
-                # zero high half.
-                all_in = s_count == s_total
-                wd = self.wr_data
-                with m.If(phase & all_in):
-                    m.d.comb += [wd.valid.eq(1), wd.payload.eq(Cat(low, Const(0, S_WIDTH)))]
-                    with m.If(wd.ready):
-                        m.d.sync += phase.eq(0)
-                with m.Elif(phase):
-                    m.d.comb += [wd.valid.eq(s.valid), wd.payload.eq(Cat(low, s.payload)),
-                                 s.ready.eq(wd.ready)]
-                    with m.If(s_fire):
-                        m.d.sync += phase.eq(0)
-                with m.Elif(~all_in):
-                    m.d.comb += s.ready.eq(1)
-                    with m.If(s_fire):
-                        m.d.sync += [low.eq(s.payload), phase.eq(1)]
+                    def start_store():
+                        m.d.sync += [base.eq(f["address"][:aw]), s_count.eq(0),
+                                     phase.eq(0)]
+                        m.d.sync += state.eq(ST["ST_REQ"])
+                    check([
+                        (word & ~_used_mask("STORE") != 0, E["malformed"]),
+                        (~configured, E["not_configured"]),
+                        (f["address"][0:4] != 0, E["misaligned"]),
+                        (~pending, E["no_result"]),
+                        (high_bits(f["address"]), E["out_of_range"]),
+                    ], start_store)
+                with m.Elif(op == OPCODES["FENCE"]):
+                    check([(word & ~_used_mask("FENCE") != 0, E["malformed"])],
+                          lambda: goto("FENCE"))
                 with m.Else():
-                    m.next = "IDLE"
-                stop_on_fail()
+                    m.d.comb += [fail.eq(1), fail_code.eq(E["malformed"])]
+            stop_on_fail()
 
-            with m.State("FENCE"):
-                with m.If(self.dma_idle):
-                    m.next = "IDLE"
-                stop_on_fail()
+        with m.Elif(state == ST["GROUPS"]):
+            # One channel per cycle: a 2-bit write at a run-time position costs a decoder,
+            # where a one-cycle update would shift the whole map.
+            ch = Signal(9)
+            m.d.comb += ch.eq(g_first + g_i)
+            g = g_bits.word_select(g_i, 2)
+            for cc in range(D):
+                with m.If(ch == cc):
+                    m.d.sync += [group_map[2 * cc:2 * cc + 2].eq(g), assigned[cc].eq(1)]
+            m.d.sync += g_i.eq(g_i + 1)
+            with m.If(g_i + 1 == g_count):
+                m.d.sync += state.eq(ST["IDLE"])
 
-            with m.State("ERROR"):
-                # Drop commands; drain what is in flight so that the next run starts clean.
-                m.d.comb += [self.cmd.ready.eq(1), self.rd_data.ready.eq(1),
-                             s.ready.eq(draining), self.dma_error_clear.eq(self.error_clear)]
-                with m.If(self.error_clear & ~draining & self.dma_idle):
-                    m.d.sync += [self.error.eq(0), self.engine_error.eq(0), loaded.eq(0),
-                                 pending.eq(0)]
-                    m.next = "IDLE"
+        with m.Elif(state == ST["STRIDES"]):
+            m.d.sync += arith
+            m.d.sync += [acc[0].eq(acc[0] + term[0]), acc[1].eq(acc[1] + term[1])]
+            with m.If(step == G):
+                # grid_w * token_stride and grid_h * y_stride are complete.
+                vals = [Mux(side, strides[1][i], strides[0][i]) for i in range(3)]
+                check([
+                    (vals[0] < head_dim, E["bad_strides"]),
+                    (vals[1] < acc[0], E["bad_strides"]),
+                    (vals[2] < acc[1], E["bad_strides"]),
+                ], lambda: None)
+                with m.If(~fail):
+                    m.d.sync += strides_set.eq(strides_set | Mux(side, 0b10, 0b01))
+                    m.d.sync += state.eq(ST["IDLE"])
+            stop_on_fail(dma=False)
+
+        with m.Elif(state == ST["LD_ADDR"]):
+            m.d.sync += arith
+            m.d.sync += acc[0].eq(acc[0] + term[0] + term[1] + term[2])
+            with m.If(step == G):
+                bad = Cat(*((rem[i] != 0) | (origin[i] >= grid[i]) for i in range(3))).any()
+                with m.If(bad):
+                    m.d.comb += [fail.eq(1), fail_code.eq(E["bad_origin"])]
+                with m.Elif(addr_high):
+                    m.d.comb += [fail.eq(1), fail_code.eq(E["out_of_range"])]
+                with m.Else():
+                    m.d.sync += [*req.start(acc[0][:aw]), *wrw.start(), lane.eq(0),
+                                 loaded.eq(loaded & Mux(side, 0b01, 0b10))]
+                    m.d.sync += state.eq(ST["LD_RUN"])
+            stop_on_fail()
+
+        with m.Elif(state == ST["LD_RUN"]):
+            with m.If(~req.done):
+                with m.If(req.inside):
+                    m.d.comb += self.rd_req.valid.eq(1)
+                    with m.If(self.rd_req.ready):
+                        req.advance(side_strides)
+                with m.Else():
+                    req.advance(side_strides)
+            wr = eng.wr
+            take = Signal()
+            m.d.comb += [wr.sel.eq(side), wr.token.eq(wrw.tok), wr.lane.eq(lane),
+                         wr.strobe.eq((1 << WRITE_BYTES) - 1), wr.en.eq(take)]
+            with m.If(~wrw.done):
+                with m.If(wrw.inside):
+                    m.d.comb += [self.rd_data.ready.eq(1),
+                                 wr.data.eq(self.rd_data.payload.data),
+                                 take.eq(self.rd_data.valid)]
+                with m.Else():
+                    m.d.comb += take.eq(1)          # padding: zeros, nothing fetched
+            with m.If(take):
+                with m.If(lane + 1 == beats_per_token):
+                    m.d.sync += lane.eq(0)
+                    wrw.advance()
+                with m.Else():
+                    m.d.sync += lane.eq(lane + 1)
+            with m.If(wrw.done):
+                m.d.sync += loaded.eq(loaded | Mux(side, 0b10, 0b01))
+                m.d.sync += state.eq(ST["IDLE"])
+            stop_on_fail()
+
+        with m.Elif(state == ST["CMP_START"]):
+            m.d.comb += eng.start.eq(1)
+            m.d.sync += state.eq(ST["CMP_WAIT"])
+
+        with m.Elif(state == ST["CMP_WAIT"]):
+            with m.If(eng.done):
+                with m.If(eng.error != 0):
+                    # A check the CONFIG decode does not repeat (group_size).
+                    m.d.sync += self.engine_error.eq(eng.error)
+                    m.d.comb += [fail.eq(1), fail_code.eq(E["bad_config"])]
+                with m.Else():
+                    m.d.sync += [pending.eq(1),
+                                 cnt.engine_cycles.eq(cnt.engine_cycles + eng.cnt.cycles),
+                                 cnt.chunks.eq(cnt.chunks + eng.cnt.chunks)]
+                    for name in ARRAY_COUNTERS:
+                        total = sum(getattr(getattr(eng.cnt, f"a{a}"), name)
+                                    for a in range(geo.arrays))
+                        mine = getattr(cnt, name)
+                        m.d.sync += mine.eq(mine + total)
+                    m.d.sync += state.eq(ST["IDLE"])
+            stop_on_fail(dma=False)
+
+        with m.Elif(state == ST["ST_REQ"]):
+            wq = self.wr_req.payload
+            m.d.comb += [self.wr_req.valid.eq(1), wq.addr.eq(base),
+                         wq.beats.eq((s_total + 1) >> 1)]
+            with m.If(self.wr_req.ready):
+                m.d.comb += eng.read.eq(1)
+                m.d.sync += [draining.eq(1), pending.eq(0)]
+                m.d.sync += state.eq(ST["ST_DATA"])
+            stop_on_fail()
+
+        with m.Elif(state == ST["ST_DATA"]):
+            # Two S values per beat, the first in the low half; an odd count ends with a
+            # zero high half.
+            all_in = s_count == s_total
+            wd = self.wr_data
+            with m.If(phase & all_in):
+                m.d.comb += [wd.valid.eq(1), wd.payload.eq(Cat(low, Const(0, S_WIDTH)))]
+                with m.If(wd.ready):
+                    m.d.sync += phase.eq(0)
+            with m.Elif(phase):
+                m.d.comb += [wd.valid.eq(s.valid), wd.payload.eq(Cat(low, s.payload)),
+                             s.ready.eq(wd.ready)]
+                with m.If(s_fire):
+                    m.d.sync += phase.eq(0)
+            with m.Elif(~all_in):
+                m.d.comb += s.ready.eq(1)
+                with m.If(s_fire):
+                    m.d.sync += [low.eq(s.payload), phase.eq(1)]
+            with m.Else():
+                m.d.sync += state.eq(ST["IDLE"])
+            stop_on_fail()
+
+        with m.Elif(state == ST["FENCE"]):
+            with m.If(self.dma_idle):
+                m.d.sync += state.eq(ST["IDLE"])
+            stop_on_fail()
+
+        with m.Elif(state == ST["ERROR"]):
+            # Drop commands; drain what is in flight so that the next run starts clean.
+            m.d.comb += [self.cmd.ready.eq(1), self.rd_data.ready.eq(1),
+                         s.ready.eq(draining), self.dma_error_clear.eq(self.error_clear)]
+            with m.If(self.error_clear & ~draining & self.dma_idle):
+                m.d.sync += [self.error.eq(0), self.engine_error.eq(0), loaded.eq(0),
+                             pending.eq(0)]
+                m.d.sync += state.eq(ST["IDLE"])
+
+        with m.Else():
+            goto("ERROR")                   # unreachable encodings
 
         with m.If(fail):
             # cmd_index is updated at this edge for a command accepted now.
             m.d.sync += [self.error.eq(fail_code),
-                         self.error_command.eq(Mux(fsm.ongoing("IDLE"), cnt.commands,
+                         self.error_command.eq(Mux((state == ST["IDLE"]), cnt.commands,
                                                    cmd_index))]
 
-        executing = ~fsm.ongoing("IDLE") & ~fsm.ongoing("ERROR")
-        computing = fsm.ongoing("CMP_START") | fsm.ongoing("CMP_WAIT")
+        executing = ~(state == ST["IDLE"]) & ~(state == ST["ERROR"])
+        computing = (state == ST["CMP_START"]) | (state == ST["CMP_WAIT"])
         # A cycle counts from a command's arrival (its decode cycle) until the core is idle.
-        running = executing | (fsm.ongoing("IDLE") & self.cmd.valid)
+        running = executing | ((state == ST["IDLE"]) & self.cmd.valid)
         m.d.comb += self.busy.eq(executing)
         m.d.sync += [cnt.cycles.eq(cnt.cycles + running),
                      cnt.compute.eq(cnt.compute + computing),

@@ -59,6 +59,8 @@ TOPS: list[Top] = [
     Top("merged_array", "kaleido_hw.dispatch.merged_array:MergedArray", "R x C MergedCell array (decoder that also runs matcher slots + ReusePE): the KaleidoEngine's array when the matcher is built"),
     Top("kaleido_engine", "kaleido_hw.engine.kaleido_engine:KaleidoEngine", "multi-array engine: P PE arrays with sequencers, data dispatcher (OrderUnits with ClusterSchedulers, per-array SlotUnits with MergeMatchers and MergedCell arrays, per engine_dispatcher), chunk controller and barrier, banked accumulation buffer, host interface, counters"),
     Top("plain_engine", "kaleido_hw.engine.kaleido_engine:PlainEngine", "the multi-array engine built with engine_pe = plain and engine_dispatcher = none: P BaselinePE arrays with the engine's sequencers (no CodeUnits), chunk controller and barrier, banked accumulation buffer, host interface, counters; dense only (the iso-area reference)"),
+    Top("axi_dma", "kaleido_hw.engine.dma:AxiDma", "AXI4 master DMA: read and write request/data streams split into INCR bursts (axi_max_burst, no 4 KiB crossing, axi_max_outstanding in flight), sticky bus errors"),
+    Top("kaleido_core", "kaleido_hw.engine.core_top:KaleidoCore", "streaming engine core: 128-bit command stream (CONFIG, GROUPS, STRIDES, LOAD, COMPUTE, STORE, FENCE) over an AXI4 master DMA, box walkers, the KaleidoEngine as compute unit, error codes, counters"),
     Top("linear_engine", "kaleido_hw.engine.linear_engine:LinearEngine", "linear layers Y = X_eff @ W on engine_arrays PE arrays in linear mode: window-code unit, block sequencers, Y buffer, host interface, counters"),
 ]
 

@@ -1,0 +1,226 @@
+"""cocotb bench of ``kaleido_core`` (``docs/engine.md``, "Engine core"): the command stream
+and the AXI4 memory port of the streaming engine core, against
+``golden.engine.program.run_program`` and ``golden.engine.core_model``.
+
+The memory is a ``cocotbext-axi`` ``AxiRam`` with random pauses on every AXI channel (read
+and write latency and back-pressure); the commands come from the host library
+(``kaleido_hw.engine.host.plan_head``) with random gaps. Checks: the memory after the run
+equals the interpreter's byte for byte (so S of the head equals the whole-grid golden S,
+which the host library's tests prove of the interpreter), every exact counter equals
+``core_counters``, ``cycles = compute + mem_wait``; a malformed command and an AXI error
+(SLVERR from the RAM past a given address) end the run with their code at the right command, the rest
+dropped, and a clean run follows ``error_clear``; a reset in the middle of a run, then a
+clean run.
+
+``KALEIDO_CORE_GRID`` (``TxHxW``, default 2x4x6) and ``KALEIDO_CORE_VARIANT`` (default: the
+most capable the build runs) choose the head; the head's channel groups are the preset's when
+``engine_max_head_dim`` holds them, else 4/6/6 channels of 16. ``make -C sim/engine/core``
+runs on ``rtl_out/kaleido_core.v`` (default build: d = 128, 4 arrays of 4 x 4); the pytest
+wrapper (``tests/engine/test_core_sim.py``) on small generated builds. ``make regress`` runs
+the 1,024-token hunyuanvideo head (``KALEIDO_CORE_GRID=4x16x16``) on the default build.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import cocotb
+import numpy as np
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotbext.axi import AxiBus, AxiRam
+from run_host import load_config
+from simlib import StreamSource, seeds_requested, start_clock_and_reset
+
+from golden import ChannelGroups, make_qkv
+from golden.numerics import _as_groups
+from golden.engine.core_model import CORE_COUNTERS, core_counters
+from golden.engine.program import Memory, ProgramError, run_program
+from kaleido_hw.engine.host import plan_head, write_operands
+
+CFG = load_config()
+AXI_PREFIX = "axi_"          # AxiBus joins prefix and name with "_": axi__araddr
+GRID = tuple(int(x) for x in os.environ.get("KALEIDO_CORE_GRID", "2x4x6").split("x"))
+SMALL_GROUPS = ChannelGroups.from_sizes(4, 6, 6)
+
+
+def _groups():
+    preset = _as_groups(CFG.preset)
+    return preset if preset.head_dim <= CFG.engine_max_head_dim else SMALL_GROUPS
+
+
+def _plan(grid, variant=None, seed=0):
+    groups = _groups()
+    d = groups.head_dim
+    h = make_qkv(CFG.preset, grid, seed=seed)     # the preset's synthetic head (its first d
+    q, k = h.q[:, :d].copy(), h.k[:, :d].copy()   # channels on a small build)
+    plan = plan_head(CFG, grid, d, groups=groups, banks=1,
+                     variant=variant or os.environ.get("KALEIDO_CORE_VARIANT") or None)
+    mem = Memory(plan.memory_size)
+    write_operands(mem, q, k, plan.addrs, grid)
+    return plan, mem
+
+
+class FaultyRam(AxiRam):
+    """An AxiRam that answers SLVERR for any beat at or past ``fault_from`` (None: never),
+    as a bus fabric answers an access past the end of memory (cocotbext-axi answers SLVERR
+    when its read or write handler raises)."""
+
+    fault_from = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        read, write = self.read_if._read, self.write_if._write
+
+        async def faulty_read(address, length):
+            self._check(address, length)
+            return await read(address, length)
+
+        async def faulty_write(address, data):
+            self._check(address, len(data))
+            return await write(address, data)
+        self.read_if._read, self.write_if._write = faulty_read, faulty_write
+
+    def _check(self, address, length):
+        if self.fault_from is not None and address + length > self.fault_from:
+            raise IndexError(f"access at {address:#x} past {self.fault_from:#x}")
+
+
+def _ram(dut, size, rng, pause=0.2):
+    """The bench memory with random pauses on all five AXI channels."""
+    ram = FaultyRam(AxiBus.from_prefix(dut, AXI_PREFIX), dut.clk, dut.rst, size=size)
+
+    def pauses():
+        while True:
+            yield rng.random() < pause
+    for ch in (ram.read_if.ar_channel, ram.read_if.r_channel, ram.write_if.aw_channel,
+               ram.write_if.w_channel, ram.write_if.b_channel):
+        ch.set_pause_generator(pauses())
+    return ram
+
+
+async def _run(dut, words, *, gap=0.2, rng=None, max_cycles=20_000_000):
+    """Send the words (random gaps), then wait until the core is idle; returns cycles."""
+    src = StreamSource(dut, "cmd", gap=gap, rng=rng)
+    start = cocotb.start_soon(src.send(words))
+    cycles = 0
+    while not (start.done() and not int(dut.busy.value)):
+        await RisingEdge(dut.clk)
+        cycles += 1
+        if cycles % 20_000 == 0:
+            dut._log.info(f"cycle {cycles}: {src.sent}/{len(words)} commands sent, "
+                          f"{int(dut.cnt__commands.value)} executed, busy "
+                          f"{int(dut.busy.value)}, error {int(dut.error.value)}")
+        assert cycles < max_cycles, f"no end within {max_cycles} cycles"
+    await ClockCycles(dut.clk, 2)
+    return cycles
+
+
+def _idle_inputs(dut):
+    """No command, no error_clear (before reset: X on an input would reach the state)."""
+    dut.cmd__valid.value = 0
+    dut.cmd__payload.value = 0
+    dut.error_clear.value = 0
+
+
+def _counters(dut):
+    return {n: int(getattr(dut, f"cnt__{n}").value) for n in CORE_COUNTERS}
+
+
+async def _clear(dut):
+    dut.error_clear.value = 1
+    for _ in range(100_000):
+        await RisingEdge(dut.clk)
+        if not int(dut.error.value):
+            break
+    dut.error_clear.value = 0
+    assert not int(dut.error.value), "the core did not leave its error state"
+
+
+@cocotb.test()
+async def test_head(dut):
+    """A head through the AXI memory: memory and counters equal to the models."""
+    ram = None
+    for seed in range(seeds_requested()):
+        rng = random.Random(seed)
+        plan, mem = _plan(GRID, seed=seed)
+        if ram is None:
+            # Before the first reset: the AXI models drive their outputs from reset on.
+            ram = _ram(dut, plan.memory_size, rng)
+        _idle_inputs(dut)
+        await start_clock_and_reset(dut)
+        gold = Memory(plan.memory_size)
+        gold.data[:] = mem.data
+        result = run_program(plan.commands, gold, plan.limits, engine=True)
+        ram.write(0, mem.data.tobytes())
+        cycles = await _run(dut, [c.encode() for c in plan.commands], rng=rng)
+        assert int(dut.error.value) == 0, f"error {int(dut.error.value)} at command " \
+                                          f"{int(dut.error_command.value)}"
+        got = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
+        bad = np.flatnonzero(got != gold.data)
+        assert bad.size == 0, f"{bad.size} bytes differ from the interpreter's, first at {bad[0]}"
+        c = _counters(dut)
+        want = core_counters(result)
+        assert {n: c[n] for n in want} == want
+        assert c["cycles"] == c["compute"] + c["mem_wait"]
+        dut._log.info(f"grid {GRID} box {plan.box} variant {plan.variant}: {len(plan.commands)} "
+                      f"commands, {cycles} cycles, compute {c['compute']}, mem_wait "
+                      f"{c['mem_wait']}, engine {c['engine_cycles']}")
+
+
+@cocotb.test()
+async def test_errors_and_reset(dut):
+    """A malformed command, an AXI error response (a LOAD past the end of memory), a reset in the middle
+    of a run: each followed by a clean run."""
+    rng = random.Random(7)
+    plan, mem = _plan((1, 2, 4))
+    ram = _ram(dut, plan.memory_size, rng)
+    _idle_inputs(dut)
+    await start_clock_and_reset(dut)
+    words = [c.encode() for c in plan.commands]
+    gold = Memory(plan.memory_size)
+    gold.data[:] = mem.data
+    run_program(plan.commands, gold, plan.limits)
+
+    async def clean(ram):
+        ram.write(0, mem.data.tobytes())
+        ram.write(plan.addrs.s, bytes(plan.memory_size - plan.addrs.s))
+        await _run(dut, words, rng=rng)
+        assert int(dut.error.value) == 0
+        got = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
+        assert np.array_equal(got, gold.data)
+
+    # 1. malformed: opcode 9 after CONFIG
+    await _run(dut, [words[0], 0x9, *words[1:]], rng=rng)
+    assert (int(dut.error.value), int(dut.error_command.value)) == (1, 1)
+    await _clear(dut)
+    await clean(ram)
+
+    # 2. the K tensor past the end of memory: an AXI error response on the K LOAD
+    cut = plan.addrs.k + 16
+    small = Memory(cut)
+    small.data[:] = mem.data[:cut]
+    try:
+        run_program(plan.commands, small, plan.limits)
+        raise AssertionError("the interpreter accepted a LOAD past the end of memory")
+    except ProgramError as e:
+        code, index = e.code, e.index
+    ram.fault_from = cut
+    base = int(dut.cnt__commands.value)         # error_command counts from reset
+    await _run(dut, words, rng=rng)
+    assert (int(dut.error.value), int(dut.error_command.value)) == (code, base + index)
+    ram.fault_from = None
+    await _clear(dut)
+    await clean(ram)
+
+    # 3. reset in the middle of a run, then a clean run
+    src = StreamSource(dut, "cmd", gap=0.1, rng=rng)
+    task = cocotb.start_soon(src.send(words))
+    await ClockCycles(dut.clk, 300)
+    task.cancel()
+    dut.cmd__valid.value = 0
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 3)
+    dut.rst.value = 0
+    await ClockCycles(dut.clk, 2)
+    await clean(ram)

@@ -1,0 +1,42 @@
+"""The engine core's cocotb bench (sim/engine/core: ``kaleido_core``, the CoreController and
+the AxiDma behind one command stream, against cocotbext-axi's AxiRam with random pauses on
+every AXI channel) from pytest, on small generated builds (d = 16, boxes of 16 or 32 tokens)
+on both simulators: a head of several boxes (padding at the grid's edge) with the memory
+equal to the interpreter's byte for byte and the counters equal to
+``golden.engine.core_model.core_counters``; a malformed command, an AXI error response and a
+reset in the middle of a run, each followed by a clean run.
+
+``make regress`` runs the bench on the default build (``rtl_out/kaleido_core.v``: 4 arrays of
+4 x 4, d = 128, boxes of 64 tokens) with the 1,024-token hunyuanvideo head
+(``KALEIDO_CORE_GRID=4x16x16``; ``tests/test_regress.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "sim"))
+from runner import run_variant  # noqa: E402
+
+from kaleido_hw.config import KaleidoConfig  # noqa: E402
+
+#: variant -> (configuration, simulator, grid)
+VARIANTS = {
+    "p2-full-d16": (KaleidoConfig(engine_arrays=2, engine_max_head_dim=16, engine_max_tokens=32),
+                    "verilator", "2x4x6"),
+    "p1-none-d16": (KaleidoConfig(engine_arrays=1, rows=2, cols=2, engine_max_head_dim=16,
+                                  engine_max_tokens=16, engine_dispatcher="none"),
+                    "icarus", "2x3x5"),
+}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_core_bench(variant, monkeypatch):
+    config, sim, grid = VARIANTS[variant]
+    monkeypatch.setenv("KALEIDO_CORE_GRID", grid)
+    run_variant("engine/core", "kaleido_core", config, variant, sim=sim)
