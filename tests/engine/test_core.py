@@ -16,7 +16,7 @@ import pytest
 from core_harness import run_core
 
 from golden import ChannelGroups
-from golden.engine.commands import (ERROR_CODES, Compute, Config, Fence, Groups, Load, Store,
+from golden.engine.commands import (ERROR_CODES, Compute, Fence, Groups, Load, Store,
                                     Strides)
 from golden.engine.core_model import core_counters
 from golden.engine.program import Memory, ProgramError, run_program

@@ -80,3 +80,14 @@ def test_own_top_python_recipe(scratch, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "-> r0[" in out and out.strip().endswith("[]"), out
     assert (scratch / "build" / "my_top" / "my_top.net.v").exists()
+
+
+def test_core_host_snippet_runs():
+    """Section 6's host-library example plans a 1,024-token head at the given addresses."""
+    (snippet,) = [b for b in blocks("python") if "plan_head" in b]
+    scope = {}
+    exec(compile(snippet, "docs/integration.md", "exec"), scope)
+    plan, words = scope["plan"], scope["words"]
+    assert plan.grid.n == 1024 and len(words) == len(plan.commands)
+    assert all(0 <= w < 1 << 128 for w in words)
+    assert plan.addrs.q == 0x8000_0000
