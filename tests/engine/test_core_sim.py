@@ -13,6 +13,7 @@ reset in the middle of a run, each followed by a clean run.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -38,5 +39,7 @@ VARIANTS = {
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_core_bench(variant, monkeypatch):
     config, sim, grid = VARIANTS[variant]
+    if sim == "verilator" and os.environ.get("KALEIDO_ENGINE_SET", "") != "full":
+        pytest.skip("the Verilator build of the core takes minutes: KALEIDO_ENGINE_SET=full")
     monkeypatch.setenv("KALEIDO_CORE_GRID", grid)
     run_variant("engine/core", "kaleido_core", config, variant, sim=sim)

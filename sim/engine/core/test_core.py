@@ -22,6 +22,7 @@ the 1,024-token hunyuanvideo head (``KALEIDO_CORE_GRID=4x16x16``) on the default
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 
@@ -89,6 +90,9 @@ class FaultyRam(AxiRam):
 def _ram(dut, size, rng, pause=0.2):
     """The bench memory with random pauses on all five AXI channels."""
     ram = FaultyRam(AxiBus.from_prefix(dut, AXI_PREFIX), dut.clk, dut.rst, size=size)
+    # One line per burst at INFO would dominate a long run's time.
+    for log in (ram.write_if.log, ram.read_if.log):
+        log.setLevel(logging.WARNING)
 
     def pauses():
         while True:
