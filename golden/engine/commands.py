@@ -26,7 +26,7 @@ __all__ = [
     "KIND_LINEAR", "KIND_PV", "KINDS", "OPCODES", "FIELDS", "ERROR_CODES", "FieldError",
     "DecodeError", "Command", "Config", "Groups", "Strides", "Load", "Compute", "Store",
     "Fence", "COMMANDS", "decode", "encode_program", "groups_commands", "markdown_table",
-    "error_table",
+    "error_table", "used_mask",
 ]
 
 #: Bits of one command word.
@@ -138,7 +138,9 @@ def _check_field(cmd: str, name: str, value, width: int) -> int:
     return int(value)
 
 
-def _used_mask(name: str) -> int:
+def used_mask(name: str) -> int:
+    """Bits of command ``name``'s word that the opcode or a field covers (the rest are
+    reserved and must be 0)."""
     mask = 0xF
     for _, lo, width, _ in FIELDS[name]:
         mask |= ((1 << width) - 1) << lo
@@ -173,7 +175,7 @@ class Command:
         word = _check_word(word)
         if word & 0xF != cls.OPCODE:
             raise DecodeError(f"opcode {word & 0xF} is not {cls.NAME} ({cls.OPCODE})")
-        reserved = word & ~_used_mask(cls.NAME) & ((1 << WORD_BITS) - 1)
+        reserved = word & ~used_mask(cls.NAME) & ((1 << WORD_BITS) - 1)
         if reserved:
             bits = [i for i in range(WORD_BITS) if reserved >> i & 1]
             raise DecodeError(f"{cls.NAME} has reserved bit(s) {bits} set; they must be 0")

@@ -29,7 +29,7 @@ and one K bank. ``cnt.mem_wait`` counts the cycles in which the arrays waited fo
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -38,6 +38,7 @@ from golden.engine.core_model import CORE_COUNTERS
 from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.acc_buffer import S_WIDTH
 from kaleido_hw.engine.core_walk import BoxWalker
+from kaleido_hw.engine.dma import BEATS_WIDTH, request_layout
 from kaleido_hw.engine.kaleido_engine import ARRAY_COUNTERS, KaleidoEngine
 from kaleido_hw.engine.tile_engine import WRITE_BYTES
 from kaleido_hw.engine.tile_sequencer import COUNTER_WIDTH
@@ -47,8 +48,6 @@ __all__ = ["CoreController", "CORE_COUNTERS", "check_core_config"]
 # The core's counters are its own, then the engine's summed over COMPUTEs and arrays.
 assert CORE_COUNTERS[6:] == ARRAY_COUNTERS
 
-#: Beats of one STORE request are counted in 16 bits (the DMA's request field).
-BEATS_WIDTH = 16
 #: Opcode bits [3:0] and opcode of each command name.
 OPCODE_BITS = 4
 OPCODES = {name: code for code, name in cmds.OPCODES.items()}
@@ -75,13 +74,6 @@ def _fields(word, name: str) -> dict:
     return {f: word[lo:lo + width] for f, lo, width, _ in cmds.FIELDS[name]}
 
 
-def _used_mask(name: str) -> int:
-    mask = (1 << OPCODE_BITS) - 1
-    for _, lo, width, _ in cmds.FIELDS[name]:
-        mask |= ((1 << width) - 1) << lo
-    return mask
-
-
 def _first_failure(checks) -> Value:
     """The code of the first failing ``(condition, code)`` check, 0 if none fails (the
     order of :func:`golden.engine.program.run_program`'s checks)."""
@@ -89,10 +81,6 @@ def _first_failure(checks) -> Value:
     for cond, c in reversed(checks):
         code = Mux(cond, c, code)
     return code
-
-
-def _dma_req_layout(addr_width: int) -> data.StructLayout:
-    return data.StructLayout({"addr": unsigned(addr_width), "beats": unsigned(BEATS_WIDTH)})
 
 
 class CoreController(wiring.Component):
@@ -126,9 +114,9 @@ class CoreController(wiring.Component):
                       int(config.engine_pe == "plain"))
         super().__init__({
             "cmd": In(stream.Signature(cmds.WORD_BITS)),
-            "rd_req": Out(stream.Signature(_dma_req_layout(aw))),
+            "rd_req": Out(stream.Signature(request_layout(aw))),
             "rd_data": In(stream.Signature(data.StructLayout({"data": dw, "last": 1}))),
-            "wr_req": Out(stream.Signature(_dma_req_layout(aw))),
+            "wr_req": Out(stream.Signature(request_layout(aw))),
             "wr_data": Out(stream.Signature(dw)),
             "dma_error": In(2),
             "dma_idle": In(1),
@@ -293,7 +281,7 @@ class CoreController(wiring.Component):
                         m.d.sync += [box[i].eq(ext[i]) for i in range(3)]
                         m.d.sync += [grid[i].eq(ext[3 + i]) for i in range(3)]
                     check([
-                        (word & ~_used_mask("CONFIG") != 0, E["malformed"]),
+                        (word & ~cmds.used_mask("CONFIG") != 0, E["malformed"]),
                         (pending, E["result_pending"]),
                         (Cat(*(e == 0 for e in ext)).any(), E["bad_config"]),
                         (ext[0] * ext[1] * ext[2] > N, E["bad_config"]),
@@ -317,7 +305,7 @@ class CoreController(wiring.Component):
                                      g_bits.eq(f["groups"]), g_i.eq(0)]
                         m.d.sync += state.eq(ST["GROUPS"])
                     check([
-                        (word & ~_used_mask("GROUPS") != 0, E["malformed"]),
+                        (word & ~cmds.used_mask("GROUPS") != 0, E["malformed"]),
                         ((n == 0) | (n > cmds.GROUPS_PER_WORD) | past, E["malformed"]),
                         (~configured, E["not_configured"]),
                         (f["first"] + n > head_dim, E["bad_config"]),
@@ -342,7 +330,7 @@ class CoreController(wiring.Component):
                                                               strides[1][i]))]
                         m.d.sync += state.eq(ST["STRIDES"])
                     check([
-                        (word & ~_used_mask("STRIDES") != 0, E["malformed"]),
+                        (word & ~cmds.used_mask("STRIDES") != 0, E["malformed"]),
                         (f["side"] > 1, E["malformed"]),
                         (~configured, E["not_configured"]),
                         (Cat(*(v[0:4] != 0 for v in vals)).any(), E["misaligned"]),
@@ -365,7 +353,7 @@ class CoreController(wiring.Component):
                                                         strides[0][k]))
                         m.d.sync += state.eq(ST["LD_ADDR"])
                     check([
-                        (word & ~_used_mask("LOAD") != 0, E["malformed"]),
+                        (word & ~cmds.used_mask("LOAD") != 0, E["malformed"]),
                         (f["side"] > 1, E["malformed"]),
                         (~configured, E["not_configured"]),
                         (f["bank"] >= BANKS, E["bad_bank"]),
@@ -375,7 +363,7 @@ class CoreController(wiring.Component):
                 with m.Elif(op == OPCODES["COMPUTE"]):
                     f = _fields(word, "COMPUTE")
                     check([
-                        (word & ~_used_mask("COMPUTE") != 0, E["malformed"]),
+                        (word & ~cmds.used_mask("COMPUTE") != 0, E["malformed"]),
                         (f["kind"] > 2, E["malformed"]),
                         (~configured, E["not_configured"]),
                         (f["kind"] != cmds.KIND_S, E["unsupported"]),
@@ -394,14 +382,14 @@ class CoreController(wiring.Component):
                                      phase.eq(0)]
                         m.d.sync += state.eq(ST["ST_REQ"])
                     check([
-                        (word & ~_used_mask("STORE") != 0, E["malformed"]),
+                        (word & ~cmds.used_mask("STORE") != 0, E["malformed"]),
                         (~configured, E["not_configured"]),
                         (f["address"][0:4] != 0, E["misaligned"]),
                         (~pending, E["no_result"]),
                         (high_bits(f["address"]), E["out_of_range"]),
                     ], start_store)
                 with m.Elif(op == OPCODES["FENCE"]):
-                    check([(word & ~_used_mask("FENCE") != 0, E["malformed"])],
+                    check([(word & ~cmds.used_mask("FENCE") != 0, E["malformed"])],
                           lambda: goto("FENCE"))
                 with m.Else():
                     m.d.comb += [fail.eq(1), fail_code.eq(E["malformed"])]

@@ -28,7 +28,8 @@ from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.config import KaleidoConfig
 
-__all__ = ["AxiDma", "axi_signature", "bursts", "BEATS_WIDTH", "DMA_ERRORS", "AXI_PORT_DOCS"]
+__all__ = ["AxiDma", "axi_signature", "bursts", "BEATS_WIDTH", "DMA_ERRORS", "AXI_PORT_DOCS",
+           "request_layout"]
 
 #: Beats of one request are counted in 16 bits.
 BEATS_WIDTH = 16
@@ -110,7 +111,8 @@ def bursts(addr: int, beats: int, config: KaleidoConfig) -> list[tuple[int, int]
     return out
 
 
-def _request_layout(addr_width: int) -> data.StructLayout:
+def request_layout(addr_width: int) -> data.StructLayout:
+    """Payload of a read or write request: byte address and beat count."""
     return data.StructLayout({"addr": unsigned(addr_width), "beats": unsigned(BEATS_WIDTH)})
 
 
@@ -173,9 +175,9 @@ class AxiDma(wiring.Component):
         aw, dw = config.axi_addr_width, config.axi_data_width
         super().__init__({
             "axi": Out(axi_signature(aw, dw)),
-            "rd_req": In(stream.Signature(_request_layout(aw))),
+            "rd_req": In(stream.Signature(request_layout(aw))),
             "rd_data": Out(stream.Signature(data.StructLayout({"data": dw, "last": 1}))),
-            "wr_req": In(stream.Signature(_request_layout(aw))),
+            "wr_req": In(stream.Signature(request_layout(aw))),
             "wr_data": In(stream.Signature(dw)),
             "rd_idle": Out(1),
             "wr_idle": Out(1),
