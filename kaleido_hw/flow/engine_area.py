@@ -9,8 +9,8 @@ is made from :data:`AREA_CONFIG` by :func:`variant_config`.
 
 Flow, per build (:func:`synth_engine`):
 
-1. Generate the engine's Verilog and drop the memories' ``initial`` blocks (all-zero words;
-   an SRAM has no reset contents, and yosys 0.23 parses 10^5 init assignments slowly).
+1. Generate the engine's Verilog (:func:`~kaleido_hw.flow.generate.emit_verilog`: memories
+   without initial contents, one module per instance).
 2. Debian yosys maps it onto the OSU 0.18 um cells with the hierarchy kept
    (:func:`map_script`): ``synth -run begin:fine`` (``memory -nomap``: memories stay
    ``$mem_v2`` cells), the sequencers' 2-entry SlotUnit-block FIFOs mapped to flip-flops
@@ -61,7 +61,7 @@ from kaleido_hw.flow import stdcell
 __all__ = ["AREA_CONFIG", "VARIANTS", "DEFAULT_ARRAYS", "DEFAULT_VARIANTS", "ENGINE_CACHE",
            "TOP_NAMES", "MEMORY_KINDS", "BLOCKS", "SUM_TOLERANCE", "ModuleArea", "MemoryBits",
            "MemoryCell", "EngineArea", "join_macro_clocks",
-           "strip_memory_inits", "parse_memories", "block_of", "memory_kind",
+           "parse_memories", "block_of", "memory_kind",
            "expected_memory_bits", "plain_available", "variant_config", "default_builds",
            "map_script", "macro_script", "synth_engine", "run_builds", "dispatcher_share",
            "plain_ratios", "format_engine_report", "source_hash", "save_cache", "load_cache",
@@ -218,15 +218,6 @@ class EngineArea:
 
 
 # -- text processing -------------------------------------------------------------------------
-
-_INIT_BLOCK = re.compile(r"^[ \t]*initial begin\n(?:[ \t]*[^\s\[]+\[\d+\] = [^;\n]+;\n)+[ \t]*end\n",
-                         re.M)
-
-
-def strip_memory_inits(verilog: str) -> str:
-    """``verilog`` without the memories' ``initial`` blocks (``mem[i] = value;`` lines only)."""
-    return _INIT_BLOCK.sub("", verilog)
-
 
 @dataclass(frozen=True)
 class MemoryCell:
@@ -459,7 +450,7 @@ def synth_engine(config: KaleidoConfig, *, variant: str | None = None, timeout: 
         work = Path(keep) if keep is not None else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         vfile = work / f"{top}.v"
-        vfile.write_text(strip_memory_inits(emit_verilog(_component(config, top), top)))
+        vfile.write_text(emit_verilog(_component(config, top), top))
         if log:
             log(f"  Verilog written ({vfile.stat().st_size // 1000} kB, "
                 f"{time.monotonic() - t0:.0f} s); yosys ...")

