@@ -969,13 +969,13 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
   reg [5:0] qr__addr = 6'h00;
   wire [32:0] qr__data;
   wire qr__en;
-  reg [32:0] queue [63:0];
   reg [5:0] qw__addr = 6'h00;
   wire [32:0] qw__data;
   wire qw__en;
   input rst;
   wire rst;
   wire start;
+  reg [32:0] string_queue [63:0];
   (* init = 6'h00 *)
   wire [5:0] tail;
   wire take;
@@ -992,11 +992,11 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
   assign br__data = _0_;
   always @(posedge clk) begin
     if (push)
-      queue[qw__addr] <= i__payload;
+      string_queue[qw__addr] <= i__payload;
   end
   always @(posedge clk) begin
     if (adv) begin
-      _1_ <= queue[qr__addr];
+      _1_ <= string_queue[qr__addr];
     end
   end
   assign qr__data = _1_;

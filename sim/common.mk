@@ -1,5 +1,6 @@
-# Shared cocotb make flow. A bench's Makefile sets TOPLEVEL (the Verilog module in rtl_out/)
-# and COCOTB_TEST_MODULES, then includes this file:
+# Shared cocotb make flow. A bench's Makefile sets TOPLEVEL (the Verilog module in rtl_out/,
+# or with GENERATE_RTL = 1 one generated on demand) and COCOTB_TEST_MODULES, then includes
+# this file:
 #     make -C sim/<bench> SIM=verilator      (default)
 #     make -C sim/<bench> SIM=icarus
 #     make -C sim/<bench> WAVES=1            (FST waveform sim_build/<sim>-waves/<TOPLEVEL>.fst)
@@ -14,6 +15,13 @@ kaleido-sim $(MAKECMDGOALS):
 	+@KALEIDO_SIM_ENV=1 PATH="$(REPO)/tools/bin:$(REPO)/.venv/bin:$$PATH" $(MAKE) --no-print-directory $(MAKECMDGOALS)
 else
 SIM     ?= verilator
+# A top that is not committed to rtl_out (the core's compute unit kaleido_engine, the earlier
+# engines): its bench Makefile sets GENERATE_RTL = 1 and the default configuration's Verilog
+# is generated on demand into the bench's sim_build/rtl (rule at the end).
+ifeq ($(GENERATE_RTL),1)
+  GENERATED_RTL := $(CURDIR)/sim_build/rtl
+  RTL_DIR ?= $(GENERATED_RTL)
+endif
 RTL_DIR ?= $(REPO)/rtl_out
 
 TOPLEVEL_LANG   = verilog
@@ -61,5 +69,10 @@ ifneq ($(wildcard $(REPO)/.venv/bin/python),)
   PYTHON_BIN ?= $(REPO)/.venv/bin/python
 endif
 include $(shell $(COCOTB_CONFIG) --makefiles)/Makefile.sim
+
+ifeq ($(RTL_DIR),$(GENERATED_RTL))
+$(RTL_DIR)/$(TOPLEVEL).v: $(shell find $(REPO)/kaleido_hw -name '*.py')
+	$(KALEIDO_PYTHON) -m kaleido_hw generate --top $(TOPLEVEL) --out $(RTL_DIR)
+endif
 
 endif

@@ -62,11 +62,33 @@ def skip_unless_simulator(sim: str) -> None:
         pytest.skip("verilator not on PATH: run 'make install'")
 
 
+def default_rtl(bench: str, toplevel: str) -> Path:
+    """The default configuration's Verilog of ``toplevel``: the committed ``rtl_out`` file,
+    or, for a top that is generated on demand (``Top.in_rtl_out`` false), a fresh
+    generation into ``sim_build/<bench>/rtl-default``."""
+    from kaleido_hw.config import KaleidoConfig
+    from kaleido_hw.flow.generate import TOPS, generate
+
+    top = next((t for t in TOPS if t.module == toplevel), None)
+    if top is None or top.in_rtl_out:
+        return RTL_DIR / f"{toplevel}.v"
+    out = REPO / "sim_build" / bench / "rtl-default"
+    # Into a private folder first, then renamed: parallel runs (make regress) of one bench
+    # never read a half-written file.
+    tmp = out / f".tmp-{os.getpid()}"
+    generate(KaleidoConfig(), tmp, [top])
+    for f in (f"{toplevel}.v", "manifest.json"):
+        os.replace(tmp / f, out / f)
+    tmp.rmdir()
+    return out / f"{toplevel}.v"
+
+
 def run_bench(bench: str, toplevel: str, sim: str, *, sources=None, variant: str = "",
               test_module: str | None = None, extra_env: dict | None = None,
               seed: int | None = None, testcase=None, waves: bool = False) -> None:
-    """Build ``sources`` (default: ``rtl_out/<toplevel>.v``) and run ``sim/<bench>/<test_module>``
-    (``bench``: the bench's folder below ``sim/``, e.g. ``pe/reuse``).
+    """Build ``sources`` (default: ``rtl_out/<toplevel>.v``, or for a top not committed to
+    ``rtl_out`` its default generation in ``sim_build/<bench>/rtl-default``) and run
+    ``sim/<bench>/<test_module>`` (``bench``: the bench's folder below ``sim/``, e.g. ``pe/reuse``).
 
     ``extra_env`` reaches the cocotb tests as environment variables (e.g. a seed count or
     the path of a non-default manifest). Fails the calling pytest test if any cocotb test fails.
@@ -75,7 +97,9 @@ def run_bench(bench: str, toplevel: str, sim: str, *, sources=None, variant: str
 
     tool_env()
     skip_unless_simulator(sim)
-    sources = [Path(s) for s in (sources or [RTL_DIR / f"{toplevel}.v"])]
+    if sources is None:
+        sources = [default_rtl(bench, toplevel)]
+    sources = [Path(s) for s in sources]
     for s in sources:
         if not s.exists():
             raise FileNotFoundError(f"{s} does not exist: run 'make verilog'")

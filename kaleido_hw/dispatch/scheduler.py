@@ -109,7 +109,7 @@ class ClusterScheduler(wiring.Component):
 
         # -- stage 1: load into the circular string queue ------------------------------------------
         entry_layout = sched_entry_layout(cfg)
-        m.submodules.queue = queue = memory.Memory(shape=entry_layout, depth=E, init=[])
+        m.submodules.string_queue = queue = memory.Memory(shape=entry_layout, depth=E, init=[])
         qw = queue.write_port()
         qr = queue.read_port()             # synchronous, not transparent: old data on collision
         tail = Signal(range(E))            # arrival index within the batch being loaded

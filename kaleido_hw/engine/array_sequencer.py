@@ -33,7 +33,7 @@ from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.layouts import step_col_layout, step_row_layout
-from kaleido_hw.bitops import bits_for, lowest_set, popcount, set_bit_indices
+from kaleido_hw.bitops import bits_for, lowest_set, popcount
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.layouts import Sel
 from kaleido_hw.dispatch.merged_cell import merged_col_layout, merged_row_layout
@@ -150,6 +150,8 @@ class ArraySequencer(wiring.Component):
 
     Ports
     -----
+    ``first_col`` (in, constant ``index * C``): the array's first column unit. A port
+    rather than a constant so that the P sequencers are one module in the Verilog.
     ``start`` (in): pulse at the start of a run (resets the counters and the state);
     ``cfg``: the run's configuration (valid for the whole run).
     ``go`` (in): pulse: start the chunk in ``chunk`` (held until the next ``go``); the first
@@ -174,7 +176,7 @@ class ArraySequencer(wiring.Component):
     Matcher (built with ``engine_dispatcher`` "matcher"/"full", used when ``cfg.match``):
     an embedded :class:`~kaleido_hw.dispatch.slot_unit.SlotUnit`. One cycle after the last word of
     a column block's first quad arrives, the block's pass-3 classes (the K followers' codes
-    at the chunk's channels 0..W-1, found by compacting ``chunk.mask``) are latched and
+    at the chunk's channels 0..W-1, ``chunk.chan``) are latched and
     offered to it; from the cycle after a quad's swap, its request (the real rows'
     HALF/NONE channels) is. Pass 3 of the quad then replays the slot items, one per step,
     and lasts ``max(count, R)`` steps. The SlotUnit's latencies are hidden: a block is
@@ -201,6 +203,7 @@ class ArraySequencer(wiring.Component):
         row_layout = merged_row_layout() if self.matcher else step_row_layout()
         col_layout = merged_col_layout() if self.matcher else step_col_layout()
         super().__init__({
+            "first_col": In(geo.unit_width),
             "start": In(1),
             "cfg": In(engine_run_layout(geo)),
             "go": In(1),
@@ -226,7 +229,7 @@ class ArraySequencer(wiring.Component):
         R, C, D = t.rows, t.cols, t.max_dim
         M = max(R, C)
         PC = geo.banks
-        first_col = self.index * C
+        first_col = self.first_col
         uw = geo.unit_width
 
         running = Signal()
@@ -238,7 +241,7 @@ class ArraySequencer(wiring.Component):
 
         # -- loader: quads (cb, rb) of this array, by unit index -------------------------------
         r0 = Signal(uw)                       # first row unit of the row block being loaded
-        c0 = Signal(uw, init=first_col)       # first column unit of the column block
+        c0 = Signal(uw)                       # first column unit of the column block
         cbp = Signal(geo.cbp_width)           # local column block: cb // P
         ld = _Slot("ld", geo, self.plain)
         cp = _Slot("cp", geo, self.plain)
@@ -543,7 +546,7 @@ class ArraySequencer(wiring.Component):
         cfg, chunk = self.cfg, self.chunk
         t = self.geo.tile
         R, PC = t.rows, self.geo.banks
-        first_col = self.index * t.cols
+        first_col = self.first_col
         nxt = Mux(reading, Mux(phase, unit + 1, unit), 0)
         r_more = r0 + R < units
         r_next = Mux(pend_last, Mux(r_more, r0 + R, 0), r0)
@@ -587,7 +590,7 @@ class ArraySequencer(wiring.Component):
                 for name in ("blk", "quad", "o")}
 
         # Chunk channel j is the j-th lowest set bit of the chunk's mask (j < chunk.size).
-        self._chan = chan_of = set_bit_indices(m, chunk.mask, W, "chunk")
+        self._chan = chan_of = list(chunk.chan)
         in_chunk = [chunk.size > j for j in range(W)]
 
         # Column block: pass-3 class of each column at each chunk channel (FULL/ABSENT 0,

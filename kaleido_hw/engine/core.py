@@ -248,7 +248,8 @@ class CoreController(wiring.Component):
                 m.d.sync += state.eq(ST["ERROR"])
 
         def check(checks, ok):
-            code = _first_failure(checks)
+            code = Signal(4, name="check_code")
+            m.d.comb += code.eq(_first_failure(checks))
             with m.If(code != 0):
                 m.d.comb += [fail.eq(1), fail_code.eq(code)]
             with m.Else():
@@ -295,7 +296,9 @@ class CoreController(wiring.Component):
                 with m.Elif(op == OPCODES["GROUPS"]):
                     f = _fields(word, "GROUPS")
                     n = f["count"]
-                    keep = Cat(*(n > i for i in range(cmds.GROUPS_PER_WORD)))
+                    # A signal: slicing a Cat expression re-emits all of its terms.
+                    keep = Signal(cmds.GROUPS_PER_WORD)
+                    m.d.comb += keep.eq(Cat(*(n > i for i in range(cmds.GROUPS_PER_WORD))))
                     gs = [f["groups"][2 * i:2 * i + 2] for i in range(cmds.GROUPS_PER_WORD)]
                     past = Cat(*(~keep[i] & (gs[i] != 0)
                                  for i in range(cmds.GROUPS_PER_WORD))).any()

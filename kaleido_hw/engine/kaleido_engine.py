@@ -36,7 +36,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.array import BaselineArray, PEArray
-from kaleido_hw.bitops import popcount, set_bit_indices
+from kaleido_hw.bitops import lowest_set, popcount
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.merged_cell import MergedCell, merged_col_layout, merged_row_layout
 from kaleido_hw.dispatch.order_unit import OrderUnit
@@ -336,7 +336,10 @@ class KaleidoEngine(wiring.Component):
         src_bits = Signal(D)
         m.d.comb += src_bits.eq(Mux(use_rem, rem, run.gmask[src_g]))
         chainv = src_bits
+        next_chan = []                        # the next chunk's channels, lowest first
         for s in range(W):
+            idx, _ = lowest_set(m, chainv, f"chunk_ch{s}")
+            next_chan.append(idx)
             nxt = Signal(D, name=f"chunk_chain{s}")
             m.d.comb += nxt.eq(chainv & (chainv - 1))
             chainv = nxt
@@ -362,6 +365,7 @@ class KaleidoEngine(wiring.Component):
             m.d.sync += [
                 go.eq(1), waiting.eq(1), fresh.eq(0), grp.eq(src_g), rem.eq(after),
                 chunk.group.eq(src_g), chunk.mask.eq(mask), chunk.size.eq(popcount(mask)),
+                chunk.chan.eq(Cat(*next_chan)),
                 chunk.plane.eq(plane_ctr), chunk.last.eq((after == 0) & ~more),
                 plane_ctr.eq(plane_ctr + 1),
             ]
@@ -404,6 +408,11 @@ class KaleidoEngine(wiring.Component):
                                             byte_en, 0))]
             seq = ArraySequencer(self.config, a)
             self.sequencers.append(seq)
+            # A register holding its reset value, not a constant: Amaranth would fold a
+            # constant into the submodule, and the P sequencers would differ in the Verilog.
+            first_col = Signal.like(seq.first_col, init=a * t.cols, name=f"first_col{a}")
+            m.d.sync += first_col.eq(first_col)
+            m.d.comb += seq.first_col.eq(first_col)
             if scheduler:
                 m.d.comb += seq.next_bank.eq(plane_ctr[0])
                 for ou, port in ((q_ou, seq.q_ord), (k_ou, seq.k_ord)):
@@ -451,7 +460,8 @@ class KaleidoEngine(wiring.Component):
                              ac.stall.eq(ac.stall + seq.stalled)]
         m.d.comb += all_done.eq(Cat(*done_bits).all())
         if scheduler:
-            self._orders(m, run, kick, go, chunk, src_g, mask, issue_chunk, ord_ok, q_ou, k_ou)
+            self._orders(m, run, kick, go, chunk, src_g, mask, next_chan, issue_chunk, ord_ok,
+                         q_ou, k_ou)
 
         # -- end of the run: every array's final step, then the drain wave -----------------------
         all_fin = Cat(*fin_now).all() & ~Cat(*fin_seen).all()
@@ -477,7 +487,8 @@ class KaleidoEngine(wiring.Component):
         return m
 
 
-    def _orders(self, m, run, kick, go, chunk, src_g, mask, issue_chunk, ord_ok, q_ou, k_ou):
+    def _orders(self, m, run, kick, go, chunk, src_g, mask, next_chan, issue_chunk, ord_ok,
+                q_ou, k_ou):
         """The scheduler's pre-pass (``docs/engine.md``, "Orders" and section "RTL").
 
         The chunk whose orders are computed is the controller's next one: chunk 0 is latched
@@ -502,7 +513,8 @@ class KaleidoEngine(wiring.Component):
         m.d.comb += [latch.eq(run.schedule & (kick | (go & ~chunk.last))),
                      pre_start.eq(run.schedule & (kick_d | (go & ~chunk.last)))]
         with m.If(latch):
-            m.d.sync += [pre.group.eq(src_g), pre.mask.eq(mask), pre.size.eq(popcount(mask))]
+            m.d.sync += [pre.group.eq(src_g), pre.mask.eq(mask), pre.size.eq(popcount(mask)),
+                         pre.chan.eq(Cat(*next_chan))]
 
         feeding = Signal()
         u = Signal(geo.unit_width)
@@ -527,8 +539,7 @@ class KaleidoEngine(wiring.Component):
             m.d.sync += [s_valid.eq(feeding & ~pre_start), s_last.eq(last), s_hasf.eq(hasf),
                          s_unit.eq(u)]
 
-        # Chunk channel j = the j-th lowest set bit of the pre-pass chunk's mask.
-        chans = set_bit_indices(m, pre.mask, W, "pre")
+        chans = list(pre.chan)            # chunk channel j of the pre-pass chunk
 
         ready, has = [], []
         for side, ou in (("q", q_ou), ("k", k_ou)):

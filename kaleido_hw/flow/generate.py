@@ -32,15 +32,22 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.flow.dedup import share_identical_modules
 
 
-__all__ = ["Top", "TOPS", "build_top", "emit_verilog", "port_table", "generate"]
+__all__ = ["Top", "TOPS", "RTL_OUT_TOPS", "build_top", "emit_verilog", "port_table", "generate"]
 
 
 @dataclass(frozen=True)
 class Top:
-    """One generated Verilog module: its file, its Amaranth class and what it is."""
+    """One generated Verilog module: its file, its Amaranth class and what it is.
+
+    ``in_rtl_out``: the top is committed to ``rtl_out/`` (what users take: the blocks, the
+    DMA and the engine core). The other tops are the engine core's compute unit and the
+    earlier stand-alone engines: their benches and the synthesis flows generate them on
+    demand (``kaleido-hw generate --top MODULE``), so ``rtl_out/`` stays small.
+    """
     module: str       # Verilog module name (and file stem)
     target: str       # "package.module:Class"; Class(config) builds the component
     description: str
+    in_rtl_out: bool = True
 
     @property
     def filename(self) -> str:
@@ -53,22 +60,25 @@ class Top:
         return getattr(importlib.import_module(mod), cls)
 
 
-#: Every top that ``generate`` writes, in manifest order. Add a block here when it lands.
+#: Every top that ``generate`` can write, in manifest order. Add a block here when it lands.
 TOPS: list[Top] = [
     Top("kaleido_pe", "kaleido_hw.pe.pe:ReusePE", "reuse-aware PE: 8x8 partial-product multiplier with low/high/product taps, accumulators R0-R2"),
     Top("baseline_pe", "kaleido_hw.pe.pe:BaselinePE", "plain 8-bit MAC PE: the area/timing reference"),
     Top("pe_array", "kaleido_hw.array.array:PEArray", "R x C reuse-aware PE array: per-PE tile decoders, edge skew, drain read-out"),
     Top("baseline_array", "kaleido_hw.array.array:BaselineArray", "R x C BaselinePE array with the PEArray's ports: the dense reference"),
-    Top("tile_engine", "kaleido_hw.engine.tile_engine:TileEngine", "single-array engine: sequencer, on-chip codes, PE array, accumulation buffer, host interface, counters"),
+    Top("tile_engine", "kaleido_hw.engine.tile_engine:TileEngine", "single-array engine: sequencer, on-chip codes, PE array, accumulation buffer, host interface, counters", in_rtl_out=False),
     Top("cluster_scheduler", "kaleido_hw.dispatch.scheduler:ClusterScheduler", "data dispatcher: Hamming-distance clustering scheduler"),
     Top("merge_matcher", "kaleido_hw.dispatch.matcher:MergeMatcher", "data dispatcher: greedy channel merge matcher of one PE array"),
     Top("merged_array", "kaleido_hw.dispatch.merged_array:MergedArray", "R x C MergedCell array (decoder that also runs matcher slots + ReusePE): the KaleidoEngine's array when the matcher is built"),
-    Top("kaleido_engine", "kaleido_hw.engine.kaleido_engine:KaleidoEngine", "multi-array engine: P PE arrays with sequencers, data dispatcher (OrderUnits with ClusterSchedulers, per-array SlotUnits with MergeMatchers and MergedCell arrays, per engine_dispatcher), chunk controller and barrier, banked accumulation buffer, host interface, counters"),
-    Top("plain_engine", "kaleido_hw.engine.kaleido_engine:PlainEngine", "the multi-array engine built with engine_pe = plain and engine_dispatcher = none: P BaselinePE arrays with the engine's sequencers (no CodeUnits), chunk controller and barrier, banked accumulation buffer, host interface, counters; dense only (the iso-area reference)"),
+    Top("kaleido_engine", "kaleido_hw.engine.kaleido_engine:KaleidoEngine", "multi-array engine: P PE arrays with sequencers, data dispatcher (OrderUnits with ClusterSchedulers, per-array SlotUnits with MergeMatchers and MergedCell arrays, per engine_dispatcher), chunk controller and barrier, banked accumulation buffer, host interface, counters", in_rtl_out=False),
+    Top("plain_engine", "kaleido_hw.engine.kaleido_engine:PlainEngine", "the multi-array engine built with engine_pe = plain and engine_dispatcher = none: P BaselinePE arrays with the engine's sequencers (no CodeUnits), chunk controller and barrier, banked accumulation buffer, host interface, counters; dense only (the iso-area reference)", in_rtl_out=False),
     Top("axi_dma", "kaleido_hw.engine.dma:AxiDma", "AXI4 master DMA: read and write request/data streams split into INCR bursts (axi_max_burst, no 4 KiB crossing, axi_max_outstanding in flight), sticky bus errors"),
     Top("kaleido_core", "kaleido_hw.engine.core_top:KaleidoCore", "streaming engine core: 128-bit command stream (CONFIG, GROUPS, STRIDES, LOAD, COMPUTE, STORE, FENCE) over an AXI4 master DMA, box walkers, the KaleidoEngine as compute unit, error codes, counters"),
-    Top("linear_engine", "kaleido_hw.engine.linear_engine:LinearEngine", "linear layers Y = X_eff @ W on engine_arrays PE arrays in linear mode: window-code unit, block sequencers, Y buffer, host interface, counters"),
+    Top("linear_engine", "kaleido_hw.engine.linear_engine:LinearEngine", "linear layers Y = X_eff @ W on engine_arrays PE arrays in linear mode: window-code unit, block sequencers, Y buffer, host interface, counters", in_rtl_out=False),
 ]
+
+#: The tops ``make verilog`` writes to ``rtl_out/`` (the default of ``generate``).
+RTL_OUT_TOPS: list[Top] = [t for t in TOPS if t.in_rtl_out]
 
 CLOCK_PORTS = {
     "clk": ("in", 1, "clock of the sync domain (rising edge)"),
@@ -138,7 +148,8 @@ def emit_verilog(component: wiring.Component, name: str, *, share: bool = False)
 
 
 def generate(config: KaleidoConfig, out_dir, tops=None, *, jobs: int | None = None) -> dict:
-    """Write the Verilog of ``tops`` (default: all) and ``manifest.json`` into ``out_dir``.
+    """Write the Verilog of ``tops`` (default: :data:`RTL_OUT_TOPS`) and ``manifest.json``
+    into ``out_dir``.
 
     Everything is built and converted in memory first, so a failure writes nothing. When
     only some tops are generated into a folder whose manifest was written by this version
@@ -151,7 +162,7 @@ def generate(config: KaleidoConfig, out_dir, tops=None, *, jobs: int | None = No
     spread over processes, the engines first (they take minutes, the blocks seconds). The
     output does not depend on ``jobs``.
     """
-    tops = list(TOPS if tops is None else tops)
+    tops = list(RTL_OUT_TOPS if tops is None else tops)
     out_dir = Path(out_dir)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(tops)))
     if jobs == 1:
@@ -222,7 +233,11 @@ def add_arguments(parser):
     parser.add_argument("--out", metavar="DIR", default="rtl_out",
                         help="output folder (default: rtl_out)")
     parser.add_argument("--top", action="append", metavar="MODULE",
-                        help="generate only this top (repeatable); default: all")
+                        help="generate only this top (repeatable; any top, also those not "
+                             "committed to rtl_out)")
+    parser.add_argument("--all", action="store_true",
+                        help="every top, also those not committed to rtl_out (default: the "
+                             "rtl_out tops)")
     parser.add_argument("--jobs", type=int, metavar="N",
                         help="tops converted at once (default: the CPU count)")
 
@@ -230,7 +245,9 @@ def add_arguments(parser):
 def run(args) -> int:
     """``kaleido-hw generate``: write the selected tops and the manifest."""
     config = KaleidoConfig.from_toml(args.config) if args.config else KaleidoConfig()
-    tops = TOPS
+    tops = TOPS if args.all else RTL_OUT_TOPS
+    if args.top and args.all:
+        raise ValueError("--top and --all exclude each other: --all generates every top")
     if args.top:
         known = {t.module: t for t in TOPS}
         unknown = [t for t in args.top if t not in known]

@@ -5,7 +5,7 @@ token grid, the dense and reuse cycles of the same TileEngine hardware (speedup 
 reuse), PE utilization (busy PE-cycles / (R*C*cycles)), and the hardware op reduction
 (``1 - busy(reuse) / busy(dense)``) against the oracle reduction of ``golden.oracle_ops``.
 
-Two sources: the RTL (``--rtl``: the generated ``rtl_out/tile_engine.v`` simulated with
+Two sources: the RTL (``--rtl``: the tile_engine generated with the default configuration, simulated with
 cocotb, S checked bit-exact, the counters read back; the grid must fit
 ``engine_max_tokens``) and the cycle model (``golden.array.schedule.tile_counters``, which the
 benches prove equal to the RTL's counters) on larger grids up to the real sizes.
@@ -173,7 +173,7 @@ def run(args) -> int:
         if grid.n > config.engine_max_tokens:
             raise ValueError(f"--rtl-grid {grid} has {grid.n} tokens; the generated TileEngine "
                              f"holds engine_max_tokens = {config.engine_max_tokens}")
-        print(f"simulating rtl_out/tile_engine.v on {grid} ({args.sim}) ...", file=sys.stderr)
+        print(f"simulating tile_engine (default configuration) on {grid} ({args.sim}) ...", file=sys.stderr)
         rows += rtl_rows(presets, grid, config, args.seed, args.sim)
     for preset in presets:
         for name in (g.strip() for g in args.grids.split(",") if g.strip()):

@@ -2,7 +2,7 @@
 
 ``make test`` runs the quick set (small grids 2x4x4 and 3x5x4 with d = 16: random, smooth,
 all-equal and alternating-sign data, reuse and dense; other directions and thresholds; every
-error bit) on Verilator against the committed ``rtl_out/tile_engine.v``, and on Icarus
+error bit) on Verilator against the default tile_engine (generated on demand), and on Icarus
 against a 1 x 4 array variant with 16 channels per token, whose wide loads outlast short
 quads, so the sequencer stalls between quads (the cycle model must count that exactly).
 The default build on Icarus and the hunyuanvideo head (d = 128 on 2x4x8) run in

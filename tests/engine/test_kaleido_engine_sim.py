@@ -15,7 +15,7 @@ with d = 16 channels per token (the default d = 128 engine takes minutes to buil
 Every run checks S bit-exact (read out under random back-pressure) and every engine and
 per-array counter against ``golden.engine.model.engine_counters``; every dispatcher run also the
 scheduler's orders and the matcher's slots (probe wires, ``golden.engine.trace``).
-``make regress`` runs the full bench on rtl_out/kaleido_engine.v (the default configuration:
+``make regress`` runs the full bench on the default kaleido_engine (the default configuration:
 P = 4, d = 128) on both simulators; ``KALEIDO_ENGINE_SET=full`` adds the P = 4, d = 16 build
 on Verilator (left out of ``make test`` for its budget: it takes twice the P = 2 build).
 

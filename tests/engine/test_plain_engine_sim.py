@@ -11,7 +11,7 @@ d = 16 channels per token (the default d = 128 build takes minutes):
 
 Every run checks S = Q @ K^T bit-exact (read out under random back-pressure) and every
 engine and per-array counter against ``golden.engine.model.engine_counters`` (variant dense).
-``make regress`` runs the full bench on rtl_out/plain_engine.v (P = 4, d = 128: also the
+``make regress`` runs the full bench on the default plain_engine (P = 4, d = 128: also the
 hunyuanvideo head) on both simulators.
 """
 

@@ -15,14 +15,16 @@ from pathlib import Path
 import pytest
 
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.flow.generate import TOPS, generate
+from kaleido_hw.flow.generate import RTL_OUT_TOPS, generate
 from kaleido_hw.flow.lint import lint_file
 
 
 REPO = Path(__file__).resolve().parents[2]
 RTL_OUT = REPO / "rtl_out"
 #: Tops that take most of the generation time (large memories and arrays).
-BIG_TOPS = ("tile_engine", "kaleido_engine")
+BIG_TOPS = ("kaleido_core",)
+#: Issue 13's budget for everything committed to rtl_out/ (Verilog and manifest).
+RTL_OUT_BUDGET_BYTES = 3_000_000
 
 # One worker runs this module, so the (slow: every top) fresh generation is built once.
 pytestmark = pytest.mark.xdist_group("generate")
@@ -30,7 +32,7 @@ pytestmark = pytest.mark.xdist_group("generate")
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory):
-    """One fresh generation of every top with the default configuration."""
+    """One fresh generation of the rtl_out tops with the default configuration."""
     out = tmp_path_factory.mktemp("fresh") / "rtl"
     manifest = generate(KaleidoConfig(), out)
     return out, manifest
@@ -50,12 +52,21 @@ def test_rtl_out_equals_fresh_generation(fresh):
     assert not stale, f"rtl_out/ differs from a fresh generation in {stale}: run 'make verilog'"
 
 
+def test_rtl_out_is_within_its_size_budget():
+    """rtl_out/ holds the blocks, the DMA and the engine core, each module written once
+    (shared identical modules, no zero memory initialisers): at most 3 MB in all."""
+    files = _files(RTL_OUT)
+    total = sum(len(b) for b in files.values())
+    sizes = ", ".join(f"{n} {len(b) / 1e6:.2f} MB" for n, b in files.items())
+    assert total <= RTL_OUT_BUDGET_BYTES, f"rtl_out/ is {total / 1e6:.2f} MB: {sizes}"
+
+
 def test_two_generations_are_identical(fresh, tmp_path):
     """A second generation, in another process with another hash seed, another output
     folder and one top at a time (``--jobs 1``; the fixture converts them in parallel), is
-    byte-identical (no dict-order, path, date or scheduling dependence). The two engines are
-    left out here to keep the suite fast: they are built from the same blocks, and
-    test_rtl_out_equals_fresh_generation compares them with the committed files, which came
+    byte-identical (no dict-order, path, date or scheduling dependence). The engine core is
+    left out here to keep the suite fast: it is built from the same blocks, and
+    test_rtl_out_equals_fresh_generation compares it with the committed file, which came
     from another process."""
     out, manifest = fresh
     small = [t["module"] for t in manifest["tops"] if t["module"] not in BIG_TOPS]
@@ -107,7 +118,7 @@ def test_manifest_documents_every_port(fresh):
     out, manifest = fresh
     assert manifest["generator"] == "kaleido-hw"
     assert manifest["config"] == KaleidoConfig().to_dict()
-    assert [t["module"] for t in manifest["tops"]] == [t.module for t in TOPS]
+    assert [t["module"] for t in manifest["tops"]] == [t.module for t in RTL_OUT_TOPS]
     for top in manifest["tops"]:
         text = (out / top["file"]).read_text()
         assert top["sha256"] == hashlib.sha256(text.encode()).hexdigest()

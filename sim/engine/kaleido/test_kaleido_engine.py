@@ -5,7 +5,7 @@ back-pressure, and the error flags (including the dispatcher variants this RTL d
 build). The dispatcher variants pe-sh (scheduler), pe-m (matcher) and full run when the
 engine is built with them (``engine_dispatcher``; "full", the default, builds both).
 
-``make -C sim/engine/kaleido [SIM=icarus]`` runs on ``rtl_out/kaleido_engine.v``; the pytest
+``make -C sim/engine/kaleido [SIM=icarus]`` runs on the default kaleido_engine (generated into ``sim_build/rtl``); the pytest
 wrappers (``tests/engine/test_kaleido_engine_sim.py``) run it on small generated variants
 (``KALEIDO_MANIFEST`` names the variant's manifest). ``KALEIDO_SEEDS=N`` runs N seeds;
 ``KALEIDO_ENGINE_SET=quick`` keeps only the 2x4x4 runs of the small-grid test (Icarus in
@@ -179,7 +179,7 @@ async def test_directions_and_thresholds(dut):
 async def test_hunyuanvideo_head(dut):
     """A hunyuanvideo head (d = 128, groups 16/56/56: 9 chunks) on a 2x4x8 grid, synthetic
     workload data, pe and dense; the cycles of both give the speedup (needs an engine with
-    engine_max_head_dim >= 128 and 64 tokens, e.g. rtl_out/kaleido_engine.v)."""
+    engine_max_head_dim >= 128 and 64 tokens, e.g. the default kaleido_engine)."""
     await start_clock_and_reset(dut)
     host = KaleidoEngineHost(dut, CFG)
     grid = VideoGrid(2, 4, 8)

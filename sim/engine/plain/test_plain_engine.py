@@ -5,7 +5,7 @@ random back-pressure) and every engine and per-array counter against
 starts check the error bits, ``reuse`` (a start with ``cfg__reuse`` = 1) included, and that
 the host check ``check_engine_run`` refuses every reuse variant before simulation.
 
-``make -C sim/engine/plain [SIM=icarus]`` runs on ``rtl_out/plain_engine.v``; the pytest
+``make -C sim/engine/plain [SIM=icarus]`` runs on the default plain_engine (generated into ``sim_build/rtl``); the pytest
 wrappers (``tests/engine/test_plain_engine_sim.py``) run it on small generated variants
 (``KALEIDO_MANIFEST`` names the variant's manifest). ``KALEIDO_SEEDS=N`` runs N seeds;
 ``KALEIDO_ENGINE_SET``: ``quick`` (make test: one even and one odd grid, the error bits),
@@ -163,7 +163,7 @@ async def test_rejected_configurations(dut):
 async def test_hunyuanvideo_head(dut):
     """A hunyuanvideo head (d = 128, groups 16/56/56: 9 chunks) on a 2x4x8 grid, synthetic
     workload data: the dense cycles of the plain engine (needs engine_max_head_dim >= 128 and
-    64 tokens, e.g. rtl_out/plain_engine.v)."""
+    64 tokens, e.g. the default plain_engine)."""
     await start_clock_and_reset(dut)
     host = PlainEngineHost(dut, CFG)
     grid = VideoGrid(2, 4, 8)
