@@ -301,7 +301,7 @@ def memory_kind(path: str, name: str) -> str:
         return "operands"
     if path in ("q_order", "k_order") and name in ("order", "inverse"):
         return "order memories"
-    if path in ("q_order.sched", "k_order.sched") and name in ("queue", "banks"):
+    if path in ("q_order.sched", "k_order.sched") and name in ("string_queue", "banks"):
         return "scheduler batches"
     if path == "acc" and re.fullmatch(r"plane\d+_bank\d+", name):
         return "accumulation planes"
