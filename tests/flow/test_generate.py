@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.flow.generate import RTL_OUT_TOPS, generate
+from kaleido_hw.flow.generate import RTL_OUT_TOPS, TOPS, generate
 from kaleido_hw.flow.lint import lint_file
 
 
@@ -191,6 +191,29 @@ def test_dispatcher_with_odd_cluster_shapes_is_lint_clean(tmp_path, toml_text):
     for module in ("cluster_scheduler", "merge_matcher"):
         result = lint_file(out / f"{module}.v", module)
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH: make install")
+def test_on_demand_tops_are_lint_clean(tmp_path):
+    """The tops not committed to rtl_out (the core's compute unit, the earlier engines) are
+    generated with ``--all`` and lint clean too (a small build: 2 arrays, 16 channels,
+    32 tokens)."""
+    r, out = _generate_cli(tmp_path, "engine_arrays = 2\nengine_max_head_dim = 16\n"
+                           "engine_max_tokens = 32\n", "--all")
+    assert r.returncode == 0, r.stderr
+    on_demand = [t.module for t in TOPS if not t.in_rtl_out]
+    assert on_demand and all((out / f"{m}.v").exists() for m in on_demand)
+    for module in on_demand:
+        result = lint_file(out / f"{module}.v", module)
+        warnings = [line for line in (result.stdout + result.stderr).splitlines()
+                    if line.startswith("%")]
+        assert result.returncode == 0 and not warnings, f"{module}:\n" + "\n".join(warnings)
+
+
+def test_top_and_all_exclude_each_other(tmp_path):
+    r, out = _generate_cli(tmp_path, "", "--all", "--top", "kaleido_pe")
+    assert r.returncode == 2 and "--top and --all exclude each other" in r.stderr
+    assert not out.exists()
 
 
 def test_one_top_regenerated_keeps_the_others_in_the_manifest(tmp_path):
