@@ -24,15 +24,11 @@ from golden.numerics import VideoGrid
 from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.core import CoreController, check_core_config
 from kaleido_hw.engine.host import plan_head, read_s, whole_grid_s, write_operands
+from token_data import smooth_tokens as _smooth
 
 G16 = ChannelGroups.from_sizes(4, 6, 6)
 TINY = KaleidoConfig(rows=2, cols=2, engine_arrays=1, engine_max_tokens=16,
                      engine_max_head_dim=16, engine_dispatcher="none")
-
-
-def _smooth(rng, n, d):
-    steps = rng.integers(-12, 13, (n, d))
-    return np.clip(np.cumsum(steps, axis=0) + rng.integers(-40, 40, d), -128, 127).astype(np.int8)
 
 
 def _head(grid, d, seed):

@@ -24,15 +24,10 @@ from golden.dispatch.model import (SEL_BYTE_A, SEL_BYTE_B, SEL_NIB_A, SEL_NIB_AB
 from golden.engine.model import (VARIANTS, EngineParams, EngineTiming, bank_address, chunks,
                                  engine_counters, kaleido_engine, orders, variant_flags)
 from golden.numerics import HALF, NONE
+from token_data import smooth_tokens as _smooth
 
 
 # -- workloads --------------------------------------------------------------------------------
-
-def _smooth(rng, n, d):
-    """Random-walk int8 tokens: neighbours are close, so all three codes occur."""
-    steps = rng.integers(-12, 13, (n, d))
-    return np.clip(np.cumsum(steps, axis=0) + rng.integers(-40, 40, d), -128, 127).astype(np.int8)
-
 
 def _workload(name):
     rng = np.random.default_rng(zlib.crc32(name.encode()))   # fixed data per workload

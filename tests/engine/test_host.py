@@ -17,17 +17,12 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.host import (HeadAddrs, assemble_s, box_counts, choose_box,
                                     command_order, plan_counts, plan_head, read_s, reuse_axes,
                                     run_head, split_axes, whole_grid_s, write_operands)
+from token_data import smooth_tokens as _smooth
 
 
 CFG = KaleidoConfig()
 SMALL = KaleidoConfig(engine_max_tokens=16, engine_max_head_dim=32)
 G16 = ChannelGroups.from_sizes(4, 6, 6)
-
-
-def _smooth(rng, n, d):
-    """Random-walk int8 tokens: neighbours are close, so FULL, HALF and NONE all occur."""
-    steps = rng.integers(-12, 13, (n, d))
-    return np.clip(np.cumsum(steps, axis=0) + rng.integers(-40, 40, d), -128, 127).astype(np.int8)
 
 
 def _qk(grid, d, seed):

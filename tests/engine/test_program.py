@@ -16,16 +16,11 @@ from golden.engine.program import (CoreLimits, Memory, ProgramError, box_coords,
 from golden.numerics import VideoGrid, oracle_ops, reuse_masks
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.kaleido_engine import built_variants
+from token_data import smooth_tokens as _smooth
 
 
 GROUPS = ChannelGroups.from_sizes(4, 6, 6)      # d = 16, default directions
 D = GROUPS.head_dim
-
-
-def _smooth(rng, n, d):
-    """Random-walk int8 tokens: neighbours are close, so FULL, HALF and NONE all occur."""
-    steps = rng.integers(-12, 13, (n, d))
-    return np.clip(np.cumsum(steps, axis=0) + rng.integers(-40, 40, d), -128, 127).astype(np.int8)
 
 
 def _setup(grid, box, reuse=1, sched=0, match=0, groups=GROUPS, seed=0):
