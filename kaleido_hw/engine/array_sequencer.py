@@ -18,6 +18,11 @@ work" and section "RTL").
   indices), one cycle ahead of the memory read;
 * with the matcher, pass 3 replays the column block's MergeMatcher slots (an embedded
   SlotUnit) instead of walking the channel bitmap;
+* the slots hold only the chunk's channels: each arriving token word (8 * D bits) is
+  compacted to its W chunk bytes (byte j = channel ``chunk.chan[j]``) before the CodeUnits
+  and the slot registers, so a slot is 2 * (R + C) * 8 * W bits whatever the head
+  dimension, and a step picks its byte among W, not D (the quad only ever steps through the
+  chunk's channels; bytes past ``chunk.size`` are never issued);
 * in a plain build (``engine_pe = "plain"``) there are no CodeUnits: every follower is NONE
   (ABSENT for a unit without one), so a unit's codes are its ``has follower`` bit, the
   follower word is stored as read, and a quad's code sets are two bits per side (some real
@@ -91,14 +96,14 @@ class _Slot:
 
     def __init__(self, name: str, geo: KaleidoGeometry, plain: bool = False):
         t = geo.tile
-        R, C, D = t.rows, t.cols, t.max_dim
+        R, C, D = t.rows, t.cols, geo.chunk_width     # the chunk's channels only
         S = lambda shape, n: Signal(shape, name=f"{name}_{n}")  # noqa: E731
         self.qa = [S(8 * D, f"qa{r}") for r in range(R)]        # Q anchors
         self.qf = [S(8 * D, f"qf{r}") for r in range(R)]        # effective Q followers
         if plain:
             self.qlo = self.qhi = []
         else:
-            self.qlo = [S(D, f"qlo{r}") for r in range(R)]       # code bit 0 per channel
+            self.qlo = [S(D, f"qlo{r}") for r in range(R)]       # code bit 0 per chunk channel
             self.qhi = [S(D, f"qhi{r}") for r in range(R)]       # code bit 1 per channel
         self.ka = [S(8 * D, f"ka{j}") for j in range(C)]
         self.kf = [S(8 * D, f"kf{j}") for j in range(C)]
@@ -176,7 +181,7 @@ class ArraySequencer(wiring.Component):
     Matcher (built with ``engine_dispatcher`` "matcher"/"full", used when ``cfg.match``):
     an embedded :class:`~kaleido_hw.dispatch.slot_unit.SlotUnit`. One cycle after the last word of
     a column block's first quad arrives, the block's pass-3 classes (the K followers' codes
-    at the chunk's channels 0..W-1, ``chunk.chan``) are latched and
+    at the chunk's channels 0..W-1, bits 0..W-1 of the compacted codes) are latched and
     offered to it; from the cycle after a quad's swap, its request (the real rows'
     HALF/NONE channels) is. Pass 3 of the quad then replays the slot items, one per step,
     and lasts ``max(count, R)`` steps. The SlotUnit's latencies are hidden: a block is
@@ -232,12 +237,23 @@ class ArraySequencer(wiring.Component):
         first_col = self.first_col
         uw = geo.unit_width
 
+        W = geo.chunk_width
         running = Signal()
         loader_done = Signal()
         slot_full = Signal()
         swap = Signal()
         units = Signal(t.size_width)
         m.d.comb += units.eq(cfg.units[chunk.group])
+        # A quad only ever steps through the chunk's channels: the arriving words are compacted
+        # to them (byte j = channel chunk.chan[j]; bytes past chunk.size are never issued), so
+        # the slots, code units and step multiplexers are W channels wide, not D.
+        self._in_chunk = in_chunk = Signal(W)
+        m.d.comb += in_chunk.eq(Cat(*(chunk.size > j for j in range(W))))
+        self._q_word, self._k_word = (Signal(8 * W, name=f"{side}_chunk_word")
+                                      for side in "qk")
+        for word, data_in in ((self._q_word, self.q_data), (self._k_word, self.k_data)):
+            m.d.comb += word.eq(Cat(*(data_in.word_select(chunk.chan[j], 8)
+                                      for j in range(W))))
 
         # -- loader: quads (cb, rb) of this array, by unit index -------------------------------
         r0 = Signal(uw)                       # first row unit of the row block being loaded
@@ -333,17 +349,17 @@ class ArraySequencer(wiring.Component):
         cur_valid = Signal()
         pass_idx = Signal(2)
         first = Signal()
-        remaining = Signal(D)
+        remaining = Signal(W)
         left = Signal(bits_for(max(D, R)))
-        gmask = Signal(D)
+        gmask = Signal(W)
         gsize = Signal(t.dim_width)
-        m.d.comb += [gmask.eq(chunk.mask), gsize.eq(chunk.size)]
+        m.d.comb += [gmask.eq(in_chunk), gsize.eq(chunk.size)]
         if self.plain:      # the code sets are single bits: a pass has work at every channel
             work = Array([gmask] + [Mux(work_bitmap(p, cp.qs, cp.ks), gmask, 0)
                                     for p in (1, 2, 3)])
         else:
             work = Array([gmask] + [work_bitmap(p, cp.qs, cp.ks) & gmask for p in (1, 2, 3)])
-        cur = Signal(D)
+        cur = Signal(W)
         m.d.comb += cur.eq(Mux(first, work[pass_idx], remaining))
         chan, ch_issue = lowest_set(m, cur, "chan")
         ch_count = Signal(bits_for(D))
@@ -493,21 +509,21 @@ class ArraySequencer(wiring.Component):
         effective word and the quad's code sets."""
         cfg = self.cfg
         t = self.geo.tile
-        R, C, D = t.rows, t.cols, t.max_dim
-        m.submodules.q_codes = qcu = CodeUnit(D)
-        m.submodules.k_codes = kcu = CodeUnit(D)
-        q_hold = Signal(8 * D)
-        k_hold = Signal(8 * D)
-        for cu, hold, data_in, pq in ((qcu, q_hold, self.q_data, pend_q),
-                                      (kcu, k_hold, self.k_data, pend_k)):
+        R, C, W = t.rows, t.cols, self.geo.chunk_width
+        m.submodules.q_codes = qcu = CodeUnit(W)
+        m.submodules.k_codes = kcu = CodeUnit(W)
+        q_hold = Signal(8 * W)
+        k_hold = Signal(8 * W)
+        for cu, hold, data_in, pq in ((qcu, q_hold, self._q_word, pend_q),
+                                      (kcu, k_hold, self._k_word, pend_k)):
             m.d.comb += [cu.anchor.eq(hold), cu.follower.eq(data_in), cu.present.eq(pq[1]),
                          cu.reuse.eq(cfg.reuse), cu.full_mask.eq(cfg.full_mask),
                          cu.half_mask.eq(cfg.half_mask)]
         with m.If(pend & ~pend_phase):
-            m.d.sync += [q_hold.eq(self.q_data), k_hold.eq(self.k_data)]
+            m.d.sync += [q_hold.eq(self._q_word), k_hold.eq(self._k_word)]
         for n, words, fwords, los, his, sets, cu, data_in, pv in (
-                (R, ld.qa, ld.qf, ld.qlo, ld.qhi, ld.qs, qcu, self.q_data, pend_q),
-                (C, ld.ka, ld.kf, ld.klo, ld.khi, ld.ks, kcu, self.k_data, pend_k)):
+                (R, ld.qa, ld.qf, ld.qlo, ld.qhi, ld.qs, qcu, self._q_word, pend_q),
+                (C, ld.ka, ld.kf, ld.klo, ld.khi, ld.ks, kcu, self._k_word, pend_k)):
             for u in range(n):
                 with m.If(pend & (pend_unit == u)):
                     with m.If(~pend_phase):
@@ -525,8 +541,8 @@ class ArraySequencer(wiring.Component):
         t = self.geo.tile
         R, C = t.rows, t.cols
         for n, words, fwords, sets, data_in, pv in (
-                (R, ld.qa, ld.qf, ld.qs, self.q_data, pend_q),
-                (C, ld.ka, ld.kf, ld.ks, self.k_data, pend_k)):
+                (R, ld.qa, ld.qf, ld.qs, self._q_word, pend_q),
+                (C, ld.ka, ld.kf, ld.ks, self._k_word, pend_k)):
             for u in range(n):
                 with m.If(pend & (pend_unit == u)):
                     with m.If(~pend_phase):
@@ -580,7 +596,7 @@ class ArraySequencer(wiring.Component):
         when a pass-3 step needs an item that is not there."""
         cfg, chunk, config = self.cfg, self.chunk, self.config
         t = self.geo.tile
-        C, D = t.cols, t.max_dim
+        C = t.cols
         W = config.sched_pattern_width
         a = self.index
         m.submodules.slots = su = SlotUnit(config, stall_ids=(array_stream(a, "match_i"),
@@ -589,9 +605,8 @@ class ArraySequencer(wiring.Component):
         gate = {name: stall_gate(m, config, array_stream(a, name), f"slot_{name}")
                 for name in ("blk", "quad", "o")}
 
-        # Chunk channel j is the j-th lowest set bit of the chunk's mask (j < chunk.size).
-        self._chan = chan_of = list(chunk.chan)
-        in_chunk = [chunk.size > j for j in range(W)]
+        # The slots hold the chunk's channels compacted: chunk channel j is bit / byte j.
+        in_chunk = self._in_chunk
 
         # Column block: pass-3 class of each column at each chunk channel (FULL/ABSENT 0,
         # HALF 1, NONE 2; padding columns and channels past the chunk 0).
@@ -600,7 +615,7 @@ class ArraySequencer(wiring.Component):
         m.d.sync += blk_load.eq(pend_last & ld.first_rb & cfg.match)
         for c in range(C):
             for j in range(W):
-                code = _code_at(ld.klo[c], ld.khi[c], chan_of[j])
+                code = Cat(ld.klo[c][j], ld.khi[c][j])
                 m.d.comb += blk.codes[c][j].eq(
                     Mux(ld.cvalid[c] & in_chunk[j], Cat(code == 1, code == 2), 0))
         m.submodules.blk_fifo = bq = fifo.SyncFIFO(width=len(blk.as_value()), depth=2)
@@ -617,11 +632,10 @@ class ArraySequencer(wiring.Component):
         m.d.comb += su.quad.valid.eq(req & gate["quad"])
         with m.If(swap & cfg.match):
             m.d.sync += req.eq(1)
-        hn = Signal(D)
+        hn = Signal(W)
         m.d.comb += [
             hn.eq(cp.qs[1] | cp.qs[2]),
-            su.quad.payload.work.eq(Cat(*[hn.bit_select(chan_of[j], 1) & in_chunk[j]
-                                          for j in range(W)])),
+            su.quad.payload.work.eq(hn & in_chunk),
             su.quad.payload.last.eq(cp.last_rb),
         ]
         # Pass-3 items: the first step takes one (the quad's first slot, or its ``empty``
@@ -648,10 +662,7 @@ class ArraySequencer(wiring.Component):
         t = self.geo.tile
         R, C = t.rows, t.cols
         p = item.payload
-        chans = Array(self._chan)
-        ca = Signal(len(self._chan[0]), name="slot_chan_a")
-        cb = Signal(len(self._chan[0]), name="slot_chan_b")
-        m.d.comb += [ca.eq(chans[p.a]), cb.eq(chans[p.b])]
+        ca, cb = p.a, p.b                   # chunk channels: the slots' byte / bit indices
         for r in range(R):
             row = self.row[r]
             m.d.sync += [row.a.eq(cp.qf[r].word_select(ca, 8)),
