@@ -251,8 +251,15 @@ class ArraySequencer(wiring.Component):
         m.d.comb += in_chunk.eq(Cat(*(chunk.size > j for j in range(W))))
         self._q_word, self._k_word = (Signal(8 * W, name=f"{side}_chunk_word")
                                       for side in "qk")
+        # The selects are a local copy of chunk.chan, one cycle behind it: the chunk changes in
+        # the cycle before its go and its first words arrive the cycle after go. A register
+        # of this module, so the standard-cell flow buffers its fanout (hundreds of
+        # multiplexer selects) here; the controller's register would drive them unbuffered
+        # through the module port.
+        chan_sel = Signal.like(chunk.chan, name="chan_sel")
+        m.d.sync += chan_sel.eq(chunk.chan)
         for word, data_in in ((self._q_word, self.q_data), (self._k_word, self.k_data)):
-            m.d.comb += word.eq(Cat(*(data_in.word_select(chunk.chan[j], 8)
+            m.d.comb += word.eq(Cat(*(data_in.word_select(chan_sel[j], 8)
                                       for j in range(W))))
 
         # -- loader: quads (cb, rb) of this array, by unit index -------------------------------
@@ -436,7 +443,7 @@ class ArraySequencer(wiring.Component):
         m.d.sync += [self.row.eq(0), self.finished.eq(0)]
         with m.If(step & slot_pass):
             if self.matcher:
-                self._slot_step(m, cp, slot_item, first, issue)
+                self._slot_step(m, cp, slot_item, first, issue, slot_pass)
         with m.Elif(step):
             for r in range(R):
                 value = Mux(pass_idx[1], cp.qf[r].word_select(chan, 8),
@@ -655,14 +662,20 @@ class ArraySequencer(wiring.Component):
             m.d.sync += more.eq(0)
         return item
 
-    def _slot_step(self, m, cp, item, first, issue):
+    def _slot_step(self, m, cp, item, first, issue, slot_pass):
         """Registered outputs of a pass-3 step replaying slot ``item`` (a bubble when
         ``issue`` is 0): rows carry the Q followers at A and B with both codes, column j
         ``sel[j]`` and the byte of A, of B, or the two low nibbles."""
         t = self.geo.tile
         R, C = t.rows, t.cols
         p = item.payload
-        ca, cb = p.a, p.b                   # chunk channels: the slots' byte / bit indices
+        # Chunk channels A and B: the slots' byte / bit indices. Gated by ``slot_pass`` (true
+        # whenever these outputs are written: the same values), so that the select lines of
+        # the 2 (R + C) byte multiplexers are gates of this module, whose fanout the
+        # standard-cell flow buffers; the SlotUnit's output would drive them unbuffered.
+        ca = Signal.like(p.a, name="slot_chan_a")
+        cb = Signal.like(p.b, name="slot_chan_b")
+        m.d.comb += [ca.eq(Mux(slot_pass, p.a, 0)), cb.eq(Mux(slot_pass, p.b, 0))]
         for r in range(R):
             row = self.row[r]
             m.d.sync += [row.a.eq(cp.qf[r].word_select(ca, 8)),
