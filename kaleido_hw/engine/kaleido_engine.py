@@ -559,22 +559,23 @@ class KaleidoEngine(wiring.Component):
             with m.If(pre_start):
                 m.d.sync += taken.eq(0)
             has.append(taken | fire)
-            # The codes at the chunk's channels only: the words compacted first (byte j =
-            # channel chans[j]), as in the sequencers.
-            cu = CodeUnit(W)
+            # Codes over all D channels, then the pattern bits picked at the chunk's channels:
+            # one bit per chunk channel is cheaper here than compacting both words first
+            # (two sides, one unit per cycle: no slot registers to save).
+            cu = CodeUnit(D)
             m.submodules[f"{side}_pre_codes"] = cu
-            m.d.comb += [cu.anchor.eq(Cat(*(rd_a.data.word_select(c, 8) for c in chans))),
-                         cu.follower.eq(Cat(*(rd_f.data.word_select(c, 8) for c in chans))),
+            m.d.comb += [cu.anchor.eq(rd_a.data), cu.follower.eq(rd_f.data),
                          cu.present.eq(s_hasf), cu.reuse.eq(1),
                          cu.full_mask.eq(run.full_mask), cu.half_mask.eq(run.half_mask)]
-            hn = Signal(W, name=f"{side}_pre_hn")          # HALF or NONE per chunk channel
+            hn = Signal(D, name=f"{side}_pre_hn")          # HALF or NONE per channel
             m.d.comb += hn.eq(cu.code_lo ^ cu.code_hi)
             m.d.comb += [
                 ou.start.eq(kick),
                 ou.i.valid.eq(s_valid & ~taken & gate),
                 ou.i.payload.unit.eq(s_unit),
                 ou.i.payload.last.eq(s_last),
-                ou.i.payload.pattern.eq(hn & Cat(*(pre.size > j for j in range(W)))),
+                ou.i.payload.pattern.eq(Cat(*[hn.bit_select(chans[j], 1) & (pre.size > j)
+                                              for j in range(W)])),
             ]
             # One order is in use from chunk 0's issue on; it is released at the next issue.
             held = Signal(name=f"{side}_order_held")
