@@ -4,8 +4,8 @@ work" and section "RTL").
 :class:`ArraySequencer` is the TileSequencer's loader / double-buffered slot / stepper
 (``docs/array.md``, "Sequencer") with these changes:
 
-* it runs **chunk by chunk**: the engine's controller hands it a chunk (group, channel
-  bitmap of at most W channels, plane) with a ``go`` pulse; the stepper issues only the
+* it runs **chunk by chunk**: the engine's controller hands it a chunk (group, list of
+  at most W channels, plane) with a ``go`` pulse; the stepper issues only the
   chunk's channels; when the chunk's last step has issued the sequencer reports
   ``chunk_done`` and waits (the barrier);
 * array ``a`` of P takes the column blocks ``cb = a, a+P, a+2P, ...`` of the chunk and, for
@@ -96,26 +96,26 @@ class _Slot:
 
     def __init__(self, name: str, geo: KaleidoGeometry, plain: bool = False):
         t = geo.tile
-        R, C, D = t.rows, t.cols, geo.chunk_width     # the chunk's channels only
+        R, C, W = t.rows, t.cols, geo.chunk_width     # the chunk's channels only
         S = lambda shape, n: Signal(shape, name=f"{name}_{n}")  # noqa: E731
-        self.qa = [S(8 * D, f"qa{r}") for r in range(R)]        # Q anchors
-        self.qf = [S(8 * D, f"qf{r}") for r in range(R)]        # effective Q followers
+        self.qa = [S(8 * W, f"qa{r}") for r in range(R)]        # Q anchors
+        self.qf = [S(8 * W, f"qf{r}") for r in range(R)]        # effective Q followers
         if plain:
             self.qlo = self.qhi = []
         else:
-            self.qlo = [S(D, f"qlo{r}") for r in range(R)]       # code bit 0 per chunk channel
-            self.qhi = [S(D, f"qhi{r}") for r in range(R)]       # code bit 1 per channel
-        self.ka = [S(8 * D, f"ka{j}") for j in range(C)]
-        self.kf = [S(8 * D, f"kf{j}") for j in range(C)]
+            self.qlo = [S(W, f"qlo{r}") for r in range(R)]       # code bit 0 per chunk channel
+            self.qhi = [S(W, f"qhi{r}") for r in range(R)]       # code bit 1 per chunk channel
+        self.ka = [S(8 * W, f"ka{j}") for j in range(C)]
+        self.kf = [S(8 * W, f"kf{j}") for j in range(C)]
         if plain:
             self.klo = self.khi = []
             self.qs = [Const(0, 1), Const(0, 1), S(1, "qset2"), S(1, "qset3")]
             self.ks = [Const(0, 1), Const(0, 1), S(1, "kset2"), S(1, "kset3")]
         else:
-            self.klo = [S(D, f"klo{j}") for j in range(C)]
-            self.khi = [S(D, f"khi{j}") for j in range(C)]
-            self.qs = [S(D, f"qset{v}") for v in range(4)]      # code v occurs among real rows
-            self.ks = [S(D, f"kset{v}") for v in range(4)]
+            self.klo = [S(W, f"klo{j}") for j in range(C)]
+            self.khi = [S(W, f"khi{j}") for j in range(C)]
+            self.qs = [S(W, f"qset{v}") for v in range(4)]      # code v occurs among real rows
+            self.ks = [S(W, f"kset{v}") for v in range(4)]
         self.rtok_a = [S(t.tok_width, f"rtok_a{r}") for r in range(R)]
         self.rtok_f = [S(t.tok_width, f"rtok_f{r}") for r in range(R)]
         self.rvalid = S(R, "rvalid")

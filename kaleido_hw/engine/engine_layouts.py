@@ -118,14 +118,13 @@ def engine_run_layout(geo: KaleidoGeometry) -> data.StructLayout:
 
 
 def chunk_layout(geo: KaleidoGeometry) -> data.StructLayout:
-    """One chunk as the controller hands it to the arrays: its group, its channels (a
-    bitmap over all channels, and ``chan[j]``: the j-th lowest of them, 0 past ``size``,
-    found once by the controller rather than by every array), their number, its plane
-    (= chunk index in the run), and whether it is the run's last chunk."""
+    """One chunk as the controller hands it to the arrays: its group, its channels
+    (``chan[j]``: the j-th lowest channel of the chunk, 0 past ``size``, found once by the
+    controller rather than by every array), their number, its plane (= chunk index in the
+    run), and whether it is the run's last chunk."""
     t = geo.tile
     return data.StructLayout({
         "group": unsigned(2),
-        "mask": unsigned(t.max_dim),
         "chan": data.ArrayLayout(unsigned(bits_for(t.max_dim - 1)), geo.chunk_width),
         "size": unsigned(t.dim_width),
         "plane": unsigned(geo.plane_width),

@@ -364,7 +364,7 @@ class KaleidoEngine(wiring.Component):
         with m.If(issue_chunk):
             m.d.sync += [
                 go.eq(1), waiting.eq(1), fresh.eq(0), grp.eq(src_g), rem.eq(after),
-                chunk.group.eq(src_g), chunk.mask.eq(mask), chunk.size.eq(popcount(mask)),
+                chunk.group.eq(src_g), chunk.size.eq(popcount(mask)),
                 chunk.chan.eq(Cat(*next_chan)),
                 chunk.plane.eq(plane_ctr), chunk.last.eq((after == 0) & ~more),
                 plane_ctr.eq(plane_ctr + 1),
@@ -513,7 +513,7 @@ class KaleidoEngine(wiring.Component):
         m.d.comb += [latch.eq(run.schedule & (kick | (go & ~chunk.last))),
                      pre_start.eq(run.schedule & (kick_d | (go & ~chunk.last)))]
         with m.If(latch):
-            m.d.sync += [pre.group.eq(src_g), pre.mask.eq(mask), pre.size.eq(popcount(mask)),
+            m.d.sync += [pre.group.eq(src_g), pre.size.eq(popcount(mask)),
                          pre.chan.eq(Cat(*next_chan))]
 
         feeding = Signal()
