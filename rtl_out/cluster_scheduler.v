@@ -125,19 +125,19 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
   wire \$208 ;
   wire \$209 ;
   wire \$21 ;
-  wire [20:0] \$210 ;
-  wire [21:0] \$211 ;
-  wire [20:0] \$212 ;
+  wire \$210 ;
+  wire \$211 ;
+  wire \$212 ;
   wire \$213 ;
   wire \$214 ;
   wire \$215 ;
   wire \$216 ;
   wire \$217 ;
   wire \$218 ;
-  wire \$219 ;
+  wire [20:0] \$219 ;
   wire \$22 ;
-  wire \$220 ;
-  wire \$221 ;
+  wire [21:0] \$220 ;
+  wire [20:0] \$221 ;
   wire \$222 ;
   wire \$223 ;
   wire \$224 ;
@@ -277,19 +277,19 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
   wire \$345 ;
   wire \$346 ;
   wire \$347 ;
-  wire [20:0] \$348 ;
-  wire [21:0] \$349 ;
+  wire \$348 ;
+  wire \$349 ;
   wire \$35 ;
-  wire [20:0] \$350 ;
+  wire \$350 ;
   wire \$351 ;
   wire \$352 ;
   wire \$353 ;
   wire \$354 ;
   wire \$355 ;
   wire \$356 ;
-  wire \$357 ;
-  wire \$358 ;
-  wire \$359 ;
+  wire [20:0] \$357 ;
+  wire [21:0] \$358 ;
+  wire [20:0] \$359 ;
   wire \$36 ;
   wire \$360 ;
   wire \$361 ;
@@ -431,308 +431,308 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
   wire \$484 ;
   wire \$485 ;
   wire \$486 ;
-  reg \$487  = 1'h0;
+  wire \$487 ;
   wire \$488 ;
-  reg \$489  = 1'h0;
+  wire \$489 ;
   wire \$49 ;
   wire \$490 ;
   wire \$491 ;
   wire \$492 ;
   wire \$493 ;
-  reg \$494  = 1'h0;
+  wire \$494 ;
   wire \$495 ;
-  wire \$496 ;
+  reg \$496  = 1'h0;
   wire \$497 ;
-  wire \$498 ;
+  reg \$498  = 1'h0;
   wire \$499 ;
   wire \$5 ;
   wire \$50 ;
   wire \$500 ;
   wire \$501 ;
   wire \$502 ;
-  wire [6:0] \$503 ;
-  wire [7:0] \$504 ;
-  reg [5:0] \$505 ;
-  reg [4:0] \$506 ;
+  reg \$503  = 1'h0;
+  wire \$504 ;
+  wire \$505 ;
+  wire \$506 ;
   wire \$507 ;
   wire \$508 ;
-  wire [6:0] \$509 ;
-  wire [20:0] \$51 ;
-  wire [7:0] \$510 ;
-  wire [8:0] \$511 ;
-  wire \$512 ;
-  wire [6:0] \$513 ;
-  wire [6:0] \$514 ;
-  wire \$515 ;
+  wire \$509 ;
+  wire \$51 ;
+  wire \$510 ;
+  wire \$511 ;
+  wire [6:0] \$512 ;
+  wire [7:0] \$513 ;
+  reg [5:0] \$514 ;
+  reg [4:0] \$515 ;
   wire \$516 ;
   wire \$517 ;
-  wire \$518 ;
-  wire \$519 ;
+  wire [6:0] \$518 ;
+  wire [7:0] \$519 ;
   wire \$52 ;
-  wire \$520 ;
-  wire [6:0] \$521 ;
+  wire [8:0] \$520 ;
+  wire \$521 ;
   wire [6:0] \$522 ;
-  wire \$523 ;
+  wire [6:0] \$523 ;
   wire \$524 ;
   wire \$525 ;
   wire \$526 ;
   wire \$527 ;
-  wire [15:0] \$528 ;
-  wire [15:0] \$529 ;
+  wire \$528 ;
+  wire \$529 ;
   wire \$53 ;
-  wire [1:0] \$530 ;
-  wire [15:0] \$531 ;
-  wire [15:0] \$532 ;
-  wire [1:0] \$533 ;
-  wire [2:0] \$534 ;
-  wire [15:0] \$535 ;
-  wire [15:0] \$536 ;
-  wire [1:0] \$537 ;
-  wire [15:0] \$538 ;
-  wire [15:0] \$539 ;
+  wire [6:0] \$530 ;
+  wire [6:0] \$531 ;
+  wire \$532 ;
+  wire \$533 ;
+  wire \$534 ;
+  wire \$535 ;
+  wire \$536 ;
+  wire \$537 ;
+  reg \$538  = 1'h0;
+  reg \$539  = 1'h0;
   wire \$54 ;
-  wire [1:0] \$540 ;
-  wire [2:0] \$541 ;
-  wire [3:0] \$542 ;
+  wire [15:0] \$540 ;
+  wire [15:0] \$541 ;
+  wire [1:0] \$542 ;
   wire [15:0] \$543 ;
   wire [15:0] \$544 ;
   wire [1:0] \$545 ;
-  wire [15:0] \$546 ;
+  wire [2:0] \$546 ;
   wire [15:0] \$547 ;
-  wire [1:0] \$548 ;
-  wire [2:0] \$549 ;
+  wire [15:0] \$548 ;
+  wire [1:0] \$549 ;
   wire \$55 ;
   wire [15:0] \$550 ;
   wire [15:0] \$551 ;
   wire [1:0] \$552 ;
-  wire [15:0] \$553 ;
-  wire [15:0] \$554 ;
-  wire [1:0] \$555 ;
-  wire [2:0] \$556 ;
-  wire [3:0] \$557 ;
-  wire [4:0] \$558 ;
+  wire [2:0] \$553 ;
+  wire [3:0] \$554 ;
+  wire [15:0] \$555 ;
+  wire [15:0] \$556 ;
+  wire [1:0] \$557 ;
+  wire [15:0] \$558 ;
   wire [15:0] \$559 ;
   wire \$56 ;
-  wire [15:0] \$560 ;
-  wire [1:0] \$561 ;
+  wire [1:0] \$560 ;
+  wire [2:0] \$561 ;
   wire [15:0] \$562 ;
   wire [15:0] \$563 ;
   wire [1:0] \$564 ;
-  wire [2:0] \$565 ;
+  wire [15:0] \$565 ;
   wire [15:0] \$566 ;
-  wire [15:0] \$567 ;
-  wire [1:0] \$568 ;
-  wire [15:0] \$569 ;
+  wire [1:0] \$567 ;
+  wire [2:0] \$568 ;
+  wire [3:0] \$569 ;
   wire \$57 ;
-  wire [15:0] \$570 ;
-  wire [1:0] \$571 ;
-  wire [2:0] \$572 ;
-  wire [3:0] \$573 ;
+  wire [4:0] \$570 ;
+  wire [15:0] \$571 ;
+  wire [15:0] \$572 ;
+  wire [1:0] \$573 ;
   wire [15:0] \$574 ;
   wire [15:0] \$575 ;
   wire [1:0] \$576 ;
-  wire [15:0] \$577 ;
+  wire [2:0] \$577 ;
   wire [15:0] \$578 ;
-  wire [1:0] \$579 ;
+  wire [15:0] \$579 ;
   wire \$58 ;
-  wire [2:0] \$580 ;
+  wire [1:0] \$580 ;
   wire [15:0] \$581 ;
   wire [15:0] \$582 ;
   wire [1:0] \$583 ;
-  wire [15:0] \$584 ;
-  wire [15:0] \$585 ;
-  wire [1:0] \$586 ;
-  wire [2:0] \$587 ;
-  wire [3:0] \$588 ;
-  wire [4:0] \$589 ;
+  wire [2:0] \$584 ;
+  wire [3:0] \$585 ;
+  wire [15:0] \$586 ;
+  wire [15:0] \$587 ;
+  wire [1:0] \$588 ;
+  wire [15:0] \$589 ;
   wire \$59 ;
   wire [15:0] \$590 ;
-  wire [15:0] \$591 ;
-  wire [1:0] \$592 ;
+  wire [1:0] \$591 ;
+  wire [2:0] \$592 ;
   wire [15:0] \$593 ;
   wire [15:0] \$594 ;
   wire [1:0] \$595 ;
-  wire [2:0] \$596 ;
+  wire [15:0] \$596 ;
   wire [15:0] \$597 ;
-  wire [15:0] \$598 ;
-  wire [1:0] \$599 ;
+  wire [1:0] \$598 ;
+  wire [2:0] \$599 ;
   wire \$6 ;
   wire \$60 ;
-  wire [15:0] \$600 ;
-  wire [15:0] \$601 ;
-  wire [1:0] \$602 ;
-  wire [2:0] \$603 ;
-  wire [3:0] \$604 ;
+  wire [3:0] \$600 ;
+  wire [4:0] \$601 ;
+  wire [15:0] \$602 ;
+  wire [15:0] \$603 ;
+  wire [1:0] \$604 ;
   wire [15:0] \$605 ;
   wire [15:0] \$606 ;
   wire [1:0] \$607 ;
-  wire [15:0] \$608 ;
+  wire [2:0] \$608 ;
   wire [15:0] \$609 ;
-  wire \$61 ;
-  wire [1:0] \$610 ;
-  wire [2:0] \$611 ;
+  wire [20:0] \$61 ;
+  wire [15:0] \$610 ;
+  wire [1:0] \$611 ;
   wire [15:0] \$612 ;
   wire [15:0] \$613 ;
   wire [1:0] \$614 ;
-  wire [15:0] \$615 ;
-  wire [15:0] \$616 ;
-  wire [1:0] \$617 ;
-  wire [2:0] \$618 ;
-  wire [3:0] \$619 ;
-  wire [21:0] \$62 ;
-  wire [4:0] \$620 ;
+  wire [2:0] \$615 ;
+  wire [3:0] \$616 ;
+  wire [15:0] \$617 ;
+  wire [15:0] \$618 ;
+  wire [1:0] \$619 ;
+  wire \$62 ;
+  wire [15:0] \$620 ;
   wire [15:0] \$621 ;
-  wire [15:0] \$622 ;
-  wire [1:0] \$623 ;
+  wire [1:0] \$622 ;
+  wire [2:0] \$623 ;
   wire [15:0] \$624 ;
   wire [15:0] \$625 ;
   wire [1:0] \$626 ;
-  wire [2:0] \$627 ;
+  wire [15:0] \$627 ;
   wire [15:0] \$628 ;
-  wire [15:0] \$629 ;
-  wire [20:0] \$63 ;
-  wire [1:0] \$630 ;
-  wire [15:0] \$631 ;
-  wire [15:0] \$632 ;
-  wire [1:0] \$633 ;
-  wire [2:0] \$634 ;
-  wire [3:0] \$635 ;
+  wire [1:0] \$629 ;
+  wire \$63 ;
+  wire [2:0] \$630 ;
+  wire [3:0] \$631 ;
+  wire [4:0] \$632 ;
+  wire [15:0] \$633 ;
+  wire [15:0] \$634 ;
+  wire [1:0] \$635 ;
   wire [15:0] \$636 ;
   wire [15:0] \$637 ;
   wire [1:0] \$638 ;
-  wire [15:0] \$639 ;
+  wire [2:0] \$639 ;
   wire \$64 ;
   wire [15:0] \$640 ;
-  wire [1:0] \$641 ;
-  wire [2:0] \$642 ;
+  wire [15:0] \$641 ;
+  wire [1:0] \$642 ;
   wire [15:0] \$643 ;
   wire [15:0] \$644 ;
   wire [1:0] \$645 ;
-  wire [15:0] \$646 ;
-  wire [15:0] \$647 ;
-  wire [1:0] \$648 ;
-  wire [2:0] \$649 ;
+  wire [2:0] \$646 ;
+  wire [3:0] \$647 ;
+  wire [15:0] \$648 ;
+  wire [15:0] \$649 ;
   wire \$65 ;
-  wire [3:0] \$650 ;
-  wire [4:0] \$651 ;
-  wire \$652 ;
-  wire [5:0] \$653 ;
-  wire \$654 ;
-  wire [5:0] \$655 ;
-  wire \$656 ;
-  wire [5:0] \$657 ;
-  wire \$658 ;
-  wire [5:0] \$659 ;
+  wire [1:0] \$650 ;
+  wire [15:0] \$651 ;
+  wire [15:0] \$652 ;
+  wire [1:0] \$653 ;
+  wire [2:0] \$654 ;
+  wire [15:0] \$655 ;
+  wire [15:0] \$656 ;
+  wire [1:0] \$657 ;
+  wire [15:0] \$658 ;
+  wire [15:0] \$659 ;
   wire \$66 ;
-  wire \$660 ;
-  wire \$661 ;
-  wire [6:0] \$662 ;
-  wire [6:0] \$663 ;
+  wire [1:0] \$660 ;
+  wire [2:0] \$661 ;
+  wire [3:0] \$662 ;
+  wire [4:0] \$663 ;
   wire \$664 ;
-  wire [4:0] \$665 ;
-  wire [4:0] \$666 ;
-  wire \$667 ;
+  wire [5:0] \$665 ;
+  wire \$666 ;
+  wire [5:0] \$667 ;
   wire \$668 ;
-  wire [2:0] \$669 ;
+  wire [5:0] \$669 ;
   wire \$67 ;
-  wire [2:0] \$670 ;
-  wire \$671 ;
+  wire \$670 ;
+  wire [5:0] \$671 ;
   wire \$672 ;
   wire \$673 ;
-  reg \$674  = 1'h0;
-  wire \$675 ;
+  wire [6:0] \$674 ;
+  wire [6:0] \$675 ;
   wire \$676 ;
-  wire \$677 ;
-  wire \$678 ;
+  wire [4:0] \$677 ;
+  wire [4:0] \$678 ;
   wire \$679 ;
   wire \$68 ;
   wire \$680 ;
-  wire \$681 ;
-  wire \$682 ;
+  wire [2:0] \$681 ;
+  wire [2:0] \$682 ;
   wire \$683 ;
   wire \$684 ;
   wire \$685 ;
-  wire \$686 ;
+  reg \$686  = 1'h0;
   wire \$687 ;
-  reg [6:0] \$688 ;
-  reg [5:0] \$689 ;
+  wire \$688 ;
+  wire \$689 ;
   wire \$69 ;
-  reg [15:0] \$690 ;
-  reg [15:0] \$691 ;
-  reg [15:0] \$692 ;
-  reg [15:0] \$693 ;
-  reg [5:0] \$694 ;
-  reg [5:0] \$695 ;
-  reg [5:0] \$696 ;
-  reg [5:0] \$697 ;
-  reg [15:0] \$698 ;
-  reg [5:0] \$699 ;
+  wire \$690 ;
+  wire \$691 ;
+  wire \$692 ;
+  wire \$693 ;
+  wire \$694 ;
+  wire \$695 ;
+  wire \$696 ;
+  wire \$697 ;
+  wire \$698 ;
+  wire \$699 ;
   wire \$7 ;
   wire \$70 ;
-  reg \$700 ;
-  reg \$701 ;
+  reg [6:0] \$700 ;
+  reg [5:0] \$701 ;
   reg [15:0] \$702 ;
   reg [15:0] \$703 ;
   reg [15:0] \$704 ;
   reg [15:0] \$705 ;
-  reg \$706  = 1'h0;
-  reg \$707 ;
-  reg \$708  = 1'h0;
-  reg \$709 ;
-  wire \$71 ;
-  reg \$710  = 1'h0;
-  reg \$711 ;
-  reg \$712  = 1'h0;
+  reg [5:0] \$706 ;
+  reg [5:0] \$707 ;
+  reg [5:0] \$708 ;
+  reg [5:0] \$709 ;
+  wire [21:0] \$71 ;
+  reg [15:0] \$710 ;
+  reg [5:0] \$711 ;
+  reg \$712 ;
   reg \$713 ;
-  reg \$714 ;
-  reg \$715 ;
-  reg \$716 ;
-  reg \$717 ;
-  reg [32:0] \$718 ;
-  reg [4:0] \$719 ;
-  wire \$72 ;
-  reg [4:0] \$720 ;
-  reg [4:0] \$721 ;
-  reg [4:0] \$722 ;
-  reg [4:0] \$723 ;
-  reg [4:0] \$724 ;
-  reg [4:0] \$725 ;
-  reg [4:0] \$726 ;
+  reg [15:0] \$714 ;
+  reg [15:0] \$715 ;
+  reg [15:0] \$716 ;
+  reg [15:0] \$717 ;
+  reg \$718 ;
+  reg \$719 ;
+  wire [20:0] \$72 ;
+  reg \$720  = 1'h0;
+  reg \$721 ;
+  reg \$722  = 1'h0;
+  reg \$723 ;
+  reg \$724  = 1'h0;
+  reg \$725 ;
+  reg \$726  = 1'h0;
   reg \$727 ;
-  reg [1:0] \$728  = 2'h0;
-  reg [1:0] \$729 ;
+  reg \$728  = 1'h0;
+  reg \$729 ;
   wire \$73 ;
-  reg \$730 ;
-  reg [5:0] \$731 ;
-  reg [3:0] \$732 ;
-  reg [1:0] \$733 ;
+  reg \$730  = 1'h0;
+  reg \$731 ;
+  reg [32:0] \$732 ;
+  reg \$733 ;
   reg \$734 ;
-  reg [1:0] \$735 ;
-  wire \$736 ;
-  wire \$737 ;
-  wire \$738 ;
-  wire \$739 ;
+  reg \$735 ;
+  reg \$736 ;
+  reg [32:0] \$737 ;
+  reg [15:0] \$738 ;
+  reg [15:0] \$739 ;
   wire \$74 ;
-  wire \$740 ;
-  wire \$741 ;
-  wire \$742 ;
-  wire \$743 ;
-  wire \$744 ;
-  wire \$745 ;
-  wire \$746 ;
-  wire \$747 ;
-  wire \$748 ;
-  wire \$749 ;
+  reg [15:0] \$740 ;
+  reg [15:0] \$741 ;
+  reg [4:0] \$742 ;
+  reg [4:0] \$743 ;
+  reg [4:0] \$744 ;
+  reg [4:0] \$745 ;
+  reg [4:0] \$746 ;
+  reg [4:0] \$747 ;
+  reg [4:0] \$748 ;
+  reg [4:0] \$749 ;
   wire \$75 ;
-  wire \$750 ;
-  wire \$751 ;
-  wire \$752 ;
-  wire \$753 ;
-  wire \$754 ;
-  wire \$755 ;
-  wire \$756 ;
-  wire \$757 ;
-  wire \$758 ;
+  reg \$750 ;
+  reg [1:0] \$751  = 2'h0;
+  reg [1:0] \$752 ;
+  reg \$753 ;
+  reg [5:0] \$754 ;
+  reg [3:0] \$755 ;
+  reg [1:0] \$756 ;
+  reg \$757 ;
+  reg [1:0] \$758 ;
   wire \$759 ;
   wire \$76 ;
   wire \$760 ;
@@ -795,9 +795,9 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
   wire \$811 ;
   wire \$812 ;
   wire \$813 ;
-  wire [20:0] \$814 ;
-  wire [21:0] \$815 ;
-  wire [20:0] \$816 ;
+  wire \$814 ;
+  wire \$815 ;
+  wire \$816 ;
   wire \$817 ;
   wire \$818 ;
   wire \$819 ;
@@ -820,9 +820,9 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
   wire \$834 ;
   wire \$835 ;
   wire \$836 ;
-  wire \$837 ;
-  wire \$838 ;
-  wire \$839 ;
+  wire [20:0] \$837 ;
+  wire [21:0] \$838 ;
+  wire [20:0] \$839 ;
   wire \$84 ;
   wire \$840 ;
   wire \$841 ;
@@ -853,11 +853,25 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
   wire \$864 ;
   wire \$865 ;
   wire \$866 ;
-  reg \$867  = 0;
-  (* init = 1'h0 *)
+  wire \$867 ;
   wire \$868 ;
+  wire \$869 ;
   wire \$87 ;
+  wire \$870 ;
+  wire \$871 ;
+  wire \$872 ;
+  wire \$873 ;
+  wire \$874 ;
+  wire \$875 ;
+  wire \$876 ;
+  wire \$877 ;
+  wire \$878 ;
+  wire \$879 ;
   wire \$88 ;
+  wire \$880 ;
+  reg \$881  = 0;
+  (* init = 1'h0 *)
+  wire \$882 ;
   wire \$89 ;
   wire \$9 ;
   wire \$90 ;
@@ -886,6 +900,8 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
   wire [16:0] \qr__data.token_id ;
   wire [15:0] \qw__data.pattern ;
   wire [16:0] \qw__data.token_id ;
+  wire [15:0] \r_entry.pattern ;
+  wire [16:0] \r_entry.token_id ;
   reg [32:0] _0_;
   reg [32:0] _1_;
   reg [4:0] a_dist0 = 5'h00;
@@ -964,6 +980,10 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
   reg [15:0] piv_load1 = 16'h0000;
   reg [15:0] piv_load2 = 16'h0000;
   reg [15:0] piv_load3 = 16'h0000;
+  reg [15:0] piv_next0 = 16'h0000;
+  reg [15:0] piv_next1 = 16'h0000;
+  reg [15:0] piv_next2 = 16'h0000;
+  reg [15:0] piv_next3 = 16'h0000;
   wire pop;
   wire push;
   reg [5:0] qr__addr = 6'h00;
@@ -972,6 +992,7 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
   reg [5:0] qw__addr = 6'h00;
   wire [32:0] qw__data;
   wire qw__en;
+  reg [32:0] r_entry = 33'h000000000;
   input rst;
   wire rst;
   wire start;
@@ -1000,1030 +1021,909 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
     end
   end
   assign qr__data = _1_;
-  assign \$3  = \$4  ^ lfsr[14];
-  assign \$5  = \$6  ^ lfsr[3];
-  assign \$7  = \$5  ^ lfsr[4];
-  assign \$8  = \$7  ^ lfsr[5];
-  assign \$9  = \$8  ^ lfsr[6];
-  assign \$10  = \$9  ^ lfsr[7];
-  assign \$11  = \$10  ^ lfsr[8];
-  assign \$12  = \$11  ^ lfsr[10];
-  assign \$13  = \$12  ^ lfsr[11];
-  assign \$14  = \$13  ^ lfsr[15];
+  assign \$3  = \$4  ^ lfsr[15];
+  assign \$5  = \$6  ^ lfsr[2];
+  assign \$7  = \$5  ^ lfsr[3];
+  assign \$8  = \$7  ^ lfsr[4];
+  assign \$9  = \$8  ^ lfsr[5];
+  assign \$10  = \$9  ^ lfsr[6];
+  assign \$11  = \$10  ^ lfsr[7];
+  assign \$12  = \$11  ^ lfsr[9];
+  assign \$13  = \$12  ^ lfsr[10];
+  assign \$14  = \$13  ^ lfsr[14];
   assign \$15  = \$16  ^ lfsr[3];
   assign \$17  = \$15  ^ lfsr[4];
-  assign \$18  = \$17  ^ lfsr[6];
-  assign \$19  = \$18  ^ lfsr[7];
-  assign \$20  = \$19  ^ lfsr[8];
-  assign \$21  = \$20  ^ lfsr[9];
-  assign \$22  = \$21  ^ lfsr[11];
-  assign \$23  = \$22  ^ lfsr[12];
-  assign \$24  = \$25  ^ lfsr[4];
-  assign \$26  = \$24  ^ lfsr[5];
-  assign \$27  = \$26  ^ lfsr[7];
-  assign \$28  = \$27  ^ lfsr[8];
-  assign \$29  = \$28  ^ lfsr[9];
-  assign \$30  = \$29  ^ lfsr[10];
-  assign \$31  = \$30  ^ lfsr[12];
-  assign \$32  = \$31  ^ lfsr[13];
-  assign \$33  = \$34  ^ lfsr[5];
-  assign \$35  = \$33  ^ lfsr[6];
-  assign \$36  = \$35  ^ lfsr[8];
-  assign \$37  = \$36  ^ lfsr[9];
-  assign \$38  = \$37  ^ lfsr[10];
-  assign \$39  = \$38  ^ lfsr[11];
-  assign \$40  = \$39  ^ lfsr[13];
-  assign \$41  = \$40  ^ lfsr[14];
-  assign \$42  = \$43  ^ lfsr[6];
-  assign \$44  = \$42  ^ lfsr[7];
-  assign \$45  = \$44  ^ lfsr[9];
-  assign \$46  = \$45  ^ lfsr[10];
-  assign \$47  = \$46  ^ lfsr[11];
-  assign \$48  = \$47  ^ lfsr[12];
-  assign \$49  = \$48  ^ lfsr[14];
-  assign \$50  = \$49  ^ lfsr[15];
-  assign \$51  = { \$50 , \$41 , \$32 , \$23 , \$14 , \$3 , \$52 , \$53 , \$54 , \$55 , \$56 , \$57 , \$58 , \$59 , \$60 , \$61  } * 5'h10;
-  assign \$62  = 5'h10 + \$63 ;
-  assign \$64  = \$65  ^ lfsr[2];
-  assign \$66  = \$64  ^ lfsr[3];
-  assign \$67  = \$66  ^ lfsr[4];
-  assign \$68  = \$67  ^ lfsr[5];
-  assign \$69  = \$68  ^ lfsr[7];
-  assign \$70  = \$69  ^ lfsr[8];
-  assign \$71  = \$70  ^ lfsr[10];
-  assign \$72  = \$71  ^ lfsr[11];
-  assign \$73  = \$72  ^ lfsr[12];
-  assign \$74  = \$73  ^ lfsr[13];
-  assign \$75  = \$74  ^ lfsr[15];
-  assign \$76  = \$77  ^ lfsr[1];
-  assign \$78  = \$76  ^ lfsr[2];
-  assign \$79  = \$78  ^ lfsr[4];
-  assign \$80  = \$79  ^ lfsr[6];
-  assign \$81  = \$80  ^ lfsr[8];
-  assign \$82  = \$81  ^ lfsr[9];
-  assign \$83  = \$82  ^ lfsr[11];
-  assign \$84  = \$83  ^ lfsr[12];
-  assign \$85  = \$84  ^ lfsr[13];
-  assign \$86  = \$85  ^ lfsr[14];
-  assign \$87  = \$88  ^ lfsr[2];
-  assign \$89  = \$87  ^ lfsr[3];
-  assign \$90  = \$89  ^ lfsr[5];
-  assign \$91  = \$90  ^ lfsr[7];
-  assign \$92  = \$91  ^ lfsr[9];
-  assign \$93  = \$92  ^ lfsr[10];
-  assign \$94  = \$93  ^ lfsr[12];
-  assign \$95  = \$94  ^ lfsr[13];
-  assign \$96  = \$95  ^ lfsr[14];
-  assign \$97  = \$96  ^ lfsr[15];
-  assign \$98  = \$99  ^ lfsr[4];
-  assign \$100  = \$98  ^ lfsr[5];
-  assign \$101  = \$100  ^ lfsr[6];
-  assign \$102  = \$101  ^ lfsr[8];
-  assign \$103  = \$102  ^ lfsr[10];
-  assign \$104  = \$103  ^ lfsr[11];
-  assign \$105  = \$104  ^ lfsr[13];
-  assign \$106  = \$105  ^ lfsr[14];
-  assign \$107  = \$106  ^ lfsr[15];
-  assign \$108  = \$109  ^ lfsr[1];
-  assign \$110  = \$108  ^ lfsr[2];
-  assign \$111  = \$110  ^ lfsr[3];
-  assign \$112  = \$111  ^ lfsr[6];
-  assign \$113  = \$112  ^ lfsr[7];
-  assign \$114  = \$113  ^ lfsr[9];
-  assign \$115  = \$114  ^ lfsr[11];
-  assign \$116  = \$115  ^ lfsr[12];
-  assign \$117  = \$116  ^ lfsr[14];
-  assign \$118  = \$117  ^ lfsr[15];
-  assign \$119  = \$120  ^ lfsr[1];
-  assign \$121  = \$119  ^ lfsr[4];
-  assign \$122  = \$121  ^ lfsr[5];
-  assign \$123  = \$122  ^ lfsr[7];
-  assign \$124  = \$123  ^ lfsr[8];
-  assign \$125  = \$124  ^ lfsr[10];
-  assign \$126  = \$125  ^ lfsr[12];
-  assign \$127  = \$126  ^ lfsr[13];
-  assign \$128  = \$127  ^ lfsr[15];
-  assign \$129  = \$130  ^ lfsr[1];
-  assign \$131  = \$129  ^ lfsr[3];
-  assign \$132  = \$131  ^ lfsr[6];
+  assign \$18  = \$17  ^ lfsr[5];
+  assign \$19  = \$18  ^ lfsr[6];
+  assign \$20  = \$19  ^ lfsr[7];
+  assign \$21  = \$20  ^ lfsr[8];
+  assign \$22  = \$21  ^ lfsr[10];
+  assign \$23  = \$22  ^ lfsr[11];
+  assign \$24  = \$23  ^ lfsr[15];
+  assign \$25  = \$26  ^ lfsr[3];
+  assign \$27  = \$25  ^ lfsr[4];
+  assign \$28  = \$27  ^ lfsr[6];
+  assign \$29  = \$28  ^ lfsr[7];
+  assign \$30  = \$29  ^ lfsr[8];
+  assign \$31  = \$30  ^ lfsr[9];
+  assign \$32  = \$31  ^ lfsr[11];
+  assign \$33  = \$32  ^ lfsr[12];
+  assign \$34  = \$35  ^ lfsr[4];
+  assign \$36  = \$34  ^ lfsr[5];
+  assign \$37  = \$36  ^ lfsr[7];
+  assign \$38  = \$37  ^ lfsr[8];
+  assign \$39  = \$38  ^ lfsr[9];
+  assign \$40  = \$39  ^ lfsr[10];
+  assign \$41  = \$40  ^ lfsr[12];
+  assign \$42  = \$41  ^ lfsr[13];
+  assign \$43  = \$44  ^ lfsr[5];
+  assign \$45  = \$43  ^ lfsr[6];
+  assign \$46  = \$45  ^ lfsr[8];
+  assign \$47  = \$46  ^ lfsr[9];
+  assign \$48  = \$47  ^ lfsr[10];
+  assign \$49  = \$48  ^ lfsr[11];
+  assign \$50  = \$49  ^ lfsr[13];
+  assign \$51  = \$50  ^ lfsr[14];
+  assign \$52  = \$53  ^ lfsr[6];
+  assign \$54  = \$52  ^ lfsr[7];
+  assign \$55  = \$54  ^ lfsr[9];
+  assign \$56  = \$55  ^ lfsr[10];
+  assign \$57  = \$56  ^ lfsr[11];
+  assign \$58  = \$57  ^ lfsr[12];
+  assign \$59  = \$58  ^ lfsr[14];
+  assign \$60  = \$59  ^ lfsr[15];
+  assign \$61  = { \$60 , \$51 , \$42 , \$33 , \$24 , \$14 , \$3 , \$62 , \$63 , \$64 , \$65 , \$66 , \$67 , \$68 , \$69 , \$70  } * 5'h10;
+  assign \$71  = 5'h10 + \$72 ;
+  assign \$73  = \$74  ^ lfsr[2];
+  assign \$75  = \$73  ^ lfsr[3];
+  assign \$76  = \$75  ^ lfsr[4];
+  assign \$77  = \$76  ^ lfsr[5];
+  assign \$78  = \$77  ^ lfsr[7];
+  assign \$79  = \$78  ^ lfsr[8];
+  assign \$80  = \$79  ^ lfsr[10];
+  assign \$81  = \$80  ^ lfsr[11];
+  assign \$82  = \$81  ^ lfsr[12];
+  assign \$83  = \$82  ^ lfsr[13];
+  assign \$84  = \$83  ^ lfsr[15];
+  assign \$85  = \$86  ^ lfsr[1];
+  assign \$87  = \$85  ^ lfsr[2];
+  assign \$88  = \$87  ^ lfsr[4];
+  assign \$89  = \$88  ^ lfsr[6];
+  assign \$90  = \$89  ^ lfsr[8];
+  assign \$91  = \$90  ^ lfsr[9];
+  assign \$92  = \$91  ^ lfsr[11];
+  assign \$93  = \$92  ^ lfsr[12];
+  assign \$94  = \$93  ^ lfsr[13];
+  assign \$95  = \$94  ^ lfsr[14];
+  assign \$96  = \$97  ^ lfsr[2];
+  assign \$98  = \$96  ^ lfsr[3];
+  assign \$99  = \$98  ^ lfsr[5];
+  assign \$100  = \$99  ^ lfsr[7];
+  assign \$101  = \$100  ^ lfsr[9];
+  assign \$102  = \$101  ^ lfsr[10];
+  assign \$103  = \$102  ^ lfsr[12];
+  assign \$104  = \$103  ^ lfsr[13];
+  assign \$105  = \$104  ^ lfsr[14];
+  assign \$106  = \$105  ^ lfsr[15];
+  assign \$107  = \$108  ^ lfsr[4];
+  assign \$109  = \$107  ^ lfsr[5];
+  assign \$110  = \$109  ^ lfsr[6];
+  assign \$111  = \$110  ^ lfsr[8];
+  assign \$112  = \$111  ^ lfsr[10];
+  assign \$113  = \$112  ^ lfsr[11];
+  assign \$114  = \$113  ^ lfsr[13];
+  assign \$115  = \$114  ^ lfsr[14];
+  assign \$116  = \$115  ^ lfsr[15];
+  assign \$117  = \$118  ^ lfsr[1];
+  assign \$119  = \$117  ^ lfsr[2];
+  assign \$120  = \$119  ^ lfsr[3];
+  assign \$121  = \$120  ^ lfsr[6];
+  assign \$122  = \$121  ^ lfsr[7];
+  assign \$123  = \$122  ^ lfsr[9];
+  assign \$124  = \$123  ^ lfsr[11];
+  assign \$125  = \$124  ^ lfsr[12];
+  assign \$126  = \$125  ^ lfsr[14];
+  assign \$127  = \$126  ^ lfsr[15];
+  assign \$128  = \$129  ^ lfsr[1];
+  assign \$130  = \$128  ^ lfsr[4];
+  assign \$131  = \$130  ^ lfsr[5];
+  assign \$132  = \$131  ^ lfsr[7];
   assign \$133  = \$132  ^ lfsr[8];
-  assign \$134  = \$133  ^ lfsr[9];
-  assign \$135  = \$134  ^ lfsr[11];
+  assign \$134  = \$133  ^ lfsr[10];
+  assign \$135  = \$134  ^ lfsr[12];
   assign \$136  = \$135  ^ lfsr[13];
-  assign \$137  = \$136  ^ lfsr[14];
-  assign \$138  = \$139  ^ lfsr[2];
-  assign \$140  = \$138  ^ lfsr[4];
-  assign \$141  = \$140  ^ lfsr[7];
-  assign \$142  = \$141  ^ lfsr[9];
-  assign \$143  = \$142  ^ lfsr[10];
-  assign \$144  = \$143  ^ lfsr[12];
-  assign \$145  = \$144  ^ lfsr[14];
-  assign \$146  = \$145  ^ lfsr[15];
-  assign \$147  = \$148  ^ lfsr[8];
-  assign \$149  = \$147  ^ lfsr[10];
-  assign \$150  = \$149  ^ lfsr[11];
-  assign \$151  = \$150  ^ lfsr[13];
-  assign \$152  = \$151  ^ lfsr[15];
-  assign \$153  = \$154  ^ lfsr[1];
-  assign \$155  = \$153  ^ lfsr[2];
-  assign \$156  = \$155  ^ lfsr[3];
-  assign \$157  = \$156  ^ lfsr[5];
-  assign \$158  = \$157  ^ lfsr[9];
+  assign \$137  = \$136  ^ lfsr[15];
+  assign \$138  = \$139  ^ lfsr[1];
+  assign \$140  = \$138  ^ lfsr[3];
+  assign \$141  = \$140  ^ lfsr[6];
+  assign \$142  = \$141  ^ lfsr[8];
+  assign \$143  = \$142  ^ lfsr[9];
+  assign \$144  = \$143  ^ lfsr[11];
+  assign \$145  = \$144  ^ lfsr[13];
+  assign \$146  = \$145  ^ lfsr[14];
+  assign \$147  = \$148  ^ lfsr[2];
+  assign \$149  = \$147  ^ lfsr[4];
+  assign \$150  = \$149  ^ lfsr[7];
+  assign \$151  = \$150  ^ lfsr[9];
+  assign \$152  = \$151  ^ lfsr[10];
+  assign \$153  = \$152  ^ lfsr[12];
+  assign \$154  = \$153  ^ lfsr[14];
+  assign \$155  = \$154  ^ lfsr[15];
+  assign \$156  = \$157  ^ lfsr[8];
+  assign \$158  = \$156  ^ lfsr[10];
   assign \$159  = \$158  ^ lfsr[11];
-  assign \$160  = \$159  ^ lfsr[12];
-  assign \$161  = \$160  ^ lfsr[14];
-  assign \$162  = \$163  ^ lfsr[2];
-  assign \$164  = \$162  ^ lfsr[3];
-  assign \$165  = \$164  ^ lfsr[4];
-  assign \$166  = \$165  ^ lfsr[6];
-  assign \$167  = \$166  ^ lfsr[10];
-  assign \$168  = \$167  ^ lfsr[12];
-  assign \$169  = \$168  ^ lfsr[13];
-  assign \$170  = \$169  ^ lfsr[15];
-  assign \$171  = \$172  ^ lfsr[4];
-  assign \$173  = \$171  ^ lfsr[7];
-  assign \$174  = \$173  ^ lfsr[11];
-  assign \$175  = \$174  ^ lfsr[13];
-  assign \$176  = \$175  ^ lfsr[14];
-  assign \$177  = \$178  ^ lfsr[5];
-  assign \$179  = \$177  ^ lfsr[8];
-  assign \$180  = \$179  ^ lfsr[12];
-  assign \$181  = \$180  ^ lfsr[14];
-  assign \$182  = \$181  ^ lfsr[15];
-  assign \$183  = \$184  ^ lfsr[3];
-  assign \$185  = \$183  ^ lfsr[5];
-  assign \$186  = \$185  ^ lfsr[6];
-  assign \$187  = \$186  ^ lfsr[9];
-  assign \$188  = \$187  ^ lfsr[13];
-  assign \$189  = \$188  ^ lfsr[15];
-  assign \$190  = \$191  ^ lfsr[1];
-  assign \$192  = \$190  ^ lfsr[2];
-  assign \$193  = \$192  ^ lfsr[3];
-  assign \$194  = \$193  ^ lfsr[4];
-  assign \$195  = \$194  ^ lfsr[5];
-  assign \$196  = \$195  ^ lfsr[6];
-  assign \$197  = \$196  ^ lfsr[7];
-  assign \$198  = \$197  ^ lfsr[10];
-  assign \$199  = \$198  ^ lfsr[14];
-  assign \$200  = \$201  ^ lfsr[2];
-  assign \$202  = \$200  ^ lfsr[3];
+  assign \$160  = \$159  ^ lfsr[13];
+  assign \$161  = \$160  ^ lfsr[15];
+  assign \$162  = \$163  ^ lfsr[1];
+  assign \$164  = \$162  ^ lfsr[2];
+  assign \$165  = \$164  ^ lfsr[3];
+  assign \$166  = \$165  ^ lfsr[5];
+  assign \$167  = \$166  ^ lfsr[9];
+  assign \$168  = \$167  ^ lfsr[11];
+  assign \$169  = \$168  ^ lfsr[12];
+  assign \$170  = \$169  ^ lfsr[14];
+  assign \$171  = \$172  ^ lfsr[2];
+  assign \$173  = \$171  ^ lfsr[3];
+  assign \$174  = \$173  ^ lfsr[4];
+  assign \$175  = \$174  ^ lfsr[6];
+  assign \$176  = \$175  ^ lfsr[10];
+  assign \$177  = \$176  ^ lfsr[12];
+  assign \$178  = \$177  ^ lfsr[13];
+  assign \$179  = \$178  ^ lfsr[15];
+  assign \$180  = \$181  ^ lfsr[4];
+  assign \$182  = \$180  ^ lfsr[7];
+  assign \$183  = \$182  ^ lfsr[11];
+  assign \$184  = \$183  ^ lfsr[13];
+  assign \$185  = \$184  ^ lfsr[14];
+  assign \$186  = \$187  ^ lfsr[5];
+  assign \$188  = \$186  ^ lfsr[8];
+  assign \$189  = \$188  ^ lfsr[12];
+  assign \$190  = \$189  ^ lfsr[14];
+  assign \$191  = \$190  ^ lfsr[15];
+  assign \$192  = \$193  ^ lfsr[3];
+  assign \$194  = \$192  ^ lfsr[5];
+  assign \$195  = \$194  ^ lfsr[6];
+  assign \$196  = \$195  ^ lfsr[9];
+  assign \$197  = \$196  ^ lfsr[13];
+  assign \$198  = \$197  ^ lfsr[15];
+  assign \$199  = \$200  ^ lfsr[1];
+  assign \$201  = \$199  ^ lfsr[2];
+  assign \$202  = \$201  ^ lfsr[3];
   assign \$203  = \$202  ^ lfsr[4];
   assign \$204  = \$203  ^ lfsr[5];
   assign \$205  = \$204  ^ lfsr[6];
   assign \$206  = \$205  ^ lfsr[7];
-  assign \$207  = \$206  ^ lfsr[8];
-  assign \$208  = \$207  ^ lfsr[11];
-  assign \$209  = \$208  ^ lfsr[15];
-  assign \$210  = { \$209 , \$199 , \$189 , \$182 , \$176 , \$170 , \$161 , \$152 , \$146 , \$137 , \$128 , \$118 , \$107 , \$97 , \$86 , \$75  } * 5'h10;
-  assign \$211  = 6'h20 + \$212 ;
-  assign \$213  = \$214  ^ lfsr[4];
-  assign \$215  = \$213  ^ lfsr[6];
-  assign \$216  = \$215  ^ lfsr[7];
-  assign \$217  = \$216  ^ lfsr[8];
-  assign \$218  = \$217  ^ lfsr[9];
-  assign \$219  = \$218  ^ lfsr[12];
-  assign \$220  = \$221  ^ lfsr[5];
-  assign \$222  = \$220  ^ lfsr[7];
-  assign \$223  = \$222  ^ lfsr[8];
-  assign \$224  = \$223  ^ lfsr[9];
-  assign \$225  = \$224  ^ lfsr[10];
-  assign \$226  = \$225  ^ lfsr[13];
-  assign \$227  = \$228  ^ lfsr[6];
-  assign \$229  = \$227  ^ lfsr[8];
-  assign \$230  = \$229  ^ lfsr[9];
-  assign \$231  = \$230  ^ lfsr[10];
-  assign \$232  = \$231  ^ lfsr[11];
-  assign \$233  = \$232  ^ lfsr[14];
-  assign \$234  = \$235  ^ lfsr[7];
-  assign \$236  = \$234  ^ lfsr[9];
-  assign \$237  = \$236  ^ lfsr[10];
-  assign \$238  = \$237  ^ lfsr[11];
-  assign \$239  = \$238  ^ lfsr[12];
-  assign \$240  = \$239  ^ lfsr[15];
-  assign \$241  = \$242  ^ lfsr[2];
-  assign \$243  = \$241  ^ lfsr[3];
-  assign \$244  = \$243  ^ lfsr[4];
-  assign \$245  = \$244  ^ lfsr[5];
-  assign \$246  = \$245  ^ lfsr[8];
-  assign \$247  = \$246  ^ lfsr[10];
-  assign \$248  = \$247  ^ lfsr[11];
-  assign \$249  = \$248  ^ lfsr[12];
-  assign \$250  = \$249  ^ lfsr[13];
-  assign \$251  = \$252  ^ lfsr[3];
-  assign \$253  = \$251  ^ lfsr[4];
+  assign \$207  = \$206  ^ lfsr[10];
+  assign \$208  = \$207  ^ lfsr[14];
+  assign \$209  = \$210  ^ lfsr[2];
+  assign \$211  = \$209  ^ lfsr[3];
+  assign \$212  = \$211  ^ lfsr[4];
+  assign \$213  = \$212  ^ lfsr[5];
+  assign \$214  = \$213  ^ lfsr[6];
+  assign \$215  = \$214  ^ lfsr[7];
+  assign \$216  = \$215  ^ lfsr[8];
+  assign \$217  = \$216  ^ lfsr[11];
+  assign \$218  = \$217  ^ lfsr[15];
+  assign \$219  = { \$218 , \$208 , \$198 , \$191 , \$185 , \$179 , \$170 , \$161 , \$155 , \$146 , \$137 , \$127 , \$116 , \$106 , \$95 , \$84  } * 5'h10;
+  assign \$220  = 6'h20 + \$221 ;
+  assign \$222  = \$223  ^ lfsr[4];
+  assign \$224  = \$222  ^ lfsr[6];
+  assign \$225  = \$224  ^ lfsr[7];
+  assign \$226  = \$225  ^ lfsr[8];
+  assign \$227  = \$226  ^ lfsr[9];
+  assign \$228  = \$227  ^ lfsr[12];
+  assign \$229  = \$230  ^ lfsr[5];
+  assign \$231  = \$229  ^ lfsr[7];
+  assign \$232  = \$231  ^ lfsr[8];
+  assign \$233  = \$232  ^ lfsr[9];
+  assign \$234  = \$233  ^ lfsr[10];
+  assign \$235  = \$234  ^ lfsr[13];
+  assign \$236  = \$237  ^ lfsr[6];
+  assign \$238  = \$236  ^ lfsr[8];
+  assign \$239  = \$238  ^ lfsr[9];
+  assign \$240  = \$239  ^ lfsr[10];
+  assign \$241  = \$240  ^ lfsr[11];
+  assign \$242  = \$241  ^ lfsr[14];
+  assign \$243  = \$244  ^ lfsr[7];
+  assign \$245  = \$243  ^ lfsr[9];
+  assign \$246  = \$245  ^ lfsr[10];
+  assign \$247  = \$246  ^ lfsr[11];
+  assign \$248  = \$247  ^ lfsr[12];
+  assign \$249  = \$248  ^ lfsr[15];
+  assign \$250  = \$251  ^ lfsr[2];
+  assign \$252  = \$250  ^ lfsr[3];
+  assign \$253  = \$252  ^ lfsr[4];
   assign \$254  = \$253  ^ lfsr[5];
-  assign \$255  = \$254  ^ lfsr[6];
-  assign \$256  = \$255  ^ lfsr[9];
+  assign \$255  = \$254  ^ lfsr[8];
+  assign \$256  = \$255  ^ lfsr[10];
   assign \$257  = \$256  ^ lfsr[11];
   assign \$258  = \$257  ^ lfsr[12];
   assign \$259  = \$258  ^ lfsr[13];
-  assign \$260  = \$259  ^ lfsr[14];
-  assign \$261  = \$262  ^ lfsr[4];
-  assign \$263  = \$261  ^ lfsr[5];
+  assign \$260  = \$261  ^ lfsr[3];
+  assign \$262  = \$260  ^ lfsr[4];
+  assign \$263  = \$262  ^ lfsr[5];
   assign \$264  = \$263  ^ lfsr[6];
-  assign \$265  = \$264  ^ lfsr[7];
-  assign \$266  = \$265  ^ lfsr[10];
+  assign \$265  = \$264  ^ lfsr[9];
+  assign \$266  = \$265  ^ lfsr[11];
   assign \$267  = \$266  ^ lfsr[12];
   assign \$268  = \$267  ^ lfsr[13];
   assign \$269  = \$268  ^ lfsr[14];
-  assign \$270  = \$269  ^ lfsr[15];
-  assign \$271  = \$272  ^ lfsr[2];
-  assign \$273  = \$271  ^ lfsr[6];
+  assign \$270  = \$271  ^ lfsr[4];
+  assign \$272  = \$270  ^ lfsr[5];
+  assign \$273  = \$272  ^ lfsr[6];
   assign \$274  = \$273  ^ lfsr[7];
-  assign \$275  = \$274  ^ lfsr[8];
-  assign \$276  = \$275  ^ lfsr[11];
+  assign \$275  = \$274  ^ lfsr[10];
+  assign \$276  = \$275  ^ lfsr[12];
   assign \$277  = \$276  ^ lfsr[13];
   assign \$278  = \$277  ^ lfsr[14];
   assign \$279  = \$278  ^ lfsr[15];
-  assign \$280  = \$281  ^ lfsr[1];
-  assign \$282  = \$280  ^ lfsr[2];
-  assign \$283  = \$282  ^ lfsr[5];
-  assign \$284  = \$283  ^ lfsr[7];
-  assign \$285  = \$284  ^ lfsr[8];
-  assign \$286  = \$285  ^ lfsr[9];
-  assign \$287  = \$286  ^ lfsr[12];
-  assign \$288  = \$287  ^ lfsr[14];
-  assign \$289  = \$288  ^ lfsr[15];
-  assign \$290  = \$291  ^ lfsr[1];
-  assign \$292  = \$290  ^ lfsr[5];
-  assign \$293  = \$292  ^ lfsr[6];
+  assign \$280  = \$281  ^ lfsr[2];
+  assign \$282  = \$280  ^ lfsr[6];
+  assign \$283  = \$282  ^ lfsr[7];
+  assign \$284  = \$283  ^ lfsr[8];
+  assign \$285  = \$284  ^ lfsr[11];
+  assign \$286  = \$285  ^ lfsr[13];
+  assign \$287  = \$286  ^ lfsr[14];
+  assign \$288  = \$287  ^ lfsr[15];
+  assign \$289  = \$290  ^ lfsr[1];
+  assign \$291  = \$289  ^ lfsr[2];
+  assign \$292  = \$291  ^ lfsr[5];
+  assign \$293  = \$292  ^ lfsr[7];
   assign \$294  = \$293  ^ lfsr[8];
   assign \$295  = \$294  ^ lfsr[9];
-  assign \$296  = \$295  ^ lfsr[10];
-  assign \$297  = \$296  ^ lfsr[13];
+  assign \$296  = \$295  ^ lfsr[12];
+  assign \$297  = \$296  ^ lfsr[14];
   assign \$298  = \$297  ^ lfsr[15];
   assign \$299  = \$300  ^ lfsr[1];
-  assign \$301  = \$299  ^ lfsr[3];
-  assign \$302  = \$301  ^ lfsr[5];
-  assign \$303  = \$302  ^ lfsr[6];
-  assign \$304  = \$303  ^ lfsr[7];
-  assign \$305  = \$304  ^ lfsr[9];
-  assign \$306  = \$305  ^ lfsr[10];
-  assign \$307  = \$306  ^ lfsr[11];
-  assign \$308  = \$307  ^ lfsr[14];
-  assign \$309  = \$310  ^ lfsr[2];
-  assign \$311  = \$309  ^ lfsr[4];
+  assign \$301  = \$299  ^ lfsr[5];
+  assign \$302  = \$301  ^ lfsr[6];
+  assign \$303  = \$302  ^ lfsr[8];
+  assign \$304  = \$303  ^ lfsr[9];
+  assign \$305  = \$304  ^ lfsr[10];
+  assign \$306  = \$305  ^ lfsr[13];
+  assign \$307  = \$306  ^ lfsr[15];
+  assign \$308  = \$309  ^ lfsr[1];
+  assign \$310  = \$308  ^ lfsr[3];
+  assign \$311  = \$310  ^ lfsr[5];
   assign \$312  = \$311  ^ lfsr[6];
   assign \$313  = \$312  ^ lfsr[7];
-  assign \$314  = \$313  ^ lfsr[8];
+  assign \$314  = \$313  ^ lfsr[9];
   assign \$315  = \$314  ^ lfsr[10];
   assign \$316  = \$315  ^ lfsr[11];
-  assign \$317  = \$316  ^ lfsr[12];
-  assign \$318  = \$317  ^ lfsr[15];
-  assign \$319  = \$320  ^ lfsr[7];
-  assign \$321  = \$319  ^ lfsr[8];
-  assign \$322  = \$321  ^ lfsr[9];
-  assign \$323  = \$322  ^ lfsr[11];
-  assign \$324  = \$323  ^ lfsr[12];
-  assign \$325  = \$324  ^ lfsr[13];
-  assign \$326  = \$327  ^ lfsr[8];
-  assign \$328  = \$326  ^ lfsr[9];
-  assign \$329  = \$328  ^ lfsr[10];
-  assign \$330  = \$329  ^ lfsr[12];
-  assign \$331  = \$330  ^ lfsr[13];
-  assign \$332  = \$331  ^ lfsr[14];
-  assign \$333  = \$334  ^ lfsr[9];
-  assign \$335  = \$333  ^ lfsr[10];
-  assign \$336  = \$335  ^ lfsr[11];
-  assign \$337  = \$336  ^ lfsr[13];
-  assign \$338  = \$337  ^ lfsr[14];
-  assign \$339  = \$338  ^ lfsr[15];
-  assign \$340  = \$341  ^ lfsr[2];
-  assign \$342  = \$340  ^ lfsr[5];
-  assign \$343  = \$342  ^ lfsr[10];
-  assign \$344  = \$343  ^ lfsr[11];
-  assign \$345  = \$344  ^ lfsr[12];
-  assign \$346  = \$345  ^ lfsr[14];
-  assign \$347  = \$346  ^ lfsr[15];
-  assign \$348  = { \$347 , \$339 , \$332 , \$325 , \$318 , \$308 , \$298 , \$289 , \$279 , \$270 , \$260 , \$250 , \$240 , \$233 , \$226 , \$219  } * 5'h10;
-  assign \$349  = 6'h30 + \$350 ;
-  assign \$351  = \$352  ^ lfsr[4];
-  assign \$353  = \$351  ^ lfsr[6];
-  assign \$354  = \$353  ^ lfsr[7];
-  assign \$355  = \$354  ^ lfsr[8];
-  assign \$356  = \$355  ^ lfsr[9];
-  assign \$357  = \$356  ^ lfsr[12];
-  assign \$358  = \$359  ^ lfsr[5];
-  assign \$360  = \$358  ^ lfsr[7];
-  assign \$361  = \$360  ^ lfsr[8];
-  assign \$362  = \$361  ^ lfsr[9];
-  assign \$363  = \$362  ^ lfsr[10];
-  assign \$364  = \$363  ^ lfsr[13];
-  assign \$365  = \$366  ^ lfsr[6];
-  assign \$367  = \$365  ^ lfsr[8];
-  assign \$368  = \$367  ^ lfsr[9];
-  assign \$369  = \$368  ^ lfsr[10];
-  assign \$370  = \$369  ^ lfsr[11];
-  assign \$371  = \$370  ^ lfsr[14];
-  assign \$372  = \$373  ^ lfsr[7];
-  assign \$374  = \$372  ^ lfsr[9];
-  assign \$375  = \$374  ^ lfsr[10];
-  assign \$376  = \$375  ^ lfsr[11];
-  assign \$377  = \$376  ^ lfsr[12];
-  assign \$378  = \$377  ^ lfsr[15];
-  assign \$379  = \$380  ^ lfsr[2];
-  assign \$381  = \$379  ^ lfsr[3];
-  assign \$382  = \$381  ^ lfsr[4];
-  assign \$383  = \$382  ^ lfsr[5];
-  assign \$384  = \$383  ^ lfsr[8];
-  assign \$385  = \$384  ^ lfsr[10];
-  assign \$386  = \$385  ^ lfsr[11];
-  assign \$387  = \$386  ^ lfsr[12];
-  assign \$388  = \$387  ^ lfsr[13];
-  assign \$389  = \$390  ^ lfsr[3];
-  assign \$391  = \$389  ^ lfsr[4];
+  assign \$317  = \$316  ^ lfsr[14];
+  assign \$318  = \$319  ^ lfsr[2];
+  assign \$320  = \$318  ^ lfsr[4];
+  assign \$321  = \$320  ^ lfsr[6];
+  assign \$322  = \$321  ^ lfsr[7];
+  assign \$323  = \$322  ^ lfsr[8];
+  assign \$324  = \$323  ^ lfsr[10];
+  assign \$325  = \$324  ^ lfsr[11];
+  assign \$326  = \$325  ^ lfsr[12];
+  assign \$327  = \$326  ^ lfsr[15];
+  assign \$328  = \$329  ^ lfsr[7];
+  assign \$330  = \$328  ^ lfsr[8];
+  assign \$331  = \$330  ^ lfsr[9];
+  assign \$332  = \$331  ^ lfsr[11];
+  assign \$333  = \$332  ^ lfsr[12];
+  assign \$334  = \$333  ^ lfsr[13];
+  assign \$335  = \$336  ^ lfsr[8];
+  assign \$337  = \$335  ^ lfsr[9];
+  assign \$338  = \$337  ^ lfsr[10];
+  assign \$339  = \$338  ^ lfsr[12];
+  assign \$340  = \$339  ^ lfsr[13];
+  assign \$341  = \$340  ^ lfsr[14];
+  assign \$342  = \$343  ^ lfsr[9];
+  assign \$344  = \$342  ^ lfsr[10];
+  assign \$345  = \$344  ^ lfsr[11];
+  assign \$346  = \$345  ^ lfsr[13];
+  assign \$347  = \$346  ^ lfsr[14];
+  assign \$348  = \$347  ^ lfsr[15];
+  assign \$349  = \$350  ^ lfsr[2];
+  assign \$351  = \$349  ^ lfsr[5];
+  assign \$352  = \$351  ^ lfsr[10];
+  assign \$353  = \$352  ^ lfsr[11];
+  assign \$354  = \$353  ^ lfsr[12];
+  assign \$355  = \$354  ^ lfsr[14];
+  assign \$356  = \$355  ^ lfsr[15];
+  assign \$357  = { \$356 , \$348 , \$341 , \$334 , \$327 , \$317 , \$307 , \$298 , \$288 , \$279 , \$269 , \$259 , \$249 , \$242 , \$235 , \$228  } * 5'h10;
+  assign \$358  = 6'h30 + \$359 ;
+  assign \$360  = \$361  ^ lfsr[4];
+  assign \$362  = \$360  ^ lfsr[6];
+  assign \$363  = \$362  ^ lfsr[7];
+  assign \$364  = \$363  ^ lfsr[8];
+  assign \$365  = \$364  ^ lfsr[9];
+  assign \$366  = \$365  ^ lfsr[12];
+  assign \$367  = \$368  ^ lfsr[5];
+  assign \$369  = \$367  ^ lfsr[7];
+  assign \$370  = \$369  ^ lfsr[8];
+  assign \$371  = \$370  ^ lfsr[9];
+  assign \$372  = \$371  ^ lfsr[10];
+  assign \$373  = \$372  ^ lfsr[13];
+  assign \$374  = \$375  ^ lfsr[6];
+  assign \$376  = \$374  ^ lfsr[8];
+  assign \$377  = \$376  ^ lfsr[9];
+  assign \$378  = \$377  ^ lfsr[10];
+  assign \$379  = \$378  ^ lfsr[11];
+  assign \$380  = \$379  ^ lfsr[14];
+  assign \$381  = \$382  ^ lfsr[7];
+  assign \$383  = \$381  ^ lfsr[9];
+  assign \$384  = \$383  ^ lfsr[10];
+  assign \$385  = \$384  ^ lfsr[11];
+  assign \$386  = \$385  ^ lfsr[12];
+  assign \$387  = \$386  ^ lfsr[15];
+  assign \$388  = \$389  ^ lfsr[2];
+  assign \$390  = \$388  ^ lfsr[3];
+  assign \$391  = \$390  ^ lfsr[4];
   assign \$392  = \$391  ^ lfsr[5];
-  assign \$393  = \$392  ^ lfsr[6];
-  assign \$394  = \$393  ^ lfsr[9];
+  assign \$393  = \$392  ^ lfsr[8];
+  assign \$394  = \$393  ^ lfsr[10];
   assign \$395  = \$394  ^ lfsr[11];
   assign \$396  = \$395  ^ lfsr[12];
   assign \$397  = \$396  ^ lfsr[13];
-  assign \$398  = \$397  ^ lfsr[14];
-  assign \$399  = \$400  ^ lfsr[4];
-  assign \$401  = \$399  ^ lfsr[5];
+  assign \$398  = \$399  ^ lfsr[3];
+  assign \$400  = \$398  ^ lfsr[4];
+  assign \$401  = \$400  ^ lfsr[5];
   assign \$402  = \$401  ^ lfsr[6];
-  assign \$403  = \$402  ^ lfsr[7];
-  assign \$404  = \$403  ^ lfsr[10];
+  assign \$403  = \$402  ^ lfsr[9];
+  assign \$404  = \$403  ^ lfsr[11];
   assign \$405  = \$404  ^ lfsr[12];
   assign \$406  = \$405  ^ lfsr[13];
   assign \$407  = \$406  ^ lfsr[14];
-  assign \$408  = \$407  ^ lfsr[15];
-  assign \$409  = \$410  ^ lfsr[2];
-  assign \$411  = \$409  ^ lfsr[6];
+  assign \$408  = \$409  ^ lfsr[4];
+  assign \$410  = \$408  ^ lfsr[5];
+  assign \$411  = \$410  ^ lfsr[6];
   assign \$412  = \$411  ^ lfsr[7];
-  assign \$413  = \$412  ^ lfsr[8];
-  assign \$414  = \$413  ^ lfsr[11];
+  assign \$413  = \$412  ^ lfsr[10];
+  assign \$414  = \$413  ^ lfsr[12];
   assign \$415  = \$414  ^ lfsr[13];
   assign \$416  = \$415  ^ lfsr[14];
   assign \$417  = \$416  ^ lfsr[15];
-  assign \$418  = \$419  ^ lfsr[1];
-  assign \$420  = \$418  ^ lfsr[2];
-  assign \$421  = \$420  ^ lfsr[5];
-  assign \$422  = \$421  ^ lfsr[7];
-  assign \$423  = \$422  ^ lfsr[8];
-  assign \$424  = \$423  ^ lfsr[9];
-  assign \$425  = \$424  ^ lfsr[12];
-  assign \$426  = \$425  ^ lfsr[14];
-  assign \$427  = \$426  ^ lfsr[15];
-  assign \$428  = \$429  ^ lfsr[1];
-  assign \$430  = \$428  ^ lfsr[5];
-  assign \$431  = \$430  ^ lfsr[6];
+  assign \$418  = \$419  ^ lfsr[2];
+  assign \$420  = \$418  ^ lfsr[6];
+  assign \$421  = \$420  ^ lfsr[7];
+  assign \$422  = \$421  ^ lfsr[8];
+  assign \$423  = \$422  ^ lfsr[11];
+  assign \$424  = \$423  ^ lfsr[13];
+  assign \$425  = \$424  ^ lfsr[14];
+  assign \$426  = \$425  ^ lfsr[15];
+  assign \$427  = \$428  ^ lfsr[1];
+  assign \$429  = \$427  ^ lfsr[2];
+  assign \$430  = \$429  ^ lfsr[5];
+  assign \$431  = \$430  ^ lfsr[7];
   assign \$432  = \$431  ^ lfsr[8];
   assign \$433  = \$432  ^ lfsr[9];
-  assign \$434  = \$433  ^ lfsr[10];
-  assign \$435  = \$434  ^ lfsr[13];
+  assign \$434  = \$433  ^ lfsr[12];
+  assign \$435  = \$434  ^ lfsr[14];
   assign \$436  = \$435  ^ lfsr[15];
   assign \$437  = \$438  ^ lfsr[1];
-  assign \$439  = \$437  ^ lfsr[3];
-  assign \$440  = \$439  ^ lfsr[5];
-  assign \$441  = \$440  ^ lfsr[6];
-  assign \$442  = \$441  ^ lfsr[7];
-  assign \$443  = \$442  ^ lfsr[9];
-  assign \$444  = \$443  ^ lfsr[10];
-  assign \$445  = \$444  ^ lfsr[11];
-  assign \$446  = \$445  ^ lfsr[14];
-  assign \$447  = \$448  ^ lfsr[2];
-  assign \$449  = \$447  ^ lfsr[4];
+  assign \$439  = \$437  ^ lfsr[5];
+  assign \$440  = \$439  ^ lfsr[6];
+  assign \$441  = \$440  ^ lfsr[8];
+  assign \$442  = \$441  ^ lfsr[9];
+  assign \$443  = \$442  ^ lfsr[10];
+  assign \$444  = \$443  ^ lfsr[13];
+  assign \$445  = \$444  ^ lfsr[15];
+  assign \$446  = \$447  ^ lfsr[1];
+  assign \$448  = \$446  ^ lfsr[3];
+  assign \$449  = \$448  ^ lfsr[5];
   assign \$450  = \$449  ^ lfsr[6];
   assign \$451  = \$450  ^ lfsr[7];
-  assign \$452  = \$451  ^ lfsr[8];
+  assign \$452  = \$451  ^ lfsr[9];
   assign \$453  = \$452  ^ lfsr[10];
   assign \$454  = \$453  ^ lfsr[11];
-  assign \$455  = \$454  ^ lfsr[12];
-  assign \$456  = \$455  ^ lfsr[15];
-  assign \$457  = \$458  ^ lfsr[7];
-  assign \$459  = \$457  ^ lfsr[8];
-  assign \$460  = \$459  ^ lfsr[9];
-  assign \$461  = \$460  ^ lfsr[11];
-  assign \$462  = \$461  ^ lfsr[12];
-  assign \$463  = \$462  ^ lfsr[13];
-  assign \$464  = \$465  ^ lfsr[8];
-  assign \$466  = \$464  ^ lfsr[9];
-  assign \$467  = \$466  ^ lfsr[10];
-  assign \$468  = \$467  ^ lfsr[12];
-  assign \$469  = \$468  ^ lfsr[13];
-  assign \$470  = \$469  ^ lfsr[14];
-  assign \$471  = \$472  ^ lfsr[9];
-  assign \$473  = \$471  ^ lfsr[10];
-  assign \$474  = \$473  ^ lfsr[11];
-  assign \$475  = \$474  ^ lfsr[13];
-  assign \$476  = \$475  ^ lfsr[14];
-  assign \$477  = \$476  ^ lfsr[15];
-  assign \$478  = \$479  ^ lfsr[2];
-  assign \$480  = \$478  ^ lfsr[5];
-  assign \$481  = \$480  ^ lfsr[10];
-  assign \$482  = \$481  ^ lfsr[11];
-  assign \$483  = \$482  ^ lfsr[12];
-  assign \$484  = \$483  ^ lfsr[14];
-  assign \$485  = \$484  ^ lfsr[15];
-  assign \$486  = full >> \$487 ;
-  assign \$488  = \$489  & \$486 ;
-  assign adv = ~ \$488 ;
-  assign \$490  = count == 7'h40;
-  assign \$491  = active | \$490 ;
-  assign pop = adv & \$491 ;
-  assign \$492  = ~ active;
-  assign start = pop & \$492 ;
-  assign \$493  = count < 7'h40;
-  assign i__ready = \$493  | pop;
+  assign \$455  = \$454  ^ lfsr[14];
+  assign \$456  = \$457  ^ lfsr[2];
+  assign \$458  = \$456  ^ lfsr[4];
+  assign \$459  = \$458  ^ lfsr[6];
+  assign \$460  = \$459  ^ lfsr[7];
+  assign \$461  = \$460  ^ lfsr[8];
+  assign \$462  = \$461  ^ lfsr[10];
+  assign \$463  = \$462  ^ lfsr[11];
+  assign \$464  = \$463  ^ lfsr[12];
+  assign \$465  = \$464  ^ lfsr[15];
+  assign \$466  = \$467  ^ lfsr[7];
+  assign \$468  = \$466  ^ lfsr[8];
+  assign \$469  = \$468  ^ lfsr[9];
+  assign \$470  = \$469  ^ lfsr[11];
+  assign \$471  = \$470  ^ lfsr[12];
+  assign \$472  = \$471  ^ lfsr[13];
+  assign \$473  = \$474  ^ lfsr[8];
+  assign \$475  = \$473  ^ lfsr[9];
+  assign \$476  = \$475  ^ lfsr[10];
+  assign \$477  = \$476  ^ lfsr[12];
+  assign \$478  = \$477  ^ lfsr[13];
+  assign \$479  = \$478  ^ lfsr[14];
+  assign \$480  = \$481  ^ lfsr[9];
+  assign \$482  = \$480  ^ lfsr[10];
+  assign \$483  = \$482  ^ lfsr[11];
+  assign \$484  = \$483  ^ lfsr[13];
+  assign \$485  = \$484  ^ lfsr[14];
+  assign \$486  = \$485  ^ lfsr[15];
+  assign \$487  = \$488  ^ lfsr[2];
+  assign \$489  = \$487  ^ lfsr[5];
+  assign \$490  = \$489  ^ lfsr[10];
+  assign \$491  = \$490  ^ lfsr[11];
+  assign \$492  = \$491  ^ lfsr[12];
+  assign \$493  = \$492  ^ lfsr[14];
+  assign \$494  = \$493  ^ lfsr[15];
+  assign \$495  = full >> \$496 ;
+  assign \$497  = \$498  & \$495 ;
+  assign adv = ~ \$497 ;
+  assign \$499  = count == 7'h40;
+  assign \$500  = active | \$499 ;
+  assign pop = adv & \$500 ;
+  assign \$501  = ~ active;
+  assign start = pop & \$501 ;
+  assign \$502  = count < 7'h40;
+  assign i__ready = \$502  | pop;
   assign push = i__valid & i__ready;
-  assign cnt_eff0 = \$494  ? 5'h00 : cnt0;
-  assign cnt_eff1 = \$494  ? 5'h00 : cnt1;
-  assign cnt_eff2 = \$494  ? 5'h00 : cnt2;
-  assign cnt_eff3 = \$494  ? 5'h00 : cnt3;
-  assign \$495  = cnt_eff1 == 5'h10;
-  assign \$496  = cnt_eff0 == 5'h10;
-  assign argmin0_0_right = { \$495 , a_dist1 } < { \$496 , a_dist0 };
-  assign \$497  = cnt_eff1 == 5'h10;
-  assign \$498  = cnt_eff0 == 5'h10;
-  assign argmin0_0_key = argmin0_0_right ? { \$497 , a_dist1 } : { \$498 , a_dist0 };
+  assign cnt_eff0 = \$503  ? 5'h00 : cnt0;
+  assign cnt_eff1 = \$503  ? 5'h00 : cnt1;
+  assign cnt_eff2 = \$503  ? 5'h00 : cnt2;
+  assign cnt_eff3 = \$503  ? 5'h00 : cnt3;
+  assign \$504  = cnt_eff1 == 5'h10;
+  assign \$505  = cnt_eff0 == 5'h10;
+  assign argmin0_0_right = { \$504 , a_dist1 } < { \$505 , a_dist0 };
+  assign \$506  = cnt_eff1 == 5'h10;
+  assign \$507  = cnt_eff0 == 5'h10;
+  assign argmin0_0_key = argmin0_0_right ? { \$506 , a_dist1 } : { \$507 , a_dist0 };
   assign argmin0_0_idx = argmin0_0_right ? 2'h1 : 2'h0;
-  assign \$499  = cnt_eff3 == 5'h10;
-  assign \$500  = cnt_eff2 == 5'h10;
-  assign argmin0_2_right = { \$499 , a_dist3 } < { \$500 , a_dist2 };
-  assign \$501  = cnt_eff3 == 5'h10;
-  assign \$502  = cnt_eff2 == 5'h10;
-  assign argmin0_2_key = argmin0_2_right ? { \$501 , a_dist3 } : { \$502 , a_dist2 };
+  assign \$508  = cnt_eff3 == 5'h10;
+  assign \$509  = cnt_eff2 == 5'h10;
+  assign argmin0_2_right = { \$508 , a_dist3 } < { \$509 , a_dist2 };
+  assign \$510  = cnt_eff3 == 5'h10;
+  assign \$511  = cnt_eff2 == 5'h10;
+  assign argmin0_2_key = argmin0_2_right ? { \$510 , a_dist3 } : { \$511 , a_dist2 };
   assign argmin0_2_idx = argmin0_2_right ? 2'h3 : 2'h2;
   assign argmin1_0_right = argmin0_2_key < argmin0_0_key;
   assign argmin1_0_key = argmin1_0_right ? argmin0_2_key : argmin0_0_key;
   assign argmin1_0_idx = argmin1_0_right ? argmin0_2_idx : argmin0_0_idx;
-  assign write = \$489  & adv;
-  assign \$503  = \$487  ? 7'h40 : 7'h00;
-  assign \$504  = \$503  + \$505 ;
-  assign \$1  = \$504  + \$506 ;
-  assign \$507  = ~ o__valid;
-  assign take = \$507  | o__ready;
-  assign \$508  = full >> dbank;
-  assign issue = take & \$508 ;
-  assign \$509  = dbank ? 7'h40 : 7'h00;
-  assign \$2  = \$509  + dpos;
-  assign \$510  = count + push;
-  assign \$511  = \$510  - pop;
-  assign \$512  = qw__addr == 6'h3f;
-  assign \$513  = qw__addr + 1'h1;
-  assign \$514  = \$512  ? 7'h00 : \$513 ;
-  assign \$515  = qw__addr == paddr0;
-  assign \$516  = qw__addr == paddr1;
-  assign \$517  = qw__addr == paddr2;
-  assign \$518  = qw__addr == paddr3;
-  assign \$519  = qw__addr == 6'h3f;
-  assign \$520  = qr__addr == 6'h3f;
-  assign \$521  = qr__addr + 1'h1;
-  assign \$522  = \$520  ? 7'h00 : \$521 ;
-  assign \$523  = qr__addr != 6'h3f;
-  assign \$524  = qr__addr == 6'h3f;
-  assign \$525  = ~ pbank;
-  assign \$526  = ! qr__addr;
-  assign \$527  = qr__addr == 6'h3f;
-  assign \$528  = qr__data[32:17] ^ piv_act0;
-  assign \$529  = qr__data[32:17] ^ piv_act0;
-  assign \$530  = \$528 [0] + \$529 [1];
-  assign \$531  = qr__data[32:17] ^ piv_act0;
-  assign \$532  = qr__data[32:17] ^ piv_act0;
-  assign \$533  = \$531 [2] + \$532 [3];
-  assign \$534  = \$530  + \$533 ;
-  assign \$535  = qr__data[32:17] ^ piv_act0;
-  assign \$536  = qr__data[32:17] ^ piv_act0;
-  assign \$537  = \$535 [4] + \$536 [5];
-  assign \$538  = qr__data[32:17] ^ piv_act0;
-  assign \$539  = qr__data[32:17] ^ piv_act0;
-  assign \$540  = \$538 [6] + \$539 [7];
-  assign \$541  = \$537  + \$540 ;
-  assign \$542  = \$534  + \$541 ;
-  assign \$543  = qr__data[32:17] ^ piv_act0;
-  assign \$544  = qr__data[32:17] ^ piv_act0;
-  assign \$545  = \$543 [8] + \$544 [9];
-  assign \$546  = qr__data[32:17] ^ piv_act0;
-  assign \$547  = qr__data[32:17] ^ piv_act0;
-  assign \$548  = \$546 [10] + \$547 [11];
-  assign \$549  = \$545  + \$548 ;
-  assign \$550  = qr__data[32:17] ^ piv_act0;
-  assign \$551  = qr__data[32:17] ^ piv_act0;
-  assign \$552  = \$550 [12] + \$551 [13];
-  assign \$553  = qr__data[32:17] ^ piv_act0;
-  assign \$554  = qr__data[32:17] ^ piv_act0;
-  assign \$555  = \$553 [14] + \$554 [15];
-  assign \$556  = \$552  + \$555 ;
-  assign \$557  = \$549  + \$556 ;
-  assign \$558  = \$542  + \$557 ;
-  assign \$559  = qr__data[32:17] ^ piv_act1;
-  assign \$560  = qr__data[32:17] ^ piv_act1;
-  assign \$561  = \$559 [0] + \$560 [1];
-  assign \$562  = qr__data[32:17] ^ piv_act1;
-  assign \$563  = qr__data[32:17] ^ piv_act1;
-  assign \$564  = \$562 [2] + \$563 [3];
-  assign \$565  = \$561  + \$564 ;
-  assign \$566  = qr__data[32:17] ^ piv_act1;
-  assign \$567  = qr__data[32:17] ^ piv_act1;
-  assign \$568  = \$566 [4] + \$567 [5];
-  assign \$569  = qr__data[32:17] ^ piv_act1;
-  assign \$570  = qr__data[32:17] ^ piv_act1;
-  assign \$571  = \$569 [6] + \$570 [7];
-  assign \$572  = \$568  + \$571 ;
-  assign \$573  = \$565  + \$572 ;
-  assign \$574  = qr__data[32:17] ^ piv_act1;
-  assign \$575  = qr__data[32:17] ^ piv_act1;
-  assign \$576  = \$574 [8] + \$575 [9];
-  assign \$577  = qr__data[32:17] ^ piv_act1;
-  assign \$578  = qr__data[32:17] ^ piv_act1;
-  assign \$579  = \$577 [10] + \$578 [11];
-  assign \$580  = \$576  + \$579 ;
-  assign \$581  = qr__data[32:17] ^ piv_act1;
-  assign \$582  = qr__data[32:17] ^ piv_act1;
-  assign \$583  = \$581 [12] + \$582 [13];
-  assign \$584  = qr__data[32:17] ^ piv_act1;
-  assign \$585  = qr__data[32:17] ^ piv_act1;
-  assign \$586  = \$584 [14] + \$585 [15];
-  assign \$587  = \$583  + \$586 ;
-  assign \$588  = \$580  + \$587 ;
-  assign \$589  = \$573  + \$588 ;
-  assign \$590  = qr__data[32:17] ^ piv_act2;
-  assign \$591  = qr__data[32:17] ^ piv_act2;
-  assign \$592  = \$590 [0] + \$591 [1];
-  assign \$593  = qr__data[32:17] ^ piv_act2;
-  assign \$594  = qr__data[32:17] ^ piv_act2;
-  assign \$595  = \$593 [2] + \$594 [3];
-  assign \$596  = \$592  + \$595 ;
-  assign \$597  = qr__data[32:17] ^ piv_act2;
-  assign \$598  = qr__data[32:17] ^ piv_act2;
-  assign \$599  = \$597 [4] + \$598 [5];
-  assign \$600  = qr__data[32:17] ^ piv_act2;
-  assign \$601  = qr__data[32:17] ^ piv_act2;
-  assign \$602  = \$600 [6] + \$601 [7];
-  assign \$603  = \$599  + \$602 ;
-  assign \$604  = \$596  + \$603 ;
-  assign \$605  = qr__data[32:17] ^ piv_act2;
-  assign \$606  = qr__data[32:17] ^ piv_act2;
-  assign \$607  = \$605 [8] + \$606 [9];
-  assign \$608  = qr__data[32:17] ^ piv_act2;
-  assign \$609  = qr__data[32:17] ^ piv_act2;
-  assign \$610  = \$608 [10] + \$609 [11];
-  assign \$611  = \$607  + \$610 ;
-  assign \$612  = qr__data[32:17] ^ piv_act2;
-  assign \$613  = qr__data[32:17] ^ piv_act2;
-  assign \$614  = \$612 [12] + \$613 [13];
-  assign \$615  = qr__data[32:17] ^ piv_act2;
-  assign \$616  = qr__data[32:17] ^ piv_act2;
-  assign \$617  = \$615 [14] + \$616 [15];
-  assign \$618  = \$614  + \$617 ;
-  assign \$619  = \$611  + \$618 ;
-  assign \$620  = \$604  + \$619 ;
-  assign \$621  = qr__data[32:17] ^ piv_act3;
-  assign \$622  = qr__data[32:17] ^ piv_act3;
-  assign \$623  = \$621 [0] + \$622 [1];
-  assign \$624  = qr__data[32:17] ^ piv_act3;
-  assign \$625  = qr__data[32:17] ^ piv_act3;
-  assign \$626  = \$624 [2] + \$625 [3];
-  assign \$627  = \$623  + \$626 ;
-  assign \$628  = qr__data[32:17] ^ piv_act3;
-  assign \$629  = qr__data[32:17] ^ piv_act3;
-  assign \$630  = \$628 [4] + \$629 [5];
-  assign \$631  = qr__data[32:17] ^ piv_act3;
-  assign \$632  = qr__data[32:17] ^ piv_act3;
-  assign \$633  = \$631 [6] + \$632 [7];
-  assign \$634  = \$630  + \$633 ;
-  assign \$635  = \$627  + \$634 ;
-  assign \$636  = qr__data[32:17] ^ piv_act3;
-  assign \$637  = qr__data[32:17] ^ piv_act3;
-  assign \$638  = \$636 [8] + \$637 [9];
-  assign \$639  = qr__data[32:17] ^ piv_act3;
-  assign \$640  = qr__data[32:17] ^ piv_act3;
-  assign \$641  = \$639 [10] + \$640 [11];
-  assign \$642  = \$638  + \$641 ;
-  assign \$643  = qr__data[32:17] ^ piv_act3;
-  assign \$644  = qr__data[32:17] ^ piv_act3;
-  assign \$645  = \$643 [12] + \$644 [13];
-  assign \$646  = qr__data[32:17] ^ piv_act3;
-  assign \$647  = qr__data[32:17] ^ piv_act3;
-  assign \$648  = \$646 [14] + \$647 [15];
-  assign \$649  = \$645  + \$648 ;
-  assign \$650  = \$642  + \$649 ;
-  assign \$651  = \$635  + \$650 ;
-  assign \$652  = ! argmin1_0_idx;
-  assign \$653  = cnt_eff0 + \$652 ;
-  assign \$654  = argmin1_0_idx == 1'h1;
-  assign \$655  = cnt_eff1 + \$654 ;
-  assign \$656  = argmin1_0_idx == 2'h2;
-  assign \$657  = cnt_eff2 + \$656 ;
-  assign \$658  = argmin1_0_idx == 2'h3;
-  assign \$659  = cnt_eff3 + \$658 ;
-  assign \$660  = dwithin == 4'hf;
-  assign \$661  = dpos == 6'h3f;
-  assign \$662  = dpos + 1'h1;
-  assign \$663  = \$661  ? 7'h00 : \$662 ;
-  assign \$664  = dwithin == 4'hf;
-  assign \$665  = dwithin + 1'h1;
-  assign \$666  = \$664  ? 5'h00 : \$665 ;
-  assign \$667  = dwithin == 4'hf;
-  assign \$668  = dcl == 2'h3;
-  assign \$669  = dcl + 1'h1;
-  assign \$670  = \$668  ? 3'h0 : \$669 ;
-  assign \$671  = dpos == 6'h3f;
-  assign \$672  = ~ dbank;
-  assign \$673  = write & \$674 ;
-  assign \$675  = ! \$487 ;
-  assign \$676  = \$673  & \$675 ;
-  assign \$677  = dpos == 6'h3f;
-  assign \$678  = issue & \$677 ;
-  assign \$679  = ! dbank;
-  assign \$680  = \$678  & \$679 ;
-  assign \$681  = write & \$674 ;
-  assign \$682  = \$681  & \$683 ;
-  assign \$684  = dpos == 6'h3f;
-  assign \$685  = issue & \$684 ;
-  assign \$686  = \$685  & \$687 ;
+  assign write = \$498  & adv;
+  assign \$512  = \$496  ? 7'h40 : 7'h00;
+  assign \$513  = \$512  + \$514 ;
+  assign \$1  = \$513  + \$515 ;
+  assign \$516  = ~ o__valid;
+  assign take = \$516  | o__ready;
+  assign \$517  = full >> dbank;
+  assign issue = take & \$517 ;
+  assign \$518  = dbank ? 7'h40 : 7'h00;
+  assign \$2  = \$518  + dpos;
+  assign \$519  = count + push;
+  assign \$520  = \$519  - pop;
+  assign \$521  = qw__addr == 6'h3f;
+  assign \$522  = qw__addr + 1'h1;
+  assign \$523  = \$521  ? 7'h00 : \$522 ;
+  assign \$524  = qw__addr == paddr0;
+  assign \$525  = qw__addr == paddr1;
+  assign \$526  = qw__addr == paddr2;
+  assign \$527  = qw__addr == paddr3;
+  assign \$528  = qw__addr == 6'h3f;
+  assign \$529  = qr__addr == 6'h3f;
+  assign \$530  = qr__addr + 1'h1;
+  assign \$531  = \$529  ? 7'h00 : \$530 ;
+  assign \$532  = qr__addr != 6'h3f;
+  assign \$533  = qr__addr == 6'h3f;
+  assign \$534  = ~ pbank;
+  assign \$535  = ! qr__addr;
+  assign \$536  = qr__addr == 6'h3f;
+  assign \$537  = \$538  & \$539 ;
+  assign \$540  = r_entry[32:17] ^ piv_act0;
+  assign \$541  = r_entry[32:17] ^ piv_act0;
+  assign \$542  = \$540 [0] + \$541 [1];
+  assign \$543  = r_entry[32:17] ^ piv_act0;
+  assign \$544  = r_entry[32:17] ^ piv_act0;
+  assign \$545  = \$543 [2] + \$544 [3];
+  assign \$546  = \$542  + \$545 ;
+  assign \$547  = r_entry[32:17] ^ piv_act0;
+  assign \$548  = r_entry[32:17] ^ piv_act0;
+  assign \$549  = \$547 [4] + \$548 [5];
+  assign \$550  = r_entry[32:17] ^ piv_act0;
+  assign \$551  = r_entry[32:17] ^ piv_act0;
+  assign \$552  = \$550 [6] + \$551 [7];
+  assign \$553  = \$549  + \$552 ;
+  assign \$554  = \$546  + \$553 ;
+  assign \$555  = r_entry[32:17] ^ piv_act0;
+  assign \$556  = r_entry[32:17] ^ piv_act0;
+  assign \$557  = \$555 [8] + \$556 [9];
+  assign \$558  = r_entry[32:17] ^ piv_act0;
+  assign \$559  = r_entry[32:17] ^ piv_act0;
+  assign \$560  = \$558 [10] + \$559 [11];
+  assign \$561  = \$557  + \$560 ;
+  assign \$562  = r_entry[32:17] ^ piv_act0;
+  assign \$563  = r_entry[32:17] ^ piv_act0;
+  assign \$564  = \$562 [12] + \$563 [13];
+  assign \$565  = r_entry[32:17] ^ piv_act0;
+  assign \$566  = r_entry[32:17] ^ piv_act0;
+  assign \$567  = \$565 [14] + \$566 [15];
+  assign \$568  = \$564  + \$567 ;
+  assign \$569  = \$561  + \$568 ;
+  assign \$570  = \$554  + \$569 ;
+  assign \$571  = r_entry[32:17] ^ piv_act1;
+  assign \$572  = r_entry[32:17] ^ piv_act1;
+  assign \$573  = \$571 [0] + \$572 [1];
+  assign \$574  = r_entry[32:17] ^ piv_act1;
+  assign \$575  = r_entry[32:17] ^ piv_act1;
+  assign \$576  = \$574 [2] + \$575 [3];
+  assign \$577  = \$573  + \$576 ;
+  assign \$578  = r_entry[32:17] ^ piv_act1;
+  assign \$579  = r_entry[32:17] ^ piv_act1;
+  assign \$580  = \$578 [4] + \$579 [5];
+  assign \$581  = r_entry[32:17] ^ piv_act1;
+  assign \$582  = r_entry[32:17] ^ piv_act1;
+  assign \$583  = \$581 [6] + \$582 [7];
+  assign \$584  = \$580  + \$583 ;
+  assign \$585  = \$577  + \$584 ;
+  assign \$586  = r_entry[32:17] ^ piv_act1;
+  assign \$587  = r_entry[32:17] ^ piv_act1;
+  assign \$588  = \$586 [8] + \$587 [9];
+  assign \$589  = r_entry[32:17] ^ piv_act1;
+  assign \$590  = r_entry[32:17] ^ piv_act1;
+  assign \$591  = \$589 [10] + \$590 [11];
+  assign \$592  = \$588  + \$591 ;
+  assign \$593  = r_entry[32:17] ^ piv_act1;
+  assign \$594  = r_entry[32:17] ^ piv_act1;
+  assign \$595  = \$593 [12] + \$594 [13];
+  assign \$596  = r_entry[32:17] ^ piv_act1;
+  assign \$597  = r_entry[32:17] ^ piv_act1;
+  assign \$598  = \$596 [14] + \$597 [15];
+  assign \$599  = \$595  + \$598 ;
+  assign \$600  = \$592  + \$599 ;
+  assign \$601  = \$585  + \$600 ;
+  assign \$602  = r_entry[32:17] ^ piv_act2;
+  assign \$603  = r_entry[32:17] ^ piv_act2;
+  assign \$604  = \$602 [0] + \$603 [1];
+  assign \$605  = r_entry[32:17] ^ piv_act2;
+  assign \$606  = r_entry[32:17] ^ piv_act2;
+  assign \$607  = \$605 [2] + \$606 [3];
+  assign \$608  = \$604  + \$607 ;
+  assign \$609  = r_entry[32:17] ^ piv_act2;
+  assign \$610  = r_entry[32:17] ^ piv_act2;
+  assign \$611  = \$609 [4] + \$610 [5];
+  assign \$612  = r_entry[32:17] ^ piv_act2;
+  assign \$613  = r_entry[32:17] ^ piv_act2;
+  assign \$614  = \$612 [6] + \$613 [7];
+  assign \$615  = \$611  + \$614 ;
+  assign \$616  = \$608  + \$615 ;
+  assign \$617  = r_entry[32:17] ^ piv_act2;
+  assign \$618  = r_entry[32:17] ^ piv_act2;
+  assign \$619  = \$617 [8] + \$618 [9];
+  assign \$620  = r_entry[32:17] ^ piv_act2;
+  assign \$621  = r_entry[32:17] ^ piv_act2;
+  assign \$622  = \$620 [10] + \$621 [11];
+  assign \$623  = \$619  + \$622 ;
+  assign \$624  = r_entry[32:17] ^ piv_act2;
+  assign \$625  = r_entry[32:17] ^ piv_act2;
+  assign \$626  = \$624 [12] + \$625 [13];
+  assign \$627  = r_entry[32:17] ^ piv_act2;
+  assign \$628  = r_entry[32:17] ^ piv_act2;
+  assign \$629  = \$627 [14] + \$628 [15];
+  assign \$630  = \$626  + \$629 ;
+  assign \$631  = \$623  + \$630 ;
+  assign \$632  = \$616  + \$631 ;
+  assign \$633  = r_entry[32:17] ^ piv_act3;
+  assign \$634  = r_entry[32:17] ^ piv_act3;
+  assign \$635  = \$633 [0] + \$634 [1];
+  assign \$636  = r_entry[32:17] ^ piv_act3;
+  assign \$637  = r_entry[32:17] ^ piv_act3;
+  assign \$638  = \$636 [2] + \$637 [3];
+  assign \$639  = \$635  + \$638 ;
+  assign \$640  = r_entry[32:17] ^ piv_act3;
+  assign \$641  = r_entry[32:17] ^ piv_act3;
+  assign \$642  = \$640 [4] + \$641 [5];
+  assign \$643  = r_entry[32:17] ^ piv_act3;
+  assign \$644  = r_entry[32:17] ^ piv_act3;
+  assign \$645  = \$643 [6] + \$644 [7];
+  assign \$646  = \$642  + \$645 ;
+  assign \$647  = \$639  + \$646 ;
+  assign \$648  = r_entry[32:17] ^ piv_act3;
+  assign \$649  = r_entry[32:17] ^ piv_act3;
+  assign \$650  = \$648 [8] + \$649 [9];
+  assign \$651  = r_entry[32:17] ^ piv_act3;
+  assign \$652  = r_entry[32:17] ^ piv_act3;
+  assign \$653  = \$651 [10] + \$652 [11];
+  assign \$654  = \$650  + \$653 ;
+  assign \$655  = r_entry[32:17] ^ piv_act3;
+  assign \$656  = r_entry[32:17] ^ piv_act3;
+  assign \$657  = \$655 [12] + \$656 [13];
+  assign \$658  = r_entry[32:17] ^ piv_act3;
+  assign \$659  = r_entry[32:17] ^ piv_act3;
+  assign \$660  = \$658 [14] + \$659 [15];
+  assign \$661  = \$657  + \$660 ;
+  assign \$662  = \$654  + \$661 ;
+  assign \$663  = \$647  + \$662 ;
+  assign \$664  = ! argmin1_0_idx;
+  assign \$665  = cnt_eff0 + \$664 ;
+  assign \$666  = argmin1_0_idx == 1'h1;
+  assign \$667  = cnt_eff1 + \$666 ;
+  assign \$668  = argmin1_0_idx == 2'h2;
+  assign \$669  = cnt_eff2 + \$668 ;
+  assign \$670  = argmin1_0_idx == 2'h3;
+  assign \$671  = cnt_eff3 + \$670 ;
+  assign \$672  = dwithin == 4'hf;
+  assign \$673  = dpos == 6'h3f;
+  assign \$674  = dpos + 1'h1;
+  assign \$675  = \$673  ? 7'h00 : \$674 ;
+  assign \$676  = dwithin == 4'hf;
+  assign \$677  = dwithin + 1'h1;
+  assign \$678  = \$676  ? 5'h00 : \$677 ;
+  assign \$679  = dwithin == 4'hf;
+  assign \$680  = dcl == 2'h3;
+  assign \$681  = dcl + 1'h1;
+  assign \$682  = \$680  ? 3'h0 : \$681 ;
+  assign \$683  = dpos == 6'h3f;
+  assign \$684  = ~ dbank;
+  assign \$685  = write & \$686 ;
+  assign \$687  = ! \$496 ;
+  assign \$688  = \$685  & \$687 ;
+  assign \$689  = dpos == 6'h3f;
+  assign \$690  = issue & \$689 ;
+  assign \$691  = ! dbank;
+  assign \$692  = \$690  & \$691 ;
+  assign \$693  = write & \$686 ;
+  assign \$694  = \$693  & \$695 ;
+  assign \$696  = dpos == 6'h3f;
+  assign \$697  = issue & \$696 ;
+  assign \$698  = \$697  & \$699 ;
   always @(posedge clk)
-    count <= \$688 ;
+    count <= \$700 ;
   always @(posedge clk)
-    qw__addr <= \$689 ;
+    qw__addr <= \$701 ;
   always @(posedge clk)
-    piv_load0 <= \$690 ;
+    piv_load0 <= \$702 ;
   always @(posedge clk)
-    piv_load1 <= \$691 ;
+    piv_load1 <= \$703 ;
   always @(posedge clk)
-    piv_load2 <= \$692 ;
+    piv_load2 <= \$704 ;
   always @(posedge clk)
-    piv_load3 <= \$693 ;
+    piv_load3 <= \$705 ;
   always @(posedge clk)
-    paddr0 <= \$694 ;
+    paddr0 <= \$706 ;
   always @(posedge clk)
-    paddr1 <= \$695 ;
+    paddr1 <= \$707 ;
   always @(posedge clk)
-    paddr2 <= \$696 ;
+    paddr2 <= \$708 ;
   always @(posedge clk)
-    paddr3 <= \$697 ;
+    paddr3 <= \$709 ;
   always @(posedge clk)
-    lfsr <= \$698 ;
+    lfsr <= \$710 ;
   always @(posedge clk)
-    qr__addr <= \$699 ;
+    qr__addr <= \$711 ;
   always @(posedge clk)
-    active <= \$700 ;
+    active <= \$712 ;
   always @(posedge clk)
-    pbank <= \$701 ;
+    pbank <= \$713 ;
   always @(posedge clk)
-    piv_act0 <= \$702 ;
+    piv_next0 <= \$714 ;
   always @(posedge clk)
-    piv_act1 <= \$703 ;
+    piv_next1 <= \$715 ;
   always @(posedge clk)
-    piv_act2 <= \$704 ;
+    piv_next2 <= \$716 ;
   always @(posedge clk)
-    piv_act3 <= \$705 ;
+    piv_next3 <= \$717 ;
   always @(posedge clk)
-    \$706  <= \$707 ;
+    \$538  <= \$718 ;
   always @(posedge clk)
-    \$708  <= \$709 ;
+    \$539  <= \$719 ;
   always @(posedge clk)
-    \$710  <= \$711 ;
+    \$720  <= \$721 ;
   always @(posedge clk)
-    \$712  <= \$713 ;
+    \$722  <= \$723 ;
   always @(posedge clk)
-    \$489  <= \$714 ;
+    \$724  <= \$725 ;
   always @(posedge clk)
-    \$494  <= \$715 ;
-  always @(posedge clk)
-    \$674  <= \$716 ;
-  always @(posedge clk)
-    \$487  <= \$717 ;
-  always @(posedge clk)
-    bw__data <= \$718 ;
-  always @(posedge clk)
-    a_dist0 <= \$719 ;
-  always @(posedge clk)
-    a_dist1 <= \$720 ;
-  always @(posedge clk)
-    a_dist2 <= \$721 ;
-  always @(posedge clk)
-    a_dist3 <= \$722 ;
-  always @(posedge clk)
-    cnt0 <= \$723 ;
-  always @(posedge clk)
-    cnt1 <= \$724 ;
-  always @(posedge clk)
-    cnt2 <= \$725 ;
-  always @(posedge clk)
-    cnt3 <= \$726 ;
-  always @(posedge clk)
-    o__valid <= \$727 ;
+    \$726  <= \$727 ;
   always @(posedge clk)
     \$728  <= \$729 ;
   always @(posedge clk)
-    olast <= \$730 ;
+    \$730  <= \$731 ;
   always @(posedge clk)
-    dpos <= \$731 ;
+    r_entry <= \$732 ;
   always @(posedge clk)
-    dwithin <= \$732 ;
+    \$498  <= \$733 ;
   always @(posedge clk)
-    dcl <= \$733 ;
+    \$503  <= \$734 ;
   always @(posedge clk)
-    dbank <= \$734 ;
+    \$686  <= \$735 ;
   always @(posedge clk)
-    full <= \$735 ;
-  assign \$736  = \$737  ^ lfsr[2];
-  assign \$738  = \$736  ^ lfsr[3];
-  assign \$739  = \$738  ^ lfsr[5];
-  assign \$740  = \$741  ^ lfsr[3];
-  assign \$742  = \$740  ^ lfsr[4];
-  assign \$743  = \$742  ^ lfsr[6];
-  assign \$744  = \$745  ^ lfsr[4];
-  assign \$746  = \$744  ^ lfsr[5];
-  assign \$747  = \$746  ^ lfsr[7];
-  assign \$748  = \$749  ^ lfsr[5];
-  assign \$750  = \$748  ^ lfsr[6];
-  assign \$751  = \$750  ^ lfsr[8];
-  assign \$752  = \$753  ^ lfsr[6];
-  assign \$754  = \$752  ^ lfsr[7];
-  assign \$755  = \$754  ^ lfsr[9];
-  assign \$756  = \$757  ^ lfsr[7];
-  assign \$758  = \$756  ^ lfsr[8];
-  assign \$759  = \$758  ^ lfsr[10];
-  assign \$760  = \$761  ^ lfsr[8];
-  assign \$762  = \$760  ^ lfsr[9];
-  assign \$763  = \$762  ^ lfsr[11];
-  assign \$764  = \$765  ^ lfsr[9];
-  assign \$766  = \$764  ^ lfsr[10];
-  assign \$767  = \$766  ^ lfsr[12];
-  assign \$768  = \$769  ^ lfsr[10];
-  assign \$770  = \$768  ^ lfsr[11];
-  assign \$771  = \$770  ^ lfsr[13];
-  assign \$772  = \$773  ^ lfsr[11];
-  assign \$774  = \$772  ^ lfsr[12];
-  assign \$775  = \$774  ^ lfsr[14];
-  assign \$776  = \$777  ^ lfsr[12];
-  assign \$778  = \$776  ^ lfsr[13];
-  assign \$779  = \$778  ^ lfsr[15];
-  assign \$780  = \$781  ^ lfsr[2];
-  assign \$782  = \$780  ^ lfsr[3];
-  assign \$783  = \$782  ^ lfsr[5];
-  assign \$784  = \$783  ^ lfsr[11];
-  assign \$785  = \$784  ^ lfsr[13];
-  assign \$786  = \$785  ^ lfsr[14];
-  assign \$787  = \$788  ^ lfsr[3];
-  assign \$789  = \$787  ^ lfsr[4];
-  assign \$790  = \$789  ^ lfsr[6];
-  assign \$791  = \$790  ^ lfsr[12];
-  assign \$792  = \$791  ^ lfsr[14];
-  assign \$793  = \$792  ^ lfsr[15];
-  assign \$794  = \$795  ^ lfsr[3];
-  assign \$796  = \$794  ^ lfsr[4];
-  assign \$797  = \$796  ^ lfsr[7];
-  assign \$798  = \$797  ^ lfsr[13];
-  assign \$799  = \$798  ^ lfsr[15];
-  assign \$800  = \$801  ^ lfsr[1];
-  assign \$802  = \$800  ^ lfsr[2];
-  assign \$803  = \$802  ^ lfsr[3];
-  assign \$804  = \$803  ^ lfsr[4];
-  assign \$805  = \$804  ^ lfsr[8];
-  assign \$806  = \$805  ^ lfsr[14];
-  assign \$807  = \$808  ^ lfsr[2];
-  assign \$809  = \$807  ^ lfsr[3];
-  assign \$810  = \$809  ^ lfsr[4];
-  assign \$811  = \$810  ^ lfsr[5];
-  assign \$812  = \$811  ^ lfsr[9];
-  assign \$813  = \$812  ^ lfsr[15];
-  assign \$814  = { \$813 , \$806 , \$799 , \$793 , \$786 , \$779 , \$775 , \$771 , \$767 , \$763 , \$759 , \$755 , \$751 , \$747 , \$743 , \$739  } * 5'h10;
-  assign \$815  = 1'h0 + \$816 ;
-  assign \$817  = \$818  ^ lfsr[4];
-  assign \$819  = \$817  ^ lfsr[6];
-  assign \$61  = \$819  ^ lfsr[10];
-  assign \$820  = \$821  ^ lfsr[5];
-  assign \$822  = \$820  ^ lfsr[7];
-  assign \$60  = \$822  ^ lfsr[11];
-  assign \$823  = \$824  ^ lfsr[6];
-  assign \$825  = \$823  ^ lfsr[8];
-  assign \$59  = \$825  ^ lfsr[12];
-  assign \$826  = \$827  ^ lfsr[7];
-  assign \$828  = \$826  ^ lfsr[9];
-  assign \$58  = \$828  ^ lfsr[13];
-  assign \$829  = \$830  ^ lfsr[8];
-  assign \$831  = \$829  ^ lfsr[10];
-  assign \$57  = \$831  ^ lfsr[14];
-  assign \$832  = \$833  ^ lfsr[9];
-  assign \$834  = \$832  ^ lfsr[11];
-  assign \$56  = \$834  ^ lfsr[15];
-  assign \$835  = \$836  ^ lfsr[2];
-  assign \$837  = \$835  ^ lfsr[3];
-  assign \$838  = \$837  ^ lfsr[5];
-  assign \$839  = \$838  ^ lfsr[6];
-  assign \$840  = \$839  ^ lfsr[10];
-  assign \$55  = \$840  ^ lfsr[12];
-  assign \$841  = \$842  ^ lfsr[3];
-  assign \$843  = \$841  ^ lfsr[4];
-  assign \$844  = \$843  ^ lfsr[6];
-  assign \$845  = \$844  ^ lfsr[7];
-  assign \$846  = \$845  ^ lfsr[11];
-  assign \$54  = \$846  ^ lfsr[13];
-  assign \$847  = \$848  ^ lfsr[4];
-  assign \$849  = \$847  ^ lfsr[5];
-  assign \$850  = \$849  ^ lfsr[7];
-  assign \$851  = \$850  ^ lfsr[8];
-  assign \$852  = \$851  ^ lfsr[12];
-  assign \$53  = \$852  ^ lfsr[14];
-  assign \$853  = \$854  ^ lfsr[5];
-  assign \$855  = \$853  ^ lfsr[6];
-  assign \$856  = \$855  ^ lfsr[8];
-  assign \$857  = \$856  ^ lfsr[9];
-  assign \$858  = \$857  ^ lfsr[13];
-  assign \$52  = \$858  ^ lfsr[15];
-  assign \$859  = \$860  ^ lfsr[2];
-  assign \$861  = \$859  ^ lfsr[3];
-  assign \$862  = \$861  ^ lfsr[4];
-  assign \$863  = \$862  ^ lfsr[5];
-  assign \$864  = \$863  ^ lfsr[6];
-  assign \$865  = \$864  ^ lfsr[7];
-  assign \$866  = \$865  ^ lfsr[9];
-  assign \$4  = \$866  ^ lfsr[10];
+    \$496  <= \$736 ;
+  always @(posedge clk)
+    bw__data <= \$737 ;
+  always @(posedge clk)
+    piv_act0 <= \$738 ;
+  always @(posedge clk)
+    piv_act1 <= \$739 ;
+  always @(posedge clk)
+    piv_act2 <= \$740 ;
+  always @(posedge clk)
+    piv_act3 <= \$741 ;
+  always @(posedge clk)
+    a_dist0 <= \$742 ;
+  always @(posedge clk)
+    a_dist1 <= \$743 ;
+  always @(posedge clk)
+    a_dist2 <= \$744 ;
+  always @(posedge clk)
+    a_dist3 <= \$745 ;
+  always @(posedge clk)
+    cnt0 <= \$746 ;
+  always @(posedge clk)
+    cnt1 <= \$747 ;
+  always @(posedge clk)
+    cnt2 <= \$748 ;
+  always @(posedge clk)
+    cnt3 <= \$749 ;
+  always @(posedge clk)
+    o__valid <= \$750 ;
+  always @(posedge clk)
+    \$751  <= \$752 ;
+  always @(posedge clk)
+    olast <= \$753 ;
+  always @(posedge clk)
+    dpos <= \$754 ;
+  always @(posedge clk)
+    dwithin <= \$755 ;
+  always @(posedge clk)
+    dcl <= \$756 ;
+  always @(posedge clk)
+    dbank <= \$757 ;
+  always @(posedge clk)
+    full <= \$758 ;
+  assign \$759  = \$760  ^ lfsr[2];
+  assign \$761  = \$759  ^ lfsr[3];
+  assign \$762  = \$761  ^ lfsr[5];
+  assign \$763  = \$764  ^ lfsr[3];
+  assign \$765  = \$763  ^ lfsr[4];
+  assign \$766  = \$765  ^ lfsr[6];
+  assign \$767  = \$768  ^ lfsr[4];
+  assign \$769  = \$767  ^ lfsr[5];
+  assign \$770  = \$769  ^ lfsr[7];
+  assign \$771  = \$772  ^ lfsr[5];
+  assign \$773  = \$771  ^ lfsr[6];
+  assign \$774  = \$773  ^ lfsr[8];
+  assign \$775  = \$776  ^ lfsr[6];
+  assign \$777  = \$775  ^ lfsr[7];
+  assign \$778  = \$777  ^ lfsr[9];
+  assign \$779  = \$780  ^ lfsr[7];
+  assign \$781  = \$779  ^ lfsr[8];
+  assign \$782  = \$781  ^ lfsr[10];
+  assign \$783  = \$784  ^ lfsr[8];
+  assign \$785  = \$783  ^ lfsr[9];
+  assign \$786  = \$785  ^ lfsr[11];
+  assign \$787  = \$788  ^ lfsr[9];
+  assign \$789  = \$787  ^ lfsr[10];
+  assign \$790  = \$789  ^ lfsr[12];
+  assign \$791  = \$792  ^ lfsr[10];
+  assign \$793  = \$791  ^ lfsr[11];
+  assign \$794  = \$793  ^ lfsr[13];
+  assign \$795  = \$796  ^ lfsr[11];
+  assign \$797  = \$795  ^ lfsr[12];
+  assign \$798  = \$797  ^ lfsr[14];
+  assign \$799  = \$800  ^ lfsr[12];
+  assign \$801  = \$799  ^ lfsr[13];
+  assign \$802  = \$801  ^ lfsr[15];
+  assign \$803  = \$804  ^ lfsr[2];
+  assign \$805  = \$803  ^ lfsr[3];
+  assign \$806  = \$805  ^ lfsr[5];
+  assign \$807  = \$806  ^ lfsr[11];
+  assign \$808  = \$807  ^ lfsr[13];
+  assign \$809  = \$808  ^ lfsr[14];
+  assign \$810  = \$811  ^ lfsr[3];
+  assign \$812  = \$810  ^ lfsr[4];
+  assign \$813  = \$812  ^ lfsr[6];
+  assign \$814  = \$813  ^ lfsr[12];
+  assign \$815  = \$814  ^ lfsr[14];
+  assign \$816  = \$815  ^ lfsr[15];
+  assign \$817  = \$818  ^ lfsr[3];
+  assign \$819  = \$817  ^ lfsr[4];
+  assign \$820  = \$819  ^ lfsr[7];
+  assign \$821  = \$820  ^ lfsr[13];
+  assign \$822  = \$821  ^ lfsr[15];
+  assign \$823  = \$824  ^ lfsr[1];
+  assign \$825  = \$823  ^ lfsr[2];
+  assign \$826  = \$825  ^ lfsr[3];
+  assign \$827  = \$826  ^ lfsr[4];
+  assign \$828  = \$827  ^ lfsr[8];
+  assign \$829  = \$828  ^ lfsr[14];
+  assign \$830  = \$831  ^ lfsr[2];
+  assign \$832  = \$830  ^ lfsr[3];
+  assign \$833  = \$832  ^ lfsr[4];
+  assign \$834  = \$833  ^ lfsr[5];
+  assign \$835  = \$834  ^ lfsr[9];
+  assign \$836  = \$835  ^ lfsr[15];
+  assign \$837  = { \$836 , \$829 , \$822 , \$816 , \$809 , \$802 , \$798 , \$794 , \$790 , \$786 , \$782 , \$778 , \$774 , \$770 , \$766 , \$762  } * 5'h10;
+  assign \$838  = 1'h0 + \$839 ;
+  assign \$840  = \$841  ^ lfsr[4];
+  assign \$842  = \$840  ^ lfsr[6];
+  assign \$70  = \$842  ^ lfsr[10];
+  assign \$843  = \$844  ^ lfsr[5];
+  assign \$845  = \$843  ^ lfsr[7];
+  assign \$69  = \$845  ^ lfsr[11];
+  assign \$846  = \$847  ^ lfsr[6];
+  assign \$848  = \$846  ^ lfsr[8];
+  assign \$68  = \$848  ^ lfsr[12];
+  assign \$849  = \$850  ^ lfsr[7];
+  assign \$851  = \$849  ^ lfsr[9];
+  assign \$67  = \$851  ^ lfsr[13];
+  assign \$852  = \$853  ^ lfsr[8];
+  assign \$854  = \$852  ^ lfsr[10];
+  assign \$66  = \$854  ^ lfsr[14];
+  assign \$855  = \$856  ^ lfsr[9];
+  assign \$857  = \$855  ^ lfsr[11];
+  assign \$65  = \$857  ^ lfsr[15];
+  assign \$858  = \$859  ^ lfsr[2];
+  assign \$860  = \$858  ^ lfsr[3];
+  assign \$861  = \$860  ^ lfsr[5];
+  assign \$862  = \$861  ^ lfsr[6];
+  assign \$863  = \$862  ^ lfsr[10];
+  assign \$64  = \$863  ^ lfsr[12];
+  assign \$864  = \$865  ^ lfsr[3];
+  assign \$866  = \$864  ^ lfsr[4];
+  assign \$867  = \$866  ^ lfsr[6];
+  assign \$868  = \$867  ^ lfsr[7];
+  assign \$869  = \$868  ^ lfsr[11];
+  assign \$63  = \$869  ^ lfsr[13];
+  assign \$870  = \$871  ^ lfsr[4];
+  assign \$872  = \$870  ^ lfsr[5];
+  assign \$873  = \$872  ^ lfsr[7];
+  assign \$874  = \$873  ^ lfsr[8];
+  assign \$875  = \$874  ^ lfsr[12];
+  assign \$62  = \$875  ^ lfsr[14];
+  assign \$876  = \$877  ^ lfsr[5];
+  assign \$878  = \$876  ^ lfsr[6];
+  assign \$879  = \$878  ^ lfsr[8];
+  assign \$880  = \$879  ^ lfsr[9];
+  assign \$4  = \$880  ^ lfsr[13];
   always @* begin
-    if (\$867 ) begin end
+    if (\$881 ) begin end
     (* full_case = 32'd1 *)
     casez (argmin1_0_idx)
       2'h0:
-          \$505  = 6'h00;
+          \$514  = 6'h00;
       2'h1:
-          \$505  = 6'h10;
+          \$514  = 6'h10;
       2'h2:
-          \$505  = 6'h20;
+          \$514  = 6'h20;
       2'h3:
-          \$505  = 6'h30;
+          \$514  = 6'h30;
     endcase
   end
   always @* begin
-    if (\$867 ) begin end
+    if (\$881 ) begin end
     (* full_case = 32'd1 *)
     casez (argmin1_0_idx)
       2'h0:
-          \$506  = cnt_eff0;
+          \$515  = cnt_eff0;
       2'h1:
-          \$506  = cnt_eff1;
+          \$515  = cnt_eff1;
       2'h2:
-          \$506  = cnt_eff2;
+          \$515  = cnt_eff2;
       2'h3:
-          \$506  = cnt_eff3;
+          \$515  = cnt_eff3;
     endcase
   end
   always @* begin
-    if (\$867 ) begin end
-    \$688  = \$511 [6:0];
+    if (\$881 ) begin end
+    \$700  = \$520 [6:0];
     if (rst) begin
-      \$688  = 7'h00;
+      \$700  = 7'h00;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$689  = qw__addr;
+    if (\$881 ) begin end
+    \$701  = qw__addr;
     if (push) begin
-      \$689  = \$514 [5:0];
+      \$701  = \$523 [5:0];
     end
     if (rst) begin
-      \$689  = 6'h00;
+      \$701  = 6'h00;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$690  = piv_load0;
+    if (\$881 ) begin end
+    \$702  = piv_load0;
     if (push) begin
-      if (\$515 ) begin
-        \$690  = i__payload[32:17];
-      end
-    end
-    if (rst) begin
-      \$690  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$691  = piv_load1;
-    if (push) begin
-      if (\$516 ) begin
-        \$691  = i__payload[32:17];
-      end
-    end
-    if (rst) begin
-      \$691  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$692  = piv_load2;
-    if (push) begin
-      if (\$517 ) begin
-        \$692  = i__payload[32:17];
-      end
-    end
-    if (rst) begin
-      \$692  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$693  = piv_load3;
-    if (push) begin
-      if (\$518 ) begin
-        \$693  = i__payload[32:17];
-      end
-    end
-    if (rst) begin
-      \$693  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$694  = paddr0;
-    if (push) begin
-      if (\$519 ) begin
-        \$694  = \$815 [5:0];
-      end
-    end
-    if (rst) begin
-      \$694  = 6'h04;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$695  = paddr1;
-    if (push) begin
-      if (\$519 ) begin
-        \$695  = \$62 [5:0];
-      end
-    end
-    if (rst) begin
-      \$695  = 6'h1c;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$696  = paddr2;
-    if (push) begin
-      if (\$519 ) begin
-        \$696  = \$211 [5:0];
-      end
-    end
-    if (rst) begin
-      \$696  = 6'h2e;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$697  = paddr3;
-    if (push) begin
-      if (\$519 ) begin
-        \$697  = \$349 [5:0];
-      end
-    end
-    if (rst) begin
-      \$697  = 6'h38;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$698  = lfsr;
-    if (push) begin
-      if (\$519 ) begin
-        \$698  = { \$485 , \$477 , \$470 , \$463 , \$456 , \$446 , \$436 , \$427 , \$417 , \$408 , \$398 , \$388 , \$378 , \$371 , \$364 , \$357  };
-      end
-    end
-    if (rst) begin
-      \$698  = 16'h8815;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$699  = qr__addr;
-    if (pop) begin
-      \$699  = \$522 [5:0];
-    end
-    if (rst) begin
-      \$699  = 6'h00;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$700  = active;
-    if (pop) begin
-      \$700  = \$523 ;
-    end
-    if (rst) begin
-      \$700  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$701  = pbank;
-    if (pop) begin
       if (\$524 ) begin
-        \$701  = \$525 ;
-      end
-    end
-    if (rst) begin
-      \$701  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$702  = piv_act0;
-    if (pop) begin
-      if (start) begin
-        \$702  = piv_load0;
+        \$702  = i__payload[32:17];
       end
     end
     if (rst) begin
@@ -2031,11 +1931,11 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$703  = piv_act1;
-    if (pop) begin
-      if (start) begin
-        \$703  = piv_load1;
+    if (\$881 ) begin end
+    \$703  = piv_load1;
+    if (push) begin
+      if (\$525 ) begin
+        \$703  = i__payload[32:17];
       end
     end
     if (rst) begin
@@ -2043,11 +1943,11 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$704  = piv_act2;
-    if (pop) begin
-      if (start) begin
-        \$704  = piv_load2;
+    if (\$881 ) begin end
+    \$704  = piv_load2;
+    if (push) begin
+      if (\$526 ) begin
+        \$704  = i__payload[32:17];
       end
     end
     if (rst) begin
@@ -2055,11 +1955,11 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$705  = piv_act3;
-    if (pop) begin
-      if (start) begin
-        \$705  = piv_load3;
+    if (\$881 ) begin end
+    \$705  = piv_load3;
+    if (push) begin
+      if (\$527 ) begin
+        \$705  = i__payload[32:17];
       end
     end
     if (rst) begin
@@ -2067,275 +1967,513 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$707  = \$706 ;
-    if (adv) begin
-      \$707  = pop;
+    if (\$881 ) begin end
+    \$706  = paddr0;
+    if (push) begin
+      if (\$528 ) begin
+        \$706  = \$838 [5:0];
+      end
     end
     if (rst) begin
-      \$707  = 1'h0;
+      \$706  = 6'h04;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$709  = \$708 ;
-    if (adv) begin
-      \$709  = \$526 ;
+    if (\$881 ) begin end
+    \$707  = paddr1;
+    if (push) begin
+      if (\$528 ) begin
+        \$707  = \$71 [5:0];
+      end
     end
     if (rst) begin
-      \$709  = 1'h0;
+      \$707  = 6'h1c;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$711  = \$710 ;
-    if (adv) begin
-      \$711  = \$527 ;
+    if (\$881 ) begin end
+    \$708  = paddr2;
+    if (push) begin
+      if (\$528 ) begin
+        \$708  = \$220 [5:0];
+      end
     end
     if (rst) begin
-      \$711  = 1'h0;
+      \$708  = 6'h2e;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$713  = \$712 ;
-    if (adv) begin
-      \$713  = pbank;
+    if (\$881 ) begin end
+    \$709  = paddr3;
+    if (push) begin
+      if (\$528 ) begin
+        \$709  = \$358 [5:0];
+      end
+    end
+    if (rst) begin
+      \$709  = 6'h38;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$710  = lfsr;
+    if (push) begin
+      if (\$528 ) begin
+        \$710  = { \$494 , \$486 , \$479 , \$472 , \$465 , \$455 , \$445 , \$436 , \$426 , \$417 , \$407 , \$397 , \$387 , \$380 , \$373 , \$366  };
+      end
+    end
+    if (rst) begin
+      \$710  = 16'h8815;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$711  = qr__addr;
+    if (pop) begin
+      \$711  = \$531 [5:0];
+    end
+    if (rst) begin
+      \$711  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$712  = active;
+    if (pop) begin
+      \$712  = \$532 ;
+    end
+    if (rst) begin
+      \$712  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$713  = pbank;
+    if (pop) begin
+      if (\$533 ) begin
+        \$713  = \$534 ;
+      end
     end
     if (rst) begin
       \$713  = 1'h0;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$714  = \$489 ;
+    if (\$881 ) begin end
+    \$714  = piv_next0;
+    if (pop) begin
+      if (start) begin
+        \$714  = piv_load0;
+      end
+    end
+    if (rst) begin
+      \$714  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$715  = piv_next1;
+    if (pop) begin
+      if (start) begin
+        \$715  = piv_load1;
+      end
+    end
+    if (rst) begin
+      \$715  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$716  = piv_next2;
+    if (pop) begin
+      if (start) begin
+        \$716  = piv_load2;
+      end
+    end
+    if (rst) begin
+      \$716  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$717  = piv_next3;
+    if (pop) begin
+      if (start) begin
+        \$717  = piv_load3;
+      end
+    end
+    if (rst) begin
+      \$717  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$718  = \$538 ;
     if (adv) begin
-      \$714  = \$706 ;
+      \$718  = pop;
     end
     if (rst) begin
-      \$714  = 1'h0;
+      \$718  = 1'h0;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$715  = \$494 ;
+    if (\$881 ) begin end
+    \$719  = \$539 ;
     if (adv) begin
-      \$715  = \$708 ;
+      \$719  = \$535 ;
     end
     if (rst) begin
-      \$715  = 1'h0;
+      \$719  = 1'h0;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$716  = \$674 ;
+    if (\$881 ) begin end
+    \$721  = \$720 ;
     if (adv) begin
-      \$716  = \$710 ;
+      \$721  = \$536 ;
     end
     if (rst) begin
-      \$716  = 1'h0;
+      \$721  = 1'h0;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$717  = \$487 ;
+    if (\$881 ) begin end
+    \$723  = \$722 ;
     if (adv) begin
-      \$717  = \$712 ;
+      \$723  = pbank;
     end
     if (rst) begin
-      \$717  = 1'h0;
+      \$723  = 1'h0;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$718  = bw__data;
+    if (\$881 ) begin end
+    \$725  = \$724 ;
     if (adv) begin
-      \$718  = qr__data;
+      \$725  = \$538 ;
     end
     if (rst) begin
-      \$718  = 33'h000000000;
+      \$725  = 1'h0;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$719  = a_dist0;
+    if (\$881 ) begin end
+    \$727  = \$726 ;
     if (adv) begin
-      \$719  = \$558 ;
-    end
-    if (rst) begin
-      \$719  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$720  = a_dist1;
-    if (adv) begin
-      \$720  = \$589 ;
-    end
-    if (rst) begin
-      \$720  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$721  = a_dist2;
-    if (adv) begin
-      \$721  = \$620 ;
-    end
-    if (rst) begin
-      \$721  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$722  = a_dist3;
-    if (adv) begin
-      \$722  = \$651 ;
-    end
-    if (rst) begin
-      \$722  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$723  = cnt0;
-    if (write) begin
-      \$723  = \$653 [4:0];
-    end
-    if (rst) begin
-      \$723  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$724  = cnt1;
-    if (write) begin
-      \$724  = \$655 [4:0];
-    end
-    if (rst) begin
-      \$724  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$725  = cnt2;
-    if (write) begin
-      \$725  = \$657 [4:0];
-    end
-    if (rst) begin
-      \$725  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$726  = cnt3;
-    if (write) begin
-      \$726  = \$659 [4:0];
-    end
-    if (rst) begin
-      \$726  = 5'h00;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$727  = o__valid;
-    if (issue) begin
-      \$727  = 1'h1;
-    end else if (take) begin
-      \$727  = 1'h0;
+      \$727  = \$539 ;
     end
     if (rst) begin
       \$727  = 1'h0;
     end
   end
   always @* begin
-    if (\$867 ) begin end
+    if (\$881 ) begin end
     \$729  = \$728 ;
-    if (issue) begin
-      \$729  = dcl;
+    if (adv) begin
+      \$729  = \$720 ;
     end
     if (rst) begin
-      \$729  = 2'h0;
+      \$729  = 1'h0;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$730  = olast;
-    if (issue) begin
-      \$730  = \$660 ;
+    if (\$881 ) begin end
+    \$731  = \$730 ;
+    if (adv) begin
+      \$731  = \$722 ;
     end
     if (rst) begin
-      \$730  = 1'h0;
+      \$731  = 1'h0;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$731  = dpos;
-    if (issue) begin
-      \$731  = \$663 [5:0];
+    if (\$881 ) begin end
+    \$732  = r_entry;
+    if (adv) begin
+      \$732  = qr__data;
     end
     if (rst) begin
-      \$731  = 6'h00;
+      \$732  = 33'h000000000;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$732  = dwithin;
-    if (issue) begin
-      \$732  = \$666 [3:0];
+    if (\$881 ) begin end
+    \$733  = \$498 ;
+    if (adv) begin
+      \$733  = \$724 ;
     end
     if (rst) begin
-      \$732  = 4'h0;
+      \$733  = 1'h0;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$733  = dcl;
-    if (issue) begin
-      if (\$667 ) begin
-        \$733  = \$670 [1:0];
-      end
-    end
-    if (rst) begin
-      \$733  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$867 ) begin end
-    \$734  = dbank;
-    if (issue) begin
-      if (\$671 ) begin
-        \$734  = \$672 ;
-      end
+    if (\$881 ) begin end
+    \$734  = \$503 ;
+    if (adv) begin
+      \$734  = \$726 ;
     end
     if (rst) begin
       \$734  = 1'h0;
     end
   end
   always @* begin
-    if (\$867 ) begin end
-    \$735  = full;
-    if (\$676 ) begin
-      \$735 [0] = 1'h1;
-    end
-    if (\$680 ) begin
-      \$735 [0] = 1'h0;
-    end
-    if (\$682 ) begin
-      \$735 [1] = 1'h1;
-    end
-    if (\$686 ) begin
-      \$735 [1] = 1'h0;
+    if (\$881 ) begin end
+    \$735  = \$686 ;
+    if (adv) begin
+      \$735  = \$728 ;
     end
     if (rst) begin
-      \$735  = 2'h0;
+      \$735  = 1'h0;
     end
   end
-  assign next_paddr0 = \$815 [5:0];
-  assign next_paddr1 = \$62 [5:0];
-  assign next_paddr2 = \$211 [5:0];
-  assign next_paddr3 = \$349 [5:0];
-  assign next_lfsr = { \$485 , \$477 , \$470 , \$463 , \$456 , \$446 , \$436 , \$427 , \$417 , \$408 , \$398 , \$388 , \$378 , \$371 , \$364 , \$357  };
+  always @* begin
+    if (\$881 ) begin end
+    \$736  = \$496 ;
+    if (adv) begin
+      \$736  = \$730 ;
+    end
+    if (rst) begin
+      \$736  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$737  = bw__data;
+    if (adv) begin
+      \$737  = r_entry;
+    end
+    if (rst) begin
+      \$737  = 33'h000000000;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$738  = piv_act0;
+    if (adv) begin
+      if (\$537 ) begin
+        \$738  = piv_next0;
+      end
+    end
+    if (rst) begin
+      \$738  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$739  = piv_act1;
+    if (adv) begin
+      if (\$537 ) begin
+        \$739  = piv_next1;
+      end
+    end
+    if (rst) begin
+      \$739  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$740  = piv_act2;
+    if (adv) begin
+      if (\$537 ) begin
+        \$740  = piv_next2;
+      end
+    end
+    if (rst) begin
+      \$740  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$741  = piv_act3;
+    if (adv) begin
+      if (\$537 ) begin
+        \$741  = piv_next3;
+      end
+    end
+    if (rst) begin
+      \$741  = 16'h0000;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$742  = a_dist0;
+    if (adv) begin
+      \$742  = \$570 ;
+    end
+    if (rst) begin
+      \$742  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$743  = a_dist1;
+    if (adv) begin
+      \$743  = \$601 ;
+    end
+    if (rst) begin
+      \$743  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$744  = a_dist2;
+    if (adv) begin
+      \$744  = \$632 ;
+    end
+    if (rst) begin
+      \$744  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$745  = a_dist3;
+    if (adv) begin
+      \$745  = \$663 ;
+    end
+    if (rst) begin
+      \$745  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$746  = cnt0;
+    if (write) begin
+      \$746  = \$665 [4:0];
+    end
+    if (rst) begin
+      \$746  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$747  = cnt1;
+    if (write) begin
+      \$747  = \$667 [4:0];
+    end
+    if (rst) begin
+      \$747  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$748  = cnt2;
+    if (write) begin
+      \$748  = \$669 [4:0];
+    end
+    if (rst) begin
+      \$748  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$749  = cnt3;
+    if (write) begin
+      \$749  = \$671 [4:0];
+    end
+    if (rst) begin
+      \$749  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$750  = o__valid;
+    if (issue) begin
+      \$750  = 1'h1;
+    end else if (take) begin
+      \$750  = 1'h0;
+    end
+    if (rst) begin
+      \$750  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$752  = \$751 ;
+    if (issue) begin
+      \$752  = dcl;
+    end
+    if (rst) begin
+      \$752  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$753  = olast;
+    if (issue) begin
+      \$753  = \$672 ;
+    end
+    if (rst) begin
+      \$753  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$754  = dpos;
+    if (issue) begin
+      \$754  = \$675 [5:0];
+    end
+    if (rst) begin
+      \$754  = 6'h00;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$755  = dwithin;
+    if (issue) begin
+      \$755  = \$678 [3:0];
+    end
+    if (rst) begin
+      \$755  = 4'h0;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$756  = dcl;
+    if (issue) begin
+      if (\$679 ) begin
+        \$756  = \$682 [1:0];
+      end
+    end
+    if (rst) begin
+      \$756  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$757  = dbank;
+    if (issue) begin
+      if (\$683 ) begin
+        \$757  = \$684 ;
+      end
+    end
+    if (rst) begin
+      \$757  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$881 ) begin end
+    \$758  = full;
+    if (\$688 ) begin
+      \$758 [0] = 1'h1;
+    end
+    if (\$692 ) begin
+      \$758 [0] = 1'h0;
+    end
+    if (\$694 ) begin
+      \$758 [1] = 1'h1;
+    end
+    if (\$698 ) begin
+      \$758 [1] = 1'h0;
+    end
+    if (rst) begin
+      \$758  = 2'h0;
+    end
+  end
+  assign next_paddr0 = \$838 [5:0];
+  assign next_paddr1 = \$71 [5:0];
+  assign next_paddr2 = \$220 [5:0];
+  assign next_paddr3 = \$358 [5:0];
+  assign next_lfsr = { \$494 , \$486 , \$479 , \$472 , \$465 , \$455 , \$445 , \$436 , \$426 , \$417 , \$407 , \$397 , \$387 , \$380 , \$373 , \$366  };
   assign tail = qw__addr;
   assign qw__data = i__payload;
   assign qw__en = push;
@@ -2345,7 +2483,7 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
   assign bw__addr = \$1 [6:0];
   assign a_entry = bw__data;
   assign bw__en = write;
-  assign \$868  = o__valid;
+  assign \$882  = o__valid;
   assign br__addr = \$2 [6:0];
   assign br__en = issue;
   assign \i__payload.token_id  = i__payload[16:0];
@@ -2362,96 +2500,98 @@ module cluster_scheduler(clk, i__payload, i__ready, i__valid, o__payload, o__rea
   assign \a_entry.pattern  = bw__data[32:17];
   assign \br__data.token_id  = br__data[16:0];
   assign \br__data.pattern  = br__data[32:17];
+  assign \r_entry.token_id  = r_entry[16:0];
+  assign \r_entry.pattern  = r_entry[32:17];
   assign \qr__data.token_id  = qr__data[16:0];
   assign \qr__data.pattern  = qr__data[32:17];
   assign o__payload[35] = olast;
-  assign o__payload[34:33] = \$728 ;
+  assign o__payload[34:33] = \$751 ;
   assign o__payload[32:17] = br__data[32:17];
   assign o__payload[16:0] = br__data[16:0];
-  assign \$737  = lfsr[0];
-  assign \$741  = lfsr[1];
-  assign \$745  = lfsr[2];
-  assign \$749  = lfsr[3];
-  assign \$753  = lfsr[4];
-  assign \$757  = lfsr[5];
-  assign \$761  = lfsr[6];
-  assign \$765  = lfsr[7];
-  assign \$769  = lfsr[8];
-  assign \$773  = lfsr[9];
-  assign \$777  = lfsr[10];
-  assign \$781  = lfsr[0];
-  assign \$788  = lfsr[1];
-  assign \$795  = lfsr[0];
-  assign \$801  = lfsr[0];
-  assign \$808  = lfsr[1];
-  assign \$816  = { 16'h0000, \$814 [20:16] };
+  assign \$760  = lfsr[0];
+  assign \$764  = lfsr[1];
+  assign \$768  = lfsr[2];
+  assign \$772  = lfsr[3];
+  assign \$776  = lfsr[4];
+  assign \$780  = lfsr[5];
+  assign \$784  = lfsr[6];
+  assign \$788  = lfsr[7];
+  assign \$792  = lfsr[8];
+  assign \$796  = lfsr[9];
+  assign \$800  = lfsr[10];
+  assign \$804  = lfsr[0];
+  assign \$811  = lfsr[1];
   assign \$818  = lfsr[0];
-  assign \$821  = lfsr[1];
-  assign \$824  = lfsr[2];
-  assign \$827  = lfsr[3];
-  assign \$830  = lfsr[4];
-  assign \$833  = lfsr[5];
-  assign \$836  = lfsr[0];
-  assign \$842  = lfsr[1];
-  assign \$848  = lfsr[2];
-  assign \$854  = lfsr[3];
-  assign \$860  = lfsr[0];
-  assign \$6  = lfsr[1];
-  assign \$16  = lfsr[0];
-  assign \$25  = lfsr[1];
-  assign \$34  = lfsr[2];
-  assign \$43  = lfsr[3];
-  assign \$63  = { 16'h0000, \$51 [20:16] };
-  assign \$65  = lfsr[0];
-  assign \$77  = lfsr[0];
-  assign \$88  = lfsr[1];
-  assign \$99  = lfsr[0];
-  assign \$109  = lfsr[0];
-  assign \$120  = lfsr[0];
-  assign \$130  = lfsr[0];
-  assign \$139  = lfsr[1];
-  assign \$148  = lfsr[0];
-  assign \$154  = lfsr[0];
-  assign \$163  = lfsr[1];
-  assign \$172  = lfsr[0];
-  assign \$178  = lfsr[1];
-  assign \$184  = lfsr[0];
-  assign \$191  = lfsr[0];
-  assign \$201  = lfsr[1];
-  assign \$212  = { 16'h0000, \$210 [20:16] };
-  assign \$214  = lfsr[0];
-  assign \$221  = lfsr[1];
-  assign \$228  = lfsr[2];
-  assign \$235  = lfsr[3];
-  assign \$242  = lfsr[0];
-  assign \$252  = lfsr[1];
-  assign \$262  = lfsr[2];
-  assign \$272  = lfsr[0];
+  assign \$824  = lfsr[0];
+  assign \$831  = lfsr[1];
+  assign \$839  = { 16'h0000, \$837 [20:16] };
+  assign \$841  = lfsr[0];
+  assign \$844  = lfsr[1];
+  assign \$847  = lfsr[2];
+  assign \$850  = lfsr[3];
+  assign \$853  = lfsr[4];
+  assign \$856  = lfsr[5];
+  assign \$859  = lfsr[0];
+  assign \$865  = lfsr[1];
+  assign \$871  = lfsr[2];
+  assign \$877  = lfsr[3];
+  assign \$6  = lfsr[0];
+  assign \$16  = lfsr[1];
+  assign \$26  = lfsr[0];
+  assign \$35  = lfsr[1];
+  assign \$44  = lfsr[2];
+  assign \$53  = lfsr[3];
+  assign \$72  = { 16'h0000, \$61 [20:16] };
+  assign \$74  = lfsr[0];
+  assign \$86  = lfsr[0];
+  assign \$97  = lfsr[1];
+  assign \$108  = lfsr[0];
+  assign \$118  = lfsr[0];
+  assign \$129  = lfsr[0];
+  assign \$139  = lfsr[0];
+  assign \$148  = lfsr[1];
+  assign \$157  = lfsr[0];
+  assign \$163  = lfsr[0];
+  assign \$172  = lfsr[1];
+  assign \$181  = lfsr[0];
+  assign \$187  = lfsr[1];
+  assign \$193  = lfsr[0];
+  assign \$200  = lfsr[0];
+  assign \$210  = lfsr[1];
+  assign \$221  = { 16'h0000, \$219 [20:16] };
+  assign \$223  = lfsr[0];
+  assign \$230  = lfsr[1];
+  assign \$237  = lfsr[2];
+  assign \$244  = lfsr[3];
+  assign \$251  = lfsr[0];
+  assign \$261  = lfsr[1];
+  assign \$271  = lfsr[2];
   assign \$281  = lfsr[0];
-  assign \$291  = lfsr[0];
+  assign \$290  = lfsr[0];
   assign \$300  = lfsr[0];
-  assign \$310  = lfsr[1];
-  assign \$320  = lfsr[0];
-  assign \$327  = lfsr[1];
-  assign \$334  = lfsr[2];
-  assign \$341  = lfsr[0];
-  assign \$350  = { 16'h0000, \$348 [20:16] };
-  assign \$352  = lfsr[0];
-  assign \$359  = lfsr[1];
-  assign \$366  = lfsr[2];
-  assign \$373  = lfsr[3];
-  assign \$380  = lfsr[0];
-  assign \$390  = lfsr[1];
-  assign \$400  = lfsr[2];
-  assign \$410  = lfsr[0];
+  assign \$309  = lfsr[0];
+  assign \$319  = lfsr[1];
+  assign \$329  = lfsr[0];
+  assign \$336  = lfsr[1];
+  assign \$343  = lfsr[2];
+  assign \$350  = lfsr[0];
+  assign \$359  = { 16'h0000, \$357 [20:16] };
+  assign \$361  = lfsr[0];
+  assign \$368  = lfsr[1];
+  assign \$375  = lfsr[2];
+  assign \$382  = lfsr[3];
+  assign \$389  = lfsr[0];
+  assign \$399  = lfsr[1];
+  assign \$409  = lfsr[2];
   assign \$419  = lfsr[0];
-  assign \$429  = lfsr[0];
+  assign \$428  = lfsr[0];
   assign \$438  = lfsr[0];
-  assign \$448  = lfsr[1];
-  assign \$458  = lfsr[0];
-  assign \$465  = lfsr[1];
-  assign \$472  = lfsr[2];
-  assign \$479  = lfsr[0];
-  assign \$683  = \$487 ;
-  assign \$687  = dbank;
+  assign \$447  = lfsr[0];
+  assign \$457  = lfsr[1];
+  assign \$467  = lfsr[0];
+  assign \$474  = lfsr[1];
+  assign \$481  = lfsr[2];
+  assign \$488  = lfsr[0];
+  assign \$695  = \$496 ;
+  assign \$699  = dbank;
 endmodule

@@ -256,12 +256,12 @@ def schedule(patterns, params: SchedulerParams = SchedulerParams(), state: int |
     return ScheduleResult(p, pivots, cluster, position, order, dist, new_state)
 
 
-#: Cycles from the last input handshake of a batch to its first output handshake is E + 4:
-#: 1 (batch-complete flag), E (one read per entry), 1 (distance stage), 1 (assign/write
-#: stage), 1 (drain read into the output register).
+#: Cycles from the last input handshake of a batch to its first output handshake is E + 5:
+#: 1 (batch-complete flag), E (one read per entry), 1 (read-data register), 1 (distance
+#: stage), 1 (assign/write stage), 1 (drain read into the output register).
 def scheduler_first_out_latency(params: SchedulerParams) -> int:
-    """Cycles from a batch's last input handshake to its first output (E + 4)."""
-    return params.entries + 4
+    """Cycles from a batch's last input handshake to its first output (E + 5)."""
+    return params.entries + 5
 
 
 def scheduler_output_cycles(last_input_cycles, params: SchedulerParams) -> np.ndarray:
@@ -269,7 +269,7 @@ def scheduler_output_cycles(last_input_cycles, params: SchedulerParams) -> np.nd
 
     ``last_input_cycles[n]``: cycle of the last input handshake of batch ``n``. Inputs
     are in order; when the output is always ready the input is never refused, and batch n's
-    entry j (output order) leaves at ``last_input_cycles[n] + E + 4 + j``: the output is one
+    entry j (output order) leaves at ``last_input_cycles[n] + E + 5 + j``: the output is one
     entry per cycle and back-to-back batches (one input per cycle) stream without a gap.
     """
     last = np.asarray(last_input_cycles, dtype=np.int64).reshape(-1, 1)

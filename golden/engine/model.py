@@ -129,15 +129,19 @@ class EngineTiming:
       ``(ceil(U/E) + 2) * E + pre_base`` cycles: one unit per cycle in (padded to whole
       batches), then the last batch's E reads and E outputs, plus ``pre_base`` cycles of
       pipeline (set from the RTL: two cycles from the chunk's pre-pass start to its first
-      unit in the OrderUnit, whose order is complete ``N + 2E + 3`` cycles later, and one
+      unit in the OrderUnit, whose order is complete ``N + 2E + 4`` cycles later, and one
       cycle to register the chunk's ``go``).
     - ``barrier``: cycles from the end of a chunk (every array issued its last step) to the
       start of the next one.
+    - ``natural``: with the scheduler, chunk 0 (natural order, no pre-pass) starts
+      ``natural`` cycles after ``load_base`` (the OrderUnits' ``natural`` pulse one cycle
+      after the kick, their ``avail`` one cycle later).
     """
     load_base: int = 2
     tail_base: int = 1
-    pre_base: int = 6
+    pre_base: int = 7
     barrier: int = 2
+    natural: int = 2
 
     @staticmethod
     def gap(rows: int, cols: int) -> int:
@@ -220,9 +224,9 @@ def _chunk_codes(plans, chunk_list):
 def _orders(plans, chunk_list, params: EngineParams, scheduled: bool) -> list[ChunkOrder]:
     out = []
     state_q = state_k = params.seed
-    for ch, pl, qc, kc in _chunk_codes(plans, chunk_list):
+    for i, (ch, pl, qc, kc) in enumerate(_chunk_codes(plans, chunk_list)):
         U = pl.anchors.size
-        if scheduled:
+        if scheduled and i > 0:      # chunk 0 runs in natural order (nothing to hide it behind)
             oq, state_q = _scheduled_order(qc, params, state_q)
             ok, state_k = _scheduled_order(kc, params, state_k)
         else:
@@ -240,7 +244,10 @@ def orders(codes, grid, groups, params: EngineParams, scheduled: bool = True
     each side streams the chunk's units in natural order through its own ClusterScheduler
     (pattern bit j: the unit's follower is HALF or NONE at chunk channel j; padded with
     dummy entries to whole batches of E); the order is its output with the dummies removed.
-    Both LFSRs start from the seed; each side's state then runs on across its chunks.
+    The first chunk of a run is never scheduled: it keeps the natural order, and its arrays
+    start at once while the schedulers order chunk 1 (so the pre-pass of every scheduled
+    chunk overlaps the previous chunk's work). Both LFSRs start from the seed at chunk 1;
+    each side's state then runs on across its chunks.
     """
     grid, groups = as_grid(grid), _as_groups(groups)
     mq, mk = (np.asarray(c) for c in codes)
@@ -651,7 +658,12 @@ def engine_counters(q, k, grid, groups, params: EngineParams = EngineParams(),
         per, T = _chunk_run(qc, kc, params, matched, timing)
         for key in acc:
             acc[key] += per[key]
-        pre_done = pre_start + (timing.prepass(pl.anchors.size, params.entries) if sched else 0)
+        if not sched:
+            pre_done = pre_start
+        elif i == 0:
+            pre_done = pre_start + timing.natural
+        else:
+            pre_done = pre_start + timing.prepass(pl.anchors.size, params.entries)
         start = max(end + timing.barrier, pre_done)
         end = start + int(T.max())
         pre_start = start

@@ -75,6 +75,12 @@ class OrderUnit(wiring.Component):
         ``avail`` (0..2): complete orders not yet released, oldest in bank ``rbank``.
         ``release`` (pulse, when ``avail`` > 0): the oldest order is no longer read; its
         bank may be overwritten.
+        ``natural`` (pulse, only when no chunk is in progress, ``avail`` < 2 and no unit is
+        offered): a chunk whose order is the natural one is complete at once, in the next
+        bank, without a pass through the scheduler and without memory writes: both banks it
+        takes (order and inverse) answer a read of ``addr`` with ``addr`` until a scheduled
+        chunk is written there. The engine runs its first chunk so, while the scheduler
+        orders the second (``docs/engine.md``, "Orders").
         ``ord_rd[n]``: order memory reads, ``data`` = unit at position ``addr`` of the order
         in bank ``bank`` (chunk k is in bank k mod 2). ``inv_rd[n]``: inverse reads,
         ``data`` = position of unit ``addr`` in chunk k's order, bank = k mod
@@ -91,9 +97,9 @@ class OrderUnit(wiring.Component):
     Latency (the scheduler's output is never stalled here but by stall injection)
         With the first unit accepted in cycle x and one unit per cycle, U units and
         N = ceil(U/E)*E entries: ``avail`` counts the order from cycle
-        ``x + N + 2*E + 3`` (so ``pre(U) = N + 2E + 3`` from the first unit; in general
-        ``z + 2*E + 4`` after the cycle z of the last entry, unit or dummy, into the
-        scheduler: E + 4 scheduler latency, E outputs, one cycle to register ``avail``).
+        ``x + N + 2*E + 4`` (so ``pre(U) = N + 2E + 4`` from the first unit; in general
+        ``z + 2*E + 5`` after the cycle z of the last entry, unit or dummy, into the
+        scheduler: E + 5 scheduler latency, E outputs, one cycle to register ``avail``).
         Reads of the new order may be issued in that cycle.
     """
 
@@ -116,6 +122,7 @@ class OrderUnit(wiring.Component):
             "avail": Out(2),
             "rbank": Out(1),
             "release": In(1),
+            "natural": In(1),
             "ord_rd": In(OrderReadSignature(1, uw, uw)).array(order_ports),
             "inv_rd": In(OrderReadSignature(self.inverse_bank_width, uw, uw)).array(inverse_ports),
         })
@@ -197,9 +204,22 @@ class OrderUnit(wiring.Component):
                                 & (opos + real == nunits))
         with m.If(out):
             m.d.sync += [opos.eq(opos + real), obat.eq(Mux(obat == E - 1, 0, obat + 1))]
+        # A bank holds either a scheduled order (written above) or the natural one (flag).
+        natural_bank = Signal(2)
+        natural_ibank = Signal(self.inverse_banks)
+        done = Signal()
+        m.d.comb += done.eq(complete | self.natural)
         with m.If(complete):
-            m.d.sync += [opos.eq(0), phase.eq(IDLE), wbank.eq(~wbank),
+            m.d.sync += [opos.eq(0), phase.eq(IDLE)]
+        with m.If(done):
+            m.d.sync += [wbank.eq(~wbank),
                          ibank.eq(Mux(ibank == self.inverse_banks - 1, 0, ibank + 1))]
+            for b in range(2):
+                with m.If(wbank == b):
+                    m.d.sync += natural_bank[b].eq(self.natural)
+            for b in range(self.inverse_banks):
+                with m.If(ibank == b):
+                    m.d.sync += natural_ibank[b].eq(self.natural)
 
         # Probes (plain wires) for the engine benches' invariants: units in, order out.
         self.probes = probe_wires(m, {
@@ -210,18 +230,23 @@ class OrderUnit(wiring.Component):
         # -- banks in use -----------------------------------------------------------------
         rel = Signal()
         m.d.comb += rel.eq(self.release & (avail != 0))
-        m.d.sync += avail.eq(avail + complete - rel)
+        m.d.sync += avail.eq(avail + done - rel)
         with m.If(rel):
             m.d.sync += rbank.eq(~rbank)
         m.d.comb += [self.avail.eq(avail), self.rbank.eq(rbank)]
 
         # -- read ports ---------------------------------------------------------------------
-        for port in self.ord_rd:
-            rp = order.read_port()
-            m.d.comb += [rp.addr.eq(Cat(port.addr, port.bank)), port.data.eq(rp.data)]
-        for port in self.inv_rd:
-            rp = inverse.read_port()
-            m.d.comb += [rp.addr.eq(Cat(port.addr, port.bank)), port.data.eq(rp.data)]
+        # A natural bank answers with the address, registered like the memory's read data.
+        for kind, ports, mem, flags in (("ord", self.ord_rd, order, natural_bank),
+                                        ("inv", self.inv_rd, inverse, natural_ibank)):
+            for n, port in enumerate(ports):
+                rp = mem.read_port()
+                is_natural = Signal(name=f"{kind}{n}_natural")
+                addr_d = Signal(uw, name=f"{kind}{n}_addr_d")
+                m.d.sync += [is_natural.eq(flags.bit_select(port.bank, 1)),
+                             addr_d.eq(port.addr)]
+                m.d.comb += [rp.addr.eq(Cat(port.addr, port.bank)),
+                             port.data.eq(Mux(is_natural, addr_d, rp.data))]
 
         # A local synchronous reset: the scheduler restarts from the seed, no chunk in progress.
         return ResetInserter(self.start)(m)

@@ -62,13 +62,15 @@ class ClusterScheduler(wiring.Component):
     Microarchitecture
         1. Load: a circular buffer of E entries (the string queue) written in arrival order;
            entry i of every batch sits at address i.
-        2. Assign, a 3-stage pipeline at one entry per cycle, starting the cycle after the
-           batch's last entry is in: read entry -> K XOR/popcount distances -> masked
-           argmin, per-cluster counters, write to address k*Q + count_k of an output bank.
+        2. Assign, a 4-stage pipeline at one entry per cycle, starting the cycle after the
+           batch's last entry is in: read entry -> register the read data -> K XOR/popcount
+           distances -> masked argmin, per-cluster counters, write to address k*Q + count_k
+           of an output bank. (The queue is SRAM: its read data, late in the cycle, feeds
+           only a register.)
            A read frees a buffer slot, so the next batch loads while this one is assigned.
         3. Drain: two output banks (ping-pong) stream out in address order, one entry per
            cycle, while the next batch is assigned into the other bank.
-        Latency: last input of a batch -> its first output = E + 4 cycles; throughput one
+        Latency: last input of a batch -> its first output = E + 5 cycles; throughput one
         entry per cycle in and out, sustained across batches.
     """
 
@@ -122,8 +124,14 @@ class ClusterScheduler(wiring.Component):
         head = Signal(range(E))            # arrival index being read
         pbank = Signal()                   # output bank of the batch being read
         p_valid, p_first, p_last, p_bank = Signal(), Signal(), Signal(), Signal()
+        r_valid, r_first, r_last, r_bank = Signal(), Signal(), Signal(), Signal()
         a_valid, a_first, a_last, a_bank = Signal(), Signal(), Signal(), Signal()
+        r_entry = Signal(entry_layout)
         a_entry = Signal(entry_layout)
+        # A batch's pivots move with its first entry: latched at its first read (piv_load may
+        # be overwritten by the next batch's pivot in that cycle), in use from the cycle its
+        # first entry reaches the distance stage.
+        piv_next = [Signal(W, name=f"piv_next{k}") for k in range(K)]
         dist_w = (W).bit_length()
         a_dist = [Signal(dist_w, name=f"a_dist{k}") for k in range(K)]
         cnt = [Signal(range(Q + 1), name=f"cnt{k}") for k in range(K)]
@@ -159,7 +167,7 @@ class ClusterScheduler(wiring.Component):
                 m.d.sync += [p.eq(n) for p, n in zip(paddr, next_paddr)]
                 m.d.sync += lfsr.eq(next_lfsr)
 
-        # -- stage 2 (read issued) -> stage 3 (distances) -> stage 4 (assign) ------------------
+        # -- stage 2 (read issued) -> 3 (read data) -> 4 (distances) -> 5 (assign) -------------
         with m.If(pop):
             m.d.sync += [
                 head.eq(Mux(head == E - 1, 0, head + 1)),
@@ -168,17 +176,22 @@ class ClusterScheduler(wiring.Component):
             with m.If(head == E - 1):
                 m.d.sync += pbank.eq(~pbank)
             with m.If(start):
-                m.d.sync += [a.eq(l) for a, l in zip(piv_act, piv_load)]
+                m.d.sync += [n.eq(l) for n, l in zip(piv_next, piv_load)]
 
-        entry = qr.data
+        # The queue's read data goes straight into a register: an SRAM's clock-to-output
+        # leaves no time for the distances in the same cycle.
         with m.If(adv):
             m.d.sync += [
                 p_valid.eq(pop), p_first.eq(head == 0), p_last.eq(head == E - 1),
                 p_bank.eq(pbank),
-                a_valid.eq(p_valid), a_first.eq(p_first), a_last.eq(p_last), a_bank.eq(p_bank),
-                a_entry.eq(entry),
+                r_valid.eq(p_valid), r_first.eq(p_first), r_last.eq(p_last), r_bank.eq(p_bank),
+                r_entry.eq(qr.data),
+                a_valid.eq(r_valid), a_first.eq(r_first), a_last.eq(r_last), a_bank.eq(r_bank),
+                a_entry.eq(r_entry),
             ]
-            m.d.sync += [d.eq(popcount(entry.pattern ^ pv)) for d, pv in zip(a_dist, piv_act)]
+            with m.If(p_valid & p_first):
+                m.d.sync += [a.eq(n) for a, n in zip(piv_act, piv_next)]
+            m.d.sync += [d.eq(popcount(r_entry.pattern ^ pv)) for d, pv in zip(a_dist, piv_act)]
 
         # Assign: nearest non-full pivot; a full queue's key has its top bit set.
         # Shared intermediates are Signals (Amaranth would copy an expression into each use).
@@ -205,7 +218,7 @@ class ClusterScheduler(wiring.Component):
         with m.If(write):
             m.d.sync += [c.eq(ce + (best == k)) for k, (c, ce) in enumerate(zip(cnt, cnt_eff))]
 
-        # -- stage 5: drain the full bank in address order --------------------------------------
+        # -- stage 6: drain the full bank in address order --------------------------------------
         dbank = Signal()
         dpos = Signal(range(E))
         dcl = Signal(range(K))

@@ -491,12 +491,12 @@ class KaleidoEngine(wiring.Component):
                 q_ou, k_ou):
         """The scheduler's pre-pass (``docs/engine.md``, "Orders" and section "RTL").
 
-        The chunk whose orders are computed is the controller's next one: chunk 0 is latched
-        in the kick cycle, chunk k+1 in the cycle chunk k's ``go`` is visible (the controller
-        already points past chunk k then). One cycle after that (chunk 0: one cycle later, so
-        that every pre-pass starts feeding one cycle after its chunk's ``pre_start``) each
-        side reads unit u's anchor and follower through two extra read ports of memory copy
-        0, one unit per cycle; one cycle later the codes give the unit's pattern at the
+        Chunk 0 runs in natural order (both OrderUnits' ``natural`` pulse, one cycle after the
+        kick): its pre-pass could not hide behind any work. The chunk whose orders are
+        computed is the controller's next one, chunk k+1, latched in the cycle chunk k's
+        ``go`` is visible (the controller already points past chunk k then). From the next
+        cycle each side reads unit u's anchor and follower through two extra read ports of
+        memory copy 0, one unit per cycle; one cycle later the codes give the unit's pattern at the
         chunk's channels and the unit enters the side's OrderUnit. ``ord_ok``: both orders
         of the next chunk are complete (the one in use is released when the next chunk is
         issued)."""
@@ -510,8 +510,8 @@ class KaleidoEngine(wiring.Component):
         m.d.sync += kick_d.eq(kick)
         latch = Signal()
         pre_start = Signal()
-        m.d.comb += [latch.eq(run.schedule & (kick | (go & ~chunk.last))),
-                     pre_start.eq(run.schedule & (kick_d | (go & ~chunk.last)))]
+        m.d.comb += [latch.eq(run.schedule & go & ~chunk.last),
+                     pre_start.eq(latch)]
         with m.If(latch):
             m.d.sync += [pre.group.eq(src_g), pre.size.eq(popcount(mask)),
                          pre.chan.eq(Cat(*next_chan))]
@@ -571,6 +571,7 @@ class KaleidoEngine(wiring.Component):
             m.d.comb += hn.eq(cu.code_lo ^ cu.code_hi)
             m.d.comb += [
                 ou.start.eq(kick),
+                ou.natural.eq(run.schedule & kick_d),
                 ou.i.valid.eq(s_valid & ~taken & gate),
                 ou.i.payload.unit.eq(s_unit),
                 ou.i.payload.last.eq(s_last),

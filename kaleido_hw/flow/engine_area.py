@@ -12,14 +12,14 @@ Flow, per build (:func:`synth_engine`):
 1. Generate the engine's Verilog (:func:`~kaleido_hw.flow.generate.emit_verilog`: memories
    without initial contents, one module per instance).
 2. Debian yosys maps it onto the OSU 0.18 um cells with the hierarchy kept
-   (:func:`map_script`): ``synth -run begin:fine`` (``memory -nomap``: memories stay
+   (:func:`kaleido_hw.flow.stdcell.map_script`): ``synth -run begin:fine`` (``memory -nomap``: memories stay
    ``$mem_v2`` cells), the sequencers' 2-entry SlotUnit-block FIFOs mapped to flip-flops
    (``memory_map *blk_fifo*``), ``opt -fast -full; techmap; opt -fast``, then the mapping of
    :mod:`kaleido_hw.flow.stdcell` (``dfflibmap``; ``abc`` with buffering and sizing) on every
    module. Every Amaranth submodule is its own module, instantiated once.
 3. Every remaining memory becomes a black-box SRAM macro (:mod:`kaleido_hw.flow.sram_macros`:
    area from the GF180MCU 180 nm SRAM density, 30.4 um2 per bit and read port; clock-to-Q
-   4.48 ns, setup 0.70 ns), one Liberty cell per shape (:func:`macro_script`);
+   4.48 ns, setup 0.70 ns), one Liberty cell per shape (:func:`kaleido_hw.flow.sram_macros.macro_script`);
    ``stat -liberty`` with both libraries gives every module's own area and the total.
 4. OpenSTA times the hierarchical netlist (clock 10 ns, ports 0 ns from the edge, as
    ``make synth``) and estimates its power at 100 MHz, activity 0.1 (the macros have no
@@ -60,10 +60,9 @@ from kaleido_hw.flow import stdcell
 
 __all__ = ["AREA_CONFIG", "VARIANTS", "DEFAULT_ARRAYS", "DEFAULT_VARIANTS", "ENGINE_CACHE",
            "TOP_NAMES", "MEMORY_KINDS", "BLOCKS", "SUM_TOLERANCE", "ModuleArea", "MemoryBits",
-           "MemoryCell", "EngineArea", "join_macro_clocks",
-           "parse_memories", "block_of", "memory_kind",
+           "EngineArea", "block_of", "memory_kind",
            "expected_memory_bits", "plain_available", "variant_config", "default_builds",
-           "map_script", "macro_script", "synth_engine", "run_builds", "dispatcher_share",
+           "synth_engine", "run_builds", "dispatcher_share",
            "plain_ratios", "format_engine_report", "source_hash", "save_cache", "load_cache",
            "report_rows", "report_table", "plot_engine_area"]
 
@@ -219,55 +218,6 @@ class EngineArea:
 
 # -- text processing -------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class MemoryCell:
-    """One ``$mem_v2`` cell of a yosys ``dump``."""
-    path: str            # module below the top ("" for the top)
-    name: str
-    shape: sm.MemoryShape
-
-
-def parse_memories(dump: str, top: str) -> list[MemoryCell]:
-    """``dump t:$mem_v2`` output -> the memory cells with their module below ``top``."""
-    out = []
-    module = None
-    cell = None
-    params: dict[str, str] = {}
-
-    def flush():
-        if cell is None:
-            return
-        need = ("WIDTH", "SIZE", "ABITS", "RD_PORTS", "WR_PORTS")
-        if any(not re.fullmatch(r"-?\d+", params.get(k, "")) for k in need):
-            raise ValueError(f"memory {cell} in {module}: no {'/'.join(need)} in the yosys dump")
-        clk_enable = params.get("RD_CLK_ENABLE", "1'1").split("'")[-1]
-        shape = sm.MemoryShape(int(params["SIZE"]), int(params["WIDTH"]), int(params["ABITS"]),
-                               int(params["RD_PORTS"]), int(params["WR_PORTS"]),
-                               sync_read=set(clk_enable) <= {"1"})
-        out.append(MemoryCell(module, cell, shape))
-
-    for line in dump.splitlines():
-        s = line.strip()
-        if s.startswith("module "):
-            flush()
-            cell, params = None, {}
-            name = s.split(None, 1)[1].lstrip("\\")
-            module = "" if name == top else name[len(top) + 1:] if name.startswith(top + ".") \
-                else name
-        elif s.startswith("cell $mem_v2 ") or s.startswith("cell $mem "):
-            flush()
-            cell, params = s.split()[2].lstrip("\\"), {}
-        elif s.startswith("parameter \\") and cell is not None:
-            parts = s.split()
-            if len(parts) >= 3:
-                params[parts[1][1:]] = parts[2]
-        elif s == "end":
-            flush()
-            cell, params = None, {}
-    flush()
-    return out
-
-
 def block_of(path: str) -> str:
     """The breakdown block of the module at ``path`` (below the top; "" is the top):
 
@@ -375,51 +325,6 @@ def _component(config: KaleidoConfig, top: str):
     return KaleidoEngine(config)
 
 
-def map_script(top: str, verilog_file: str, liberty: str) -> str:
-    """yosys, step 2: hierarchical mapping onto ``liberty`` with memories kept; writes
-    ``mems.txt`` (the memories) and ``mapped.il`` (the design, for step 3)."""
-    return "\n".join([
-        f"read_verilog {verilog_file}",
-        f"synth -top {top} -run begin:fine",
-        # The sequencers' 2-entry SlotUnit-block FIFOs are flip-flops, not SRAM: map them here.
-        "memory_map *blk_fifo*",
-        "opt -fast -full", "techmap", "opt -fast",
-        f"dfflibmap -liberty {liberty}",
-        f"abc -liberty {liberty} -script {stdcell.ABC_SCRIPT}",
-        "opt_clean",
-        "tee -q -o mems.txt dump t:$mem_v2",
-        "write_rtlil mapped.il"]) + "\n"
-
-
-def macro_script(memories: list[MemoryCell], top: str, liberty: str, macro_lib: str,
-                 json_file: str = "macros.json") -> str:
-    """yosys, step 3: every memory cell becomes an instance of its shape's macro (type set,
-    ``$mem_v2`` parameters removed), undefined constants become 0 (OpenSTA's Verilog reader
-    needs that), and the design goes to JSON for the buffer trees; step 4 is
-    :func:`kaleido_hw.flow.stdcell.finish_script` with both libraries."""
-    by_shape: dict[str, list[str]] = {}
-    for m in memories:
-        module = top if m.path == "" else f"{top}.{m.path}"
-        by_shape.setdefault(sm.macro_name(m.shape), []).append(f"{module}/{m.name}")
-    lines = ["read_rtlil mapped.il"]
-    lines += [f"chtype -set {name} {' '.join(cells)}" for name, cells in by_shape.items()]
-    if by_shape:
-        lines.append("setparam " + " ".join(f"-unset {p}" for p in sm.MEM_PARAMETERS)
-                     + " t:KSRAM_*")
-    lines += ["setundef -zero", f"write_json {json_file}"]
-    return "\n".join(lines) + "\n"
-
-
-_MULTI_CLOCK = re.compile(r"\.(RD_CLK|WR_CLK)\(\{ ([^,{}]+?)(?:, \2)* \}\)")
-
-
-def join_macro_clocks(netlist: str) -> str:
-    """A macro has one read and one write clock pin: ``.RD_CLK({ clk, clk, clk })`` (one bit
-    per port, all the same clock) becomes ``.RD_CLK(clk)``. Ports on different clocks stay as
-    they are (OpenSTA then refuses the netlist, and the build says so)."""
-    return _MULTI_CLOCK.sub(r".\1(\2)", netlist)
-
-
 def _cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
@@ -456,12 +361,15 @@ def synth_engine(config: KaleidoConfig, *, variant: str | None = None, timeout: 
                 f"{time.monotonic() - t0:.0f} s); yosys ...")
         cpu0 = _cpu()
         try:
-            stdcell.run_yosys(map_script(top, vfile.name, str(lib)), work, timeout=timeout)
-            memories = parse_memories((work / "mems.txt").read_text(), top)
+            # The sequencers' 2-entry SlotUnit-block FIFOs are flip-flops, not SRAM.
+            stdcell.run_yosys(stdcell.map_script(top, vfile.name, str(lib),
+                                                 register_memories="*blk_fifo*"),
+                              work, timeout=timeout)
+            memories = sm.parse_memories((work / "mems.txt").read_text(), top)
             (work / "sram_macros.lib").write_text(sm.macro_liberty(m.shape for m in memories))
             netlist = work / f"{top}.net.v"
             macro_lib = work / "sram_macros.lib"
-            stdcell.run_yosys(macro_script(memories, top, str(lib), macro_lib.name), work,
+            stdcell.run_yosys(sm.macro_script(memories, top, str(lib), macro_lib.name), work,
                               timeout=timeout)
             # Register outputs get buffer trees (kaleido_hw.flow.buffer_tree); a macro's read data
             # is a register output too.
@@ -473,7 +381,7 @@ def synth_engine(config: KaleidoConfig, *, variant: str | None = None, timeout: 
                                                     netlist_file=netlist.name),
                               work, timeout=timeout)
             res.yosys_cpu_seconds = round(_cpu() - cpu0, 1)
-            netlist.write_text(join_macro_clocks(netlist.read_text()))
+            netlist.write_text(sm.join_macro_clocks(netlist.read_text()))
             _fill(res, (work / "stat.txt").read_text(), memories, cells, sequential)
             if log:
                 log(f"  mapped: {res.area_um2 / 1e6:.3f} mm2 ({time.monotonic() - t0:.0f} s, "
@@ -494,7 +402,7 @@ def synth_engine(config: KaleidoConfig, *, variant: str | None = None, timeout: 
     return res
 
 
-def _fill(res: EngineArea, stat: str, memories: list[MemoryCell], cells: frozenset[str],
+def _fill(res: EngineArea, stat: str, memories: list[sm.MemoryCell], cells: frozenset[str],
           sequential: frozenset[str]) -> None:
     """Fill ``res`` from ``stat -liberty`` (both libraries) and the memory cells; raises
     ValueError when blocks + SRAM do not sum to yosys' total."""

@@ -1,7 +1,8 @@
 """Memories as SRAM macros: area from a published 180 nm SRAM density, timing as black boxes.
 
 The engine's ``amaranth.lib.memory`` instances are not standard cells. In the standard-cell
-flow of :mod:`kaleido_hw.flow.engine_area` each one stays a yosys ``$mem_v2`` cell through the
+flows (:func:`kaleido_hw.flow.stdcell.synth_stdcell` for a block top,
+:mod:`kaleido_hw.flow.engine_area` for whole engines) each one stays a yosys ``$mem_v2`` cell through the
 mapping and then becomes an instance of a black-box macro, one Liberty cell per memory shape
 (:func:`macro_name`), written by :func:`macro_liberty`: its area comes from the density
 below, and OpenSTA times it like a register file with a clock-to-output delay and setup
@@ -40,13 +41,15 @@ compiler output whose dimensions and timing are published openly:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
 __all__ = ["BITCELL_UM2", "GF180_MACRO_WIDTH_UM", "GF180_MACROS", "GF180_WORD_BITS",
            "SRAM_UM2_PER_BIT", "ARRAY_EFFICIENCY", "CLOCK_TO_Q_NS", "SETUP_NS",
            "OUTPUT_TRANSITION_NS", "INPUT_CAP_PF", "CLOCK_CAP_PF", "MemoryShape", "macro_name",
-           "macro_area_um2", "macro_liberty", "MEM_PARAMETERS"]
+           "macro_area_um2", "macro_liberty", "MEM_PARAMETERS", "MemoryCell", "parse_memories",
+           "macro_script", "join_macro_clocks"]
 
 #: 6T bit cell of the GF180MCU SRAM macros (datasheet, "Features").
 BITCELL_UM2 = 13.5
@@ -186,3 +189,83 @@ def macro_liberty(shapes, name: str = "kaleido_sram_macros") -> str:
     types = [f"  type(w{x}) {{ base_type : array; data_type : bit; bit_width : {x}; "
              f"bit_from : {x - 1}; bit_to : 0; downto : true; }}" for x in sorted(widths)]
     return "\n".join(head + types) + "\n" + "".join(cells) + "}\n"
+
+
+# -- in the yosys flow -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MemoryCell:
+    """One ``$mem_v2`` cell of a yosys ``dump``."""
+    path: str            # module below the top ("" for the top)
+    name: str
+    shape: MemoryShape
+
+
+def parse_memories(dump: str, top: str) -> list[MemoryCell]:
+    """``dump t:$mem_v2`` output -> the memory cells with their module below ``top``."""
+    out = []
+    module = ""        # yosys prints no module header when the design has only the top
+    cell = None
+    params: dict[str, str] = {}
+
+    def flush():
+        if cell is None:
+            return
+        need = ("WIDTH", "SIZE", "ABITS", "RD_PORTS", "WR_PORTS")
+        if any(not re.fullmatch(r"-?\d+", params.get(k, "")) for k in need):
+            raise ValueError(f"memory {cell} in {module}: no {'/'.join(need)} in the yosys dump")
+        clk_enable = params.get("RD_CLK_ENABLE", "1'1").split("'")[-1]
+        shape = MemoryShape(int(params["SIZE"]), int(params["WIDTH"]), int(params["ABITS"]),
+                               int(params["RD_PORTS"]), int(params["WR_PORTS"]),
+                               sync_read=set(clk_enable) <= {"1"})
+        out.append(MemoryCell(module, cell, shape))
+
+    for line in dump.splitlines():
+        s = line.strip()
+        if s.startswith("module "):
+            flush()
+            cell, params = None, {}
+            name = s.split(None, 1)[1].lstrip("\\")
+            module = "" if name == top else name[len(top) + 1:] if name.startswith(top + ".") \
+                else name
+        elif s.startswith("cell $mem_v2 ") or s.startswith("cell $mem "):
+            flush()
+            cell, params = s.split()[2].lstrip("\\"), {}
+        elif s.startswith("parameter \\") and cell is not None:
+            parts = s.split()
+            if len(parts) >= 3:
+                params[parts[1][1:]] = parts[2]
+        elif s == "end":
+            flush()
+            cell, params = None, {}
+    flush()
+    return out
+
+
+def macro_script(memories: list[MemoryCell], top: str, liberty: str, macro_lib: str,
+                 json_file: str = "macros.json") -> str:
+    """yosys, step 3: every memory cell becomes an instance of its shape's macro (type set,
+    ``$mem_v2`` parameters removed), undefined constants become 0 (OpenSTA's Verilog reader
+    needs that), and the design goes to JSON for the buffer trees; step 4 is
+    :func:`kaleido_hw.flow.stdcell.finish_script` with both libraries."""
+    by_shape: dict[str, list[str]] = {}
+    for m in memories:
+        module = top if m.path == "" else f"{top}.{m.path}"
+        by_shape.setdefault(macro_name(m.shape), []).append(f"{module}/{m.name}")
+    lines = ["read_rtlil mapped.il"]
+    lines += [f"chtype -set {name} {' '.join(cells)}" for name, cells in by_shape.items()]
+    if by_shape:
+        lines.append("setparam " + " ".join(f"-unset {p}" for p in MEM_PARAMETERS)
+                     + " t:KSRAM_*")
+    lines += ["setundef -zero", f"write_json {json_file}"]
+    return "\n".join(lines) + "\n"
+
+
+_MULTI_CLOCK = re.compile(r"\.(RD_CLK|WR_CLK)\(\{ ([^,{}]+?)(?:, \2)* \}\)")
+
+
+def join_macro_clocks(netlist: str) -> str:
+    """A macro has one read and one write clock pin: ``.RD_CLK({ clk, clk, clk })`` (one bit
+    per port, all the same clock) becomes ``.RD_CLK(clk)``. Ports on different clocks stay as
+    they are (OpenSTA then refuses the netlist, and the build says so)."""
+    return _MULTI_CLOCK.sub(r".\1(\2)", netlist)

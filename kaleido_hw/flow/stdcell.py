@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.flow import sram_macros
 from kaleido_hw.flow.buffer_tree import buffer_register_outputs, find_buffer_cell, liberty_pins
 
 
@@ -68,10 +69,11 @@ __all__ = ["DEFAULT_LIBERTY", "LIBERTY_ENV", "LIBERTY_PACKAGE", "STA_PACKAGE", "
            "BUFFER_FANOUT", "CLOCK_PERIOD_NS", "SWITCHING_ACTIVITY", "DUTY", "CLOCK_PORT",
            "HIGH_LOAD_PF", "PathStage",
            "StdCellUnit", "StdCellResult", "ModuleStat", "TimingPath", "liberty_path",
-           "stdcell_available", "liberty_cells", "yosys_script", "finish_script", "buffered",
+           "stdcell_available", "liberty_cells", "yosys_script", "map_script", "finish_script", "buffered",
            "sta_script",
            "parse_stat", "parse_hierarchy", "parse_timing", "parse_power", "NetlistIndex",
-           "run_yosys", "run_sta", "time_netlist", "synth_stdcell", "UNIT_SUM_TOLERANCE"]
+           "run_yosys", "run_sta", "time_netlist", "synth_stdcell", "UNIT_SUM_TOLERANCE",
+           "MEMORY_DECLARATION"]
 
 #: The OSU 0.18 um standard cells of Debian's ``qflow-tech-osu018``.
 DEFAULT_LIBERTY = Path("/usr/share/qflow/tech/osu018/osu018_stdcells.lib")
@@ -125,8 +127,15 @@ class StdCellResult:
     endpoint: str | None = None
     fmax_mhz: float | None = None    # 1000 / path_ns
     power_mw: float | None = None    # OpenSTA vectorless, at the stated clock and activity
+    sram_um2: float = 0.0            # part of area_um2 in SRAM macros (memories of the top)
+    sram_bits: int = 0
     units: list = field(default_factory=list)   # per-submodule std-cell area (hierarchical map), summing to the top's area
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def logic_um2(self) -> float | None:
+        """Standard-cell area: ``area_um2`` without the SRAM macros."""
+        return None if self.area_um2 is None else self.area_um2 - self.sram_um2
 
 
 # -- the library and the tools -------------------------------------------------------------------
@@ -185,6 +194,26 @@ def yosys_script(top: str, verilog_file: str, liberty: str, *, flatten: bool = T
              f"abc -liberty {liberty} -script {ABC_SCRIPT}",
              "opt_clean",
              f"write_json {json_file}"]
+    return "\n".join(lines) + "\n"
+
+
+def map_script(top: str, verilog_file: str, liberty: str, *, flatten: bool = False,
+               register_memories: str | None = None) -> str:
+    """The yosys script that maps ``top`` onto ``liberty`` with its memories kept as
+    ``$mem_v2`` cells (``synth -run begin:fine`` stops after ``memory -nomap``); writes
+    ``mems.txt`` (the memories, :func:`kaleido_hw.flow.sram_macros.parse_memories`) and
+    ``mapped.il`` (the design, for :func:`kaleido_hw.flow.sram_macros.macro_script`).
+    ``register_memories``: a yosys name pattern of memories mapped to flip-flops instead."""
+    lines = [f"read_verilog {verilog_file}",
+             f"synth {'-flatten ' if flatten else ''}-top {top} -run begin:fine"]
+    if register_memories:
+        lines.append(f"memory_map {register_memories}")
+    lines += ["opt -fast -full", "techmap", "opt -fast",
+              f"dfflibmap -liberty {liberty}",
+              f"abc -liberty {liberty} -script {ABC_SCRIPT}",
+              "opt_clean",
+              "tee -q -o mems.txt dump t:$mem_v2",
+              "write_rtlil mapped.il"]
     return "\n".join(lines) + "\n"
 
 
@@ -470,6 +499,31 @@ def _lib_cells(types: dict[str, int], cells: frozenset[str]) -> int:
     return sum(n for t, n in types.items() if t in cells)
 
 
+#: A Verilog memory declaration (``reg [W-1:0] name [D-1:0];``): Amaranth writes every
+#: ``amaranth.lib.memory`` instance as one.
+MEMORY_DECLARATION = re.compile(r"^\s*reg\s+(\[[^\]]*\]\s+)?\S+\s+\[", re.M)
+
+
+def _map_with_macros(top: str, work: Path, lib: Path, result: StdCellResult) -> Path:
+    """Flat mapping of a top with memories: each memory becomes an SRAM macro
+    (:mod:`kaleido_hw.flow.sram_macros`, the engine flow's density and timing) instead of
+    flip-flops and read multiplexers, as an ASIC would build it; fills ``result.sram_um2``
+    and ``sram_bits`` and writes ``work/buffered.json``. Returns the macros' Liberty file."""
+    lib_text = lib.read_text()
+    _, sequential = liberty_cells(lib_text)
+    run_yosys(map_script(top, f"{top}.v", str(lib), flatten=True), work)
+    memories = sram_macros.parse_memories((work / "mems.txt").read_text(), top)
+    macro_lib = work / "sram_macros.lib"
+    macro_text = sram_macros.macro_liberty(m.shape for m in memories)
+    macro_lib.write_text(macro_text)
+    run_yosys(sram_macros.macro_script(memories, top, str(lib), macro_lib.name), work)
+    macro_cells, _ = liberty_cells(macro_text)
+    buffered(work, lib_text + macro_text, sequential | macro_cells, json_in="macros.json")
+    result.sram_um2 = sum(sram_macros.macro_area_um2(m.shape) for m in memories)
+    result.sram_bits = sum(m.shape.bits for m in memories)
+    return macro_lib
+
+
 def synth_stdcell(top_name: str, config: KaleidoConfig, *, units: bool = False,
                   verilog: str | None = None, keep: Path | None = None) -> StdCellResult:
     """Map ``top_name`` onto the standard cells, time it and estimate its power.
@@ -495,16 +549,22 @@ def synth_stdcell(top_name: str, config: KaleidoConfig, *, units: bool = False,
         (work / f"{top_name}.v").write_text(source)
         try:
             netlist = work / f"{top_name}.net.v"
-            run_yosys(yosys_script(top_name, f"{top_name}.v", str(lib)), work)
-            buffered(work, lib_text, sequential)
-            run_yosys(finish_script(top_name, "buffered.json", [str(lib)],
+            libs = [lib]
+            if MEMORY_DECLARATION.search(source):
+                libs.append(_map_with_macros(top_name, work, lib, result))
+            else:
+                run_yosys(yosys_script(top_name, f"{top_name}.v", str(lib)), work)
+                buffered(work, lib_text, sequential)
+            run_yosys(finish_script(top_name, "buffered.json", [str(x) for x in libs],
                                     netlist_file=netlist.name), work)
+            if len(libs) > 1:
+                netlist.write_text(sram_macros.join_macro_clocks(netlist.read_text()))
             flat = parse_stat((work / "stat.txt").read_text())[top_name]
             result.area_um2 = flat.area_um2
             result.cells = _lib_cells(flat.types, cells)
             result.ffs = _ffs(flat.types, sequential)
             index = NetlistIndex(netlist.read_text(), cells, sequential)
-            timing = time_netlist(top_name, netlist, [lib], work, index=index)
+            timing = time_netlist(top_name, netlist, libs, work, index=index)
             result.notes += timing.pop("notes")
             for key, value in timing.items():
                 setattr(result, key, value)

@@ -9,7 +9,11 @@ from a fresh generation with the given configuration:
   worst register/port path at a 10 ns clock (inputs and outputs 0 ns from the clock edge: a
   systolic cell between its neighbours' registers) and the vectorless power at 100 MHz with
   10% switching activity. Reported: area (um2), cells, flip-flops, minimum clock period (ns)
-  with the path's start and end, fmax (MHz) and power (mW).
+  with the path's start and end, fmax (MHz) and power (mW). A top's memories (the
+  ClusterScheduler's string queue and output banks) are SRAM macros, as in the engine flow
+  (:mod:`kaleido_hw.flow.sram_macros`: area from the GF180MCU density, black-box timing with
+  the macro's clock-to-output), not flip-flops; their area is part of the top's and also
+  given on its own.
 * Per-unit breakdown of the PEs (:data:`UNIT_TOPS`): the same mapping without ``-flatten``,
   one row per Amaranth submodule (multipliers, gate decoder, accumulator bank; the top's own
   row holds the forwarding registers and the split decode); the rows sum to the hierarchical
@@ -41,7 +45,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.flow import stdcell
+from kaleido_hw.flow import sram_macros, stdcell
 from kaleido_hw.flow.generate import TOPS, build_top, emit_verilog
 from kaleido_hw.flow.stdcell import StdCellResult, run_yosys, synth_stdcell
 
@@ -230,14 +234,14 @@ def format_report(results: list[SynthResult], device: str = "up5k") -> str:
     """The figures as text: the table, the critical paths, the ratios of :data:`RATIOS`, the
     dispatcher blocks in arrays' worth, the per-unit breakdowns, then the notes."""
     ice = any(r.ice40 is not None for r in results)
-    cols = ("top", "area um2", "cells", "FFs", "path ns", "fmax MHz", "power mW")
+    cols = ("top", "area um2", "of it SRAM", "cells", "FFs", "path ns", "fmax MHz", "power mW")
     if ice:
         cols += ("LUT4", "SB_FF", "carry", f"{device} MHz")
     rows = [cols]
     for r in results:
         s = r.stdcell
         row = (r.top, "skipped" if s.area_um2 is None else f"{s.area_um2:,.0f}",
-               _fmt(s.cells, ","), _fmt(s.ffs, ","), _fmt(s.path_ns, ".2f"),
+               f"{s.sram_um2:,.0f}" if s.sram_um2 else "-", _fmt(s.cells, ","), _fmt(s.ffs, ","), _fmt(s.path_ns, ".2f"),
                _fmt(s.fmax_mhz, ".1f"), _fmt(s.power_mw, ".2f"))
         if ice:
             i = r.ice40 or Ice40Result()
@@ -249,7 +253,9 @@ def format_report(results: list[SynthResult], device: str = "up5k") -> str:
               f"yosys synth -flatten + dfflibmap + abc (buffering, sizing); path = OpenSTA worst "
               f"arrival + endpoint setup, inputs/outputs 0 ns from the clock edge, no wire load; "
               f"power at {1000 / stdcell.CLOCK_PERIOD_NS:g} MHz, activity "
-              f"{stdcell.SWITCHING_ACTIVITY:g}, duty {stdcell.DUTY:g}"]
+              f"{stdcell.SWITCHING_ACTIVITY:g}, duty {stdcell.DUTY:g}; memories as SRAM "
+              f"macros ({sram_macros.SRAM_UM2_PER_BIT:.2f} um2 per bit and read port, "
+              f"kaleido_hw/flow/sram_macros.py)"]
     if ice:
         lines.append("iCE40: synth_ice40 counts of the bare top; fmax = nextpnr median over the "
                      "placement seeds, top inside an I/O shift-register ring")
@@ -280,10 +286,13 @@ def format_report(results: list[SynthResult], device: str = "up5k") -> str:
             r = by_top.get(top)
             if r is None or r.stdcell.area_um2 is None:
                 continue
+            sram = (f" ({r.stdcell.logic_um2 / ref.stdcell.area_um2:.2f} in logic, "
+                    f"{r.stdcell.sram_um2 / ref.stdcell.area_um2:.2f} in SRAM)"
+                    if r.stdcell.sram_um2 else "")
             ratio_lines.append(
                 f"  {top}: {r.stdcell.area_um2 / ref.stdcell.area_um2:.2f} {ARRAY_REFERENCE}s' "
-                f"worth of area, {_ratio(r.stdcell.power_mw, ref.stdcell.power_mw)} its power, "
-                f"{_ratio(r.stdcell.ffs, ref.stdcell.ffs)} its flip-flops")
+                f"worth of area{sram}, {_ratio(r.stdcell.power_mw, ref.stdcell.power_mw)} its "
+                f"power, {_ratio(r.stdcell.ffs, ref.stdcell.ffs)} its flip-flops")
     if ratio_lines:
         lines += ["", "ratios (standard cells unless marked iCE40):"] + ratio_lines
     for num, den in RATIOS:
@@ -327,7 +336,8 @@ def results_json(results: list[SynthResult]) -> dict:
     return {"method": {"liberty": str(stdcell.liberty_path()),
                        "clock_period_ns": stdcell.CLOCK_PERIOD_NS,
                        "switching_activity": stdcell.SWITCHING_ACTIVITY,
-                       "duty": stdcell.DUTY, "abc_script": stdcell.ABC_SCRIPT},
+                       "duty": stdcell.DUTY, "abc_script": stdcell.ABC_SCRIPT,
+                       "sram_um2_per_bit": sram_macros.SRAM_UM2_PER_BIT},
             "tops": [asdict(r) for r in results]}
 
 

@@ -12,6 +12,9 @@ From the engine's exact cycle model (``golden.engine.model.engine_counters``) on
   reference of every speedup);
 - ``paper`` (``--paper``): one 720p hunyuanvideo head (33x45x80, d = 128) on the paper's
   128 x 128 arrays (P = 16,384 arrays of 4 x 4); minutes per variant.
+- ``grids`` (``--only grids``): every preset on every grid of :data:`GRID_SWEEP`, dense, pe
+  and full on P arrays: the full variant must never take more cycles than dense (the
+  command exits 1 if it does); a few minutes.
 
 Tables on stdout; ``--json`` / ``--csv`` write the rows.
 """
@@ -29,7 +32,11 @@ from golden.workloads import grid_named, make_qkv
 from kaleido_hw.config import KaleidoConfig
 
 
-SECTIONS = ("ablation", "scaling", "paper")
+SECTIONS = ("ablation", "scaling", "paper", "grids")
+#: Grids of the ``grids`` section, from tiny heads (where a pre-pass that is not hidden
+#: would show) to the ablation's.
+GRID_SWEEP = ("2x4x4", "2x4x8", "2x8x8", "4x8x8", "4x8x16", "4x16x16", "8x16x16")
+GRID_VARIANTS = ("dense", "pe", "full")
 ABLATION_PRESETS = ("hunyuanvideo", "wan2.1", "cogvideox-5b")
 #: Array counts of the scaling sweep (4 x 4 arrays).
 SCALING_ARRAYS = (1, 2, 4, 8, 16, 32, 64)
@@ -47,7 +54,8 @@ def add_arguments(parser):
     """Options of ``kaleido-hw engine-report``."""
     parser.add_argument("--only", metavar="NAME[,NAME]",
                         help="sections: ablation, scaling (default both); 'paper' also runs "
-                             "the 720p head (same as --paper)")
+                             "the 720p head (same as --paper); 'grids': every preset on grids "
+                             "2x4x4 .. 8x16x16, exit 1 if full is slower than dense")
     parser.add_argument("--grid", default="8x16x16",
                         help="token grid of ablation and scaling (TxHxW or a golden GRIDS "
                              "name); default 8x16x16")
@@ -191,6 +199,31 @@ def paper(variants, seed: int = 0, config=None) -> list[dict]:
     return rows
 
 
+def grids(presets, arrays: int, seed: int = 0, config=None) -> list[dict]:
+    """Dense, pe and full on every grid of :data:`GRID_SWEEP` for every preset."""
+    params = base_params(config, arrays=arrays)
+    bar = _progress("grids", len(presets) * len(GRID_SWEEP) * len(GRID_VARIANTS))
+    rows = []
+    for preset in presets:
+        for grid in GRID_SWEEP:
+            head = Head.synthetic(preset, grid, seed)
+            runs = {}
+            for variant in GRID_VARIANTS:
+                runs[variant] = head.run(params, variant)
+                bar.advance()
+            pe_cycles = runs["pe"][0].cycles
+            for variant, (c, sec) in runs.items():
+                rows.append(_row("grids", head, params, variant, c, runs["dense"][0], sec,
+                                 speedup_over_pe=pe_cycles / c.cycles))
+    bar.close()
+    return rows
+
+
+def slower_than_dense(rows: list[dict]) -> list[dict]:
+    """The rows of a reuse variant that take more cycles than dense on the same head."""
+    return [r for r in rows if r["variant"] != "dense" and r["cycles"] > r["dense_cycles"]]
+
+
 def _pct(x):
     return "-" if x is None else f"{100 * x:.1f}%"
 
@@ -223,7 +256,7 @@ def targets(rows: list[dict]) -> list[str]:
     """How the full variant compares with the issue's targets, per preset/section."""
     out = []
     for r in rows:
-        if r["variant"] != "full" or r["section"] == "scaling":
+        if r["variant"] != "full" or r["section"] in ("scaling", "grids"):
             continue
         over_pe = r.get("speedup_over_pe")
         out.append(
@@ -276,6 +309,8 @@ def run(args) -> int:
                             args.arrays, cfg)
         elif name == "scaling":
             part = scaling(Head.synthetic(args.scaling_preset, grid, args.seed), cfg)
+        elif name == "grids":
+            part = grids(sorted(PRESETS), args.arrays, args.seed, cfg)
         else:
             part = paper(paper_variants, args.seed, cfg)
         print(f"\n## {name}\n")
@@ -286,6 +321,19 @@ def run(args) -> int:
         print("\nTargets (issue 6):")
         for line in lines:
             print(f"  {line}")
+    status = 0
+    if "grids" in names:
+        grid_rows = [r for r in rows if r["section"] == "grids"]
+        slow = slower_than_dense(grid_rows)
+        full = [r for r in grid_rows if r["variant"] == "full"]
+        worst = min(full, key=lambda r: r["speedup"])
+        print(f"\ngrids: full over dense {min(r['speedup'] for r in full):.3f}x .. "
+              f"{max(r['speedup'] for r in full):.3f}x over {len(full)} heads (slowest: "
+              f"{worst['preset']} {worst['grid']}); "
+              + ("no reuse variant is slower than dense" if not slow else
+                 "SLOWER than dense: " + ", ".join(f"{r['variant']} {r['preset']} {r['grid']}"
+                                                   for r in slow)))
+        status = 1 if slow else 0
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     if args.csv:
@@ -295,4 +343,4 @@ def run(args) -> int:
             w.writeheader()
             for r in rows:
                 w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
-    return 0
+    return status

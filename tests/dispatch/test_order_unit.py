@@ -187,7 +187,7 @@ def test_orders_are_the_golden_schedule(cfg, gap, seed, inverse_banks):
 
 def test_default_config_and_latency():
     """Defaults (E = 64, K = 4, W = 16): exact orders, and without gaps ``avail`` counts a
-    chunk's order exactly ``ceil(U/E)*E + 2E + 3`` cycles after its first unit."""
+    chunk's order exactly ``ceil(U/E)*E + 2E + 4`` cycles after its first unit."""
     cfg = KaleidoConfig()
     rng = random.Random(5)
     runs = [[[rng.getrandbits(16) for _ in range(U)] for U in (50, 64, 3)]]
@@ -197,7 +197,7 @@ def test_default_config_and_latency():
     assert len(r.ready_at) == 3
     E = cfg.sched_entries
     for U, x, ready in zip((50, 64, 3), r.first_in, r.ready_at):
-        assert ready - x == -(-U // E) * E + 2 * E + 3, (U, x, ready)
+        assert ready - x == -(-U // E) * E + 2 * E + 4, (U, x, ready)
 
 
 def test_engine_contract_orders():
@@ -213,8 +213,11 @@ def test_engine_contract_orders():
     codes = (reuse_masks(q, grid, groups), reuse_masks(k, grid, groups))
     p = EngineParams.from_config(cfg)
     want = orders(codes, grid, groups, p, scheduled=True)
+    # The engine's first chunk runs in natural order: the OrderUnit sees chunks 1, 2, ...
+    assert all((w.k == np.arange(w.k.size)).all() for w in want[:1])
+    want = want[1:]
     run = []
-    for ch in chunks(groups, p.width):
+    for ch in chunks(groups, p.width)[1:]:
         _, followers = units(grid, ch.direction)
         pats = []
         for f in followers:
@@ -227,14 +230,14 @@ def test_engine_contract_orders():
     got = run_unit(cfg, [run], gap=0.2, seed=4).got
     assert len(got) == len(want)
     for n, ((order, inv), w) in enumerate(zip(got, want)):
-        assert order == [int(u) for u in w.k], f"chunk {n}"
-        assert inv == [int(v) for v in w.inv_k], f"chunk {n}"
+        assert order == [int(u) for u in w.k], f"chunk {n + 1}"
+        assert inv == [int(v) for v in w.inv_k], f"chunk {n + 1}"
 
 
 def test_long_input_pause_at_a_batch_boundary():
     """The input stops for 3E cycles right after a whole batch of a longer chunk: that batch
     drains completely before the chunk goes on, and the order is still complete only at
-    the chunk's final batch, 2E + 4 cycles after the last (dummy) entry went in."""
+    the chunk's final batch, 2E + 5 cycles after the last (dummy) entry went in."""
     cfg = SMALL
     E = cfg.sched_entries
     rng = random.Random(6)
@@ -243,9 +246,9 @@ def test_long_input_pause_at_a_batch_boundary():
     want = golden_orders(cfg, runs)
     r = run_unit(cfg, runs, pauses={E: 3 * E, 2 * E: 3 * E}, hold=False)
     assert r.got == want
-    # with gaps: ready 2E + 4 cycles after the last entry (unit or dummy) went in
+    # with gaps: ready 2E + 5 cycles after the last entry (unit or dummy) went in
     sizes = [len(c) for c in runs[0]]
-    assert r.ready_at == [z + (-(-U // E) * E - U) + 2 * E + 4
+    assert r.ready_at == [z + (-(-U // E) * E - U) + 2 * E + 5
                           for z, U in zip(r.last_in, sizes)]
 
 
@@ -257,3 +260,77 @@ def test_start_drops_a_chunk_in_progress():
     runs = [random_run(rng, cfg.sched_pattern_width, 3, 30)]
     r = run_unit(cfg, runs, abort_after=2 * cfg.sched_entries + 3, seed=12)
     assert r.got == golden_orders(cfg, runs)
+
+
+def test_natural_chunks_take_a_bank_without_the_scheduler():
+    """``natural`` completes a chunk at once in the next bank (order and inverse answer a read
+    of ``addr`` with ``addr``); a scheduled chunk written there later answers with its own
+    order again, and the LFSR is untouched by natural chunks. Sequence: natural, scheduled
+    A, natural, scheduled B, with 3 inverse banks (so the inverse flags rotate differently
+    from the order banks)."""
+    cfg = SMALL
+    rng = random.Random(5)
+    W, U = cfg.sched_pattern_width, 37
+    chunk_a = [rng.getrandbits(W) for _ in range(U)]
+    chunk_b = [rng.getrandbits(W) for _ in range(U)]
+    want_a, want_b = golden_orders(cfg, [[chunk_a, chunk_b]])
+    identity = (list(range(U)), list(range(U)))
+    dut = OrderUnit(cfg, order_ports=1, inverse_ports=1, inverse_banks=3)
+    got = []
+
+    async def bench(ctx):
+        async def wait_avail(n):
+            for _ in range(10_000):
+                if ctx.get(dut.avail) == n:
+                    return
+                await ctx.tick()
+            raise AssertionError(f"avail never reached {n}")
+
+        async def read(bank, ibank):
+            order, inv = [], []
+            for a in range(U):
+                ctx.set(dut.ord_rd[0].bank, bank)
+                ctx.set(dut.ord_rd[0].addr, a)
+                ctx.set(dut.inv_rd[0].bank, ibank)
+                ctx.set(dut.inv_rd[0].addr, a)
+                await ctx.tick()
+                order.append(ctx.get(dut.ord_rd[0].data))
+                inv.append(ctx.get(dut.inv_rd[0].data))
+            got.append((order, inv))
+            ctx.set(dut.release, 1)
+            await ctx.tick()
+            ctx.set(dut.release, 0)
+
+        async def feed(pats):
+            for u, p in enumerate(pats):
+                ctx.set(dut.i.valid, 1)
+                ctx.set(dut.i.payload.unit, u)
+                ctx.set(dut.i.payload.pattern, p)
+                ctx.set(dut.i.payload.last, u == len(pats) - 1)
+                await ctx.tick().until(dut.i.ready)
+            ctx.set(dut.i.valid, 0)
+
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        ctx.set(dut.natural, 1)
+        await ctx.tick()
+        ctx.set(dut.natural, 0)
+        assert ctx.get(dut.avail) == 1 and ctx.get(dut.rbank) == 0
+        await feed(chunk_a)                        # into bank 1, inverse bank 1
+        await wait_avail(2)
+        await read(0, 0)                           # natural
+        ctx.set(dut.natural, 1)                    # bank 0, inverse bank 2
+        await ctx.tick()
+        ctx.set(dut.natural, 0)
+        await read(1, 1)                           # chunk A
+        await feed(chunk_b)                        # bank 1 again, inverse bank 0
+        await wait_avail(2)
+        await read(0, 2)                           # natural
+        await read(1, 0)                           # chunk B (inverse bank 0 was natural)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [identity, want_a, identity, want_b]

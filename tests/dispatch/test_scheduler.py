@@ -129,7 +129,7 @@ def test_patterns_from_codes_bit_order():
 
 def test_output_cycle_model_rejects_impossible_input_timing():
     p = SchedulerParams()
-    assert scheduler_output_cycles([63, 127], p)[1, 0] == 127 + 64 + 4
+    assert scheduler_output_cycles([63, 127], p)[1, 0] == 127 + 64 + 5
     with pytest.raises(ValueError, match="at least entries per batch"):
         scheduler_output_cycles([63, 100], p)
 

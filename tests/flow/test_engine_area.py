@@ -80,11 +80,11 @@ SEQ = frozenset({"DFFPOSX1"})
 
 
 def test_parse_memories():
-    got = ea.parse_memories(DUMP, "top")
+    got = sm.parse_memories(DUMP, "top")
     assert [(m.path, m.name, m.shape) for m in got] == [("", "q_mem0", Q_SHAPE),
                                                          ("acc", "plane0_bank0", ACC_SHAPE)]
     async_dump = DUMP.replace("RD_CLK_ENABLE 2'11", "RD_CLK_ENABLE 2'10")
-    assert not ea.parse_memories(async_dump, "top")[0].shape.sync_read
+    assert not sm.parse_memories(async_dump, "top")[0].shape.sync_read
 
 
 def test_sram_density_comes_from_the_published_macros():
@@ -99,7 +99,7 @@ def test_sram_density_comes_from_the_published_macros():
 
 def test_fill_sums_blocks_and_sram_and_rejects_a_missed_module():
     r = ea.EngineArea(1, "none", {}, top="top")
-    ea._fill(r, STAT, ea.parse_memories(DUMP, "top"), CELLS, SEQ)
+    ea._fill(r, STAT, sm.parse_memories(DUMP, "top"), CELLS, SEQ)
     assert [(m.path, m.block, m.cells, m.ffs, m.area_um2) for m in r.modules] == [
         ("", "control", 9, 4, pytest.approx(500)), ("acc", "buffer logic", 3, 0, pytest.approx(48))]
     assert r.sram_area_um2 == pytest.approx(Q_AREA + ACC_AREA)
@@ -111,7 +111,7 @@ def test_fill_sums_blocks_and_sram_and_rejects_a_missed_module():
     missed = STAT.split("=== top.acc ===")[0] + "=== design hierarchy ===" + \
         STAT.split("=== design hierarchy ===")[1]
     with pytest.raises(ValueError, match="blocks \\+ SRAM sum to"):
-        ea._fill(ea.EngineArea(1, "none", {}, top="top"), missed, ea.parse_memories(DUMP, "top"), CELLS, SEQ)
+        ea._fill(ea.EngineArea(1, "none", {}, top="top"), missed, sm.parse_memories(DUMP, "top"), CELLS, SEQ)
 
 
 def test_block_and_memory_attribution():
@@ -135,12 +135,12 @@ def test_block_and_memory_attribution():
 
 def test_macro_clocks_are_joined_only_when_equal():
     net = ".RD_CLK({ clk, clk, clk }),\n.WR_CLK(clk),\n.RD_CLK({ clk, clk2 })"
-    assert ea.join_macro_clocks(net) == ".RD_CLK(clk),\n.WR_CLK(clk),\n.RD_CLK({ clk, clk2 })"
+    assert sm.join_macro_clocks(net) == ".RD_CLK(clk),\n.WR_CLK(clk),\n.RD_CLK({ clk, clk2 })"
 
 
 def test_macro_script_retypes_each_memory_once():
-    mems = ea.parse_memories(DUMP, "top")
-    ys = ea.macro_script(mems, "top", "cells.lib", "sram.lib")
+    mems = sm.parse_memories(DUMP, "top")
+    ys = sm.macro_script(mems, "top", "cells.lib", "sram.lib")
     assert f"chtype -set {sm.macro_name(Q_SHAPE)} top/q_mem0" in ys
     assert f"chtype -set {sm.macro_name(ACC_SHAPE)} top.acc/plane0_bank0" in ys
     assert "-unset RD_CLK_ENABLE" in ys and "write_json macros.json" in ys

@@ -8,12 +8,14 @@ import json
 
 import pytest
 from amaranth.hdl import ClockDomain, Module
+from amaranth.lib import data
 from amaranth.sim import Simulator
 
 from golden.pe.model import BaselineCtrl
 from kaleido_hw.cli import main
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.flow import stdcell, synth
+from kaleido_hw.dispatch.layouts import sched_entry_layout
+from kaleido_hw.flow import sram_macros, stdcell, synth
 from kaleido_hw.pe.pe import BaselinePE
 
 
@@ -356,3 +358,31 @@ def test_standard_cells_of_baseline_pe(capsys, tmp_path):
     assert sum(u["ffs"] for u in units.values()) == 68
     # The hierarchical map differs a little from the flat one (no cross-module optimization).
     assert sum(u["area_um2"] for u in units.values()) == pytest.approx(s["area_um2"], rel=0.1)
+
+
+def test_memory_declarations_pick_the_macro_flow():
+    """Tops that declare memories go through the SRAM-macro mapping, the others do not."""
+    assert stdcell.MEMORY_DECLARATION.search("  reg [32:0] string_queue [63:0];\n")
+    assert stdcell.MEMORY_DECLARATION.search("reg \\a.b [7:0];")
+    assert not stdcell.MEMORY_DECLARATION.search("  reg [32:0] r0;\n  wire [3:0] w;\n")
+    ys = stdcell.map_script("s", "s.v", "cells.lib", flatten=True)
+    assert "synth -flatten -top s -run begin:fine" in ys and "memory_map" not in ys
+    assert "dump t:$mem_v2" in ys
+    assert "memory_map *fifo*" in stdcell.map_script("s", "s.v", "c.lib", register_memories="*fifo*")
+
+
+@pytest.mark.skipif(stdcell.stdcell_available() is not None,
+                    reason=f"standard-cell flow unavailable: {stdcell.stdcell_available()}")
+def test_scheduler_memories_are_sram_macros():
+    """The ClusterScheduler's three E-entry memories (string queue, two output banks) are
+    macros of the stated density; its logic is the rest, a few hundred flip-flops."""
+    cfg = KaleidoConfig()
+    r = stdcell.synth_stdcell("cluster_scheduler", cfg)
+    assert not r.notes, r.notes
+    E = cfg.sched_entries
+    entry_bits = data.Layout.cast(sched_entry_layout(cfg)).size
+    assert r.sram_bits == 3 * E * entry_bits
+    assert r.sram_um2 == pytest.approx(r.sram_bits * sram_macros.SRAM_UM2_PER_BIT, rel=1e-6)
+    assert r.logic_um2 == pytest.approx(r.area_um2 - r.sram_um2)
+    assert r.ffs < 3 * E * entry_bits / 4       # the entries are not flip-flops
+    assert 0 < r.path_ns < 20

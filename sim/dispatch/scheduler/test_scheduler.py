@@ -178,7 +178,7 @@ async def adversarial_batches_backpressure(dut):
 @cocotb.test()
 async def timing_back_to_back(dut):
     """One input per cycle, output always ready: never refused, and every output leaves
-    exactly when the golden model says (last input + E + 4 + j), batches back to back."""
+    exactly when the golden model says (last input + E + 5 + j), batches back to back."""
     rng = rng_for("timing")
     nb = 4
     ids, pats = token_ids(rng, nb * E), random_patterns(rng, nb * E)
