@@ -108,12 +108,12 @@ def _check_scale(mult, shift) -> tuple[int, int]:
 
 def _as_scores(s) -> np.ndarray:
     a = np.asarray(s)
-    if a.dtype == np.bool_ or not np.issubdtype(a.dtype, np.integer):
-        raise ValueError(f"s must be an integer array of int32 scores, got dtype {a.dtype}")
     if a.ndim not in (1, 2):
         raise ValueError(f"s must be one row (n,) or rows (r, n) of scores, got shape {a.shape}")
     if not 1 <= a.shape[-1] <= MAX_ROW:
         raise ValueError(f"s must have a row length in [1, {MAX_ROW}], got {a.shape[-1]}")
+    if a.dtype == np.bool_ or not np.issubdtype(a.dtype, np.integer):
+        raise ValueError(f"s must be an integer array of int32 scores, got dtype {a.dtype}")
     if a.size and (a.min() < SCORE_MIN or a.max() > SCORE_MAX):
         raise ValueError(f"s values must lie in [{SCORE_MIN}, {SCORE_MAX}] (int32), "
                          f"got values in [{a.min()}, {a.max()}]")
