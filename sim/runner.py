@@ -30,7 +30,8 @@ BENCHES = {"pe/reuse": "kaleido_pe", "pe/baseline": "baseline_pe",
            "dispatch/scheduler": "cluster_scheduler", "dispatch/matcher": "merge_matcher",
            "example": "baseline_pe", "engine/tile": "tile_engine",
            "engine/kaleido": "kaleido_engine", "engine/linear": "linear_engine",
-           "engine/plain": "plain_engine", "engine/core": "kaleido_core"}
+           "engine/plain": "plain_engine", "engine/core": "kaleido_core",
+           "vector/softmax": "vector_unit"}
 #: Folders of the shared bench helpers (on PYTHONPATH, as sim/common.mk puts them).
 HELPER_DIRS = [SIM_DIR, SIM_DIR / "pe", SIM_DIR / "dispatch", SIM_DIR / "engine"]
 

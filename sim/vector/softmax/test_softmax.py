@@ -149,11 +149,11 @@ def edge_rows():
         ([5] * MAX_ROW, m0, s0),                                # all equal, longest row
         ([77], m0, s0),                                         # length 1: P = 255
         ([S_MIN], MULT_MAX, SHIFT_MIN),                         # length 1, extreme scale
-        ([0] + [-(1 << 20)] * (L + 3), m0, s0),                 # very negative scores
+        ([0] + [max(S_MIN, -(1 << 20))] * (L + 3), m0, s0),     # very negative scores
         ([S_MAX] + [S_MIN] * (L - 1), MULT_MAX, SHIFT_MIN),     # widest d, largest scale
         ([S_MAX, S_MIN, 0, -1], MULT_MIN, SHIFT_MAX),           # smallest scale: all ~equal
         (list(range(MAX_ROW)), m0, s0),                         # longest row, a ramp
-        ([(-1) ** i * i * 997 % (1 << 21) for i in range(L + 1)], m0, s0),  # one lane over
+        ([(-1) ** i * (i * 997 % S_MAX) for i in range(L + 1)], m0, s0),  # one lane over
     ]
     return rows
 
@@ -169,24 +169,21 @@ async def test_edge_rows(dut):
 @cocotb.test(timeout_time=2, timeout_unit="ms")
 async def test_full_rows_throughput(dut):
     """A stream of longest rows without back-pressure: bit-exact, and once the pipeline is
-    full a row of k beats leaves every max(k, ceil((3k + 26) / NB)) cycles: a row holds its
-    buffer for about 3k + 26 cycles (three passes, the sum pipeline and the reciprocal)."""
+    full rows of k beats leave on average every max(k, 14, (3k + 26) / NB) cycles: the
+    reciprocal takes 14 cycles per row, and a row holds one of the NB buffers for about
+    3k + 26 cycles (three passes, the sum pipeline, the reciprocal)."""
     rng = random.Random(7)
     beats = MAX_ROW // L
-    rows = [random_row(rng, MAX_ROW) for _ in range(3 * NB)]
+    rows = [random_row(rng, MAX_ROW) for _ in range(3 * NB + 4)]
     items, cycles = await run_rows(dut, rows, seed=2)
     check_rows(rows, items)
-    # Cycle of each row's last beat out; steady state over the second half.
-    ends = []
-    k = 0
-    for _ in rows:
-        k += beats
-        ends.append(cycles[k - 1])
-    periods = [b - a for a, b in zip(ends[NB:], ends[NB + 1:])]
-    period = max(periods)
-    dut._log.info(f"{beats}-beat rows: {periods} cycles per row once full (ideal {beats})")
-    bound = max(beats, -(-(3 * beats + 26) // NB))
-    assert period <= bound, f"rows leave every {period} cycles, expected at most {bound}"
+    ends = [cycles[beats * (r + 1) - 1] for r in range(len(rows))]   # each row's last beat
+    steady = ends[NB:]
+    period = (steady[-1] - steady[0]) / (len(steady) - 1)
+    dut._log.info(f"{beats}-beat rows, {NB} buffers: {period:.2f} cycles per row once full "
+                  f"(gaps {[b - a for a, b in zip(steady, steady[1:])]}; ideal {beats})")
+    bound = max(beats, 14, (3 * beats + 26) / NB)
+    assert period <= bound, f"rows leave every {period:.2f} cycles, expected at most {bound:.2f}"
 
 
 @cocotb.test(timeout_time=20, timeout_unit="ms")
