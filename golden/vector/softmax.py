@@ -78,7 +78,7 @@ def softmax_scale(scale: float) -> SoftmaxScale:
     (``math.frexp``, exact); ``mult = round(f * 2**16)`` (half to even) and
     ``shift = 8 - e``, so ``mult * 2**-(shift + 8) = c`` to 2**-17 relative. When the rounding
     gives 2**16, ``mult = 2**15`` and ``shift`` drops by one. Scales whose shift falls outside
-    [1, 47] (about ``scale`` in [1.6e-12, 44]) are rejected.
+    [1, 47] (``scale`` outside about [6.3e-13, 88.7]) are rejected.
     """
     if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)) \
             or not math.isfinite(scale) or scale <= 0:
