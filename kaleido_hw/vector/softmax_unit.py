@@ -171,7 +171,6 @@ class SoftmaxUnit(wiring.Component):
                 m.d.sync += [run_mult.eq(beat.mult), run_shift.eq(beat.shift)]
             with m.If(~beat_keep):
                 m.d.sync += self.overflow.eq(1)
-        in_write = beat_valid & beat_keep
         row_done_in = beat_valid & beat.last
         for j in range(NB):
             with m.If(row_done_in & (beat_buf == j)):
@@ -243,7 +242,12 @@ class SoftmaxUnit(wiring.Component):
         m.d.sync += [max1.eq(sum_max), mult1.eq(sum_mult), mult2.eq(mult1),
                      shift1.eq(sum_shift), shift2.eq(shift1)]
         sum_word = Signal(L * B)
-        m.d.comb += sum_word.eq(pick([r.data for r in rports], sbuf[1]))
+        # One-hot selects straight from registers: each fans out to L * B gates, and only a
+        # register output gets a buffer tree in the standard-cell flow.
+        sum_sel = Signal(NB)
+        m.d.sync += sum_sel.eq(Cat(*[sbuf[0] == j for j in range(NB)]))
+        m.d.comb += sum_word.eq(_tree([Mux(sum_sel[j], rports[j].data, 0) for j in range(NB)],
+                                      lambda a, b: a | b))
         lanes_e = []
         for i in range(L):
             lane = ExpLane(B)
@@ -317,12 +321,15 @@ class SoftmaxUnit(wiring.Component):
                          out_recip.eq(pick(row_recip, out_next))]
 
         # Stage 1: the read word arrives; E * R per lane. Stage 2: rounded P into the FIFO.
-        o1_valid, o1_last, o1_buf = Signal(), Signal(), Signal(range(NB))
+        o1_valid, o1_last = Signal(), Signal()
         o1_tail, o1_recip = Signal(TW), Signal(RECIP_WIDTH)
-        m.d.sync += [o1_valid.eq(issue), o1_last.eq(out_last), o1_buf.eq(out_ptr),
+        m.d.sync += [o1_valid.eq(issue), o1_last.eq(out_last),
                      o1_tail.eq(out_tail), o1_recip.eq(out_recip)]
         out_word = Signal(L * B)
-        m.d.comb += out_word.eq(pick([r.data for r in rports], o1_buf))
+        out_sel = Signal(NB)
+        m.d.sync += out_sel.eq(Cat(*[out_ptr == j for j in range(NB)]))
+        m.d.comb += out_word.eq(_tree([Mux(out_sel[j], rports[j].data, 0) for j in range(NB)],
+                                      lambda a, b: a | b))
         o2_valid, o2_last, o2_tail = Signal(), Signal(), Signal(TW)
         prods = [Signal(EXP_WIDTH + RECIP_WIDTH, name=f"er{i}") for i in range(L)]
         m.d.sync += [o2_valid.eq(o1_valid), o2_last.eq(o1_last), o2_tail.eq(o1_tail)]
@@ -338,13 +345,20 @@ class SoftmaxUnit(wiring.Component):
                      p_fifo.r_en.eq(self.p.ready)]
 
         # -- row buffer ports: each buffer serves the unit that owns it --------------------
+        # The write enable and the input-or-E select of each buffer are registers decided a
+        # cycle ahead: they drive every bit of the word (L * B loads).
+        write_en = Signal(NB)
+        write_in = Signal(NB)
+        m.d.sync += [
+            write_en.eq(Cat(*[(accept & (in_ptr == j) & (in_count < W)) |
+                              (sv[depth - 1] & (sbuf[depth - 1] == j)) for j in range(NB)])),
+            write_in.eq(Cat(*[accept & (in_ptr == j) for j in range(NB)])),
+        ]
         for j in range(NB):
-            sum_writes = sv[depth] & (sbuf[depth] == j)
             m.d.comb += [
-                wports[j].addr.eq(Mux(in_write & (beat_buf == j), beat_addr, saddr[depth])),
-                wports[j].data.eq(Mux(in_write & (beat_buf == j), beat.scores.as_value(),
-                                      e_word)),
-                wports[j].en.eq((in_write & (beat_buf == j)) | sum_writes),
+                wports[j].addr.eq(Mux(write_in[j], beat_addr, saddr[depth])),
+                wports[j].data.eq(Mux(write_in[j], beat.scores.as_value(), e_word)),
+                wports[j].en.eq(write_en[j]),
                 rports[j].addr.eq(Mux(out_busy & (out_ptr == j), out_addr, sum_addr)),
                 rports[j].en.eq(1),
             ]

@@ -5,7 +5,8 @@ structure (``tail``, ``last``), lanes past a row's end at 0, and P equal bit for
 ``golden.vector.softmax_int``. Edge rows (all equal, very negative scores, length 1, the
 longest row, the widest scores, the extreme scales) run without back-pressure and also
 check the cycle count of a stream of full rows; random rows of random length and scale run
-with random input gaps and random output stalls.
+with random input gaps and random output stalls (four mixes of gap and stall rates); a row
+longer than the buffer must set ``overflow`` and leave the next row unharmed.
 
 ``make -C sim/vector/softmax [SIM=icarus]``; ``KALEIDO_SEEDS=N`` runs N seeds of the random
 test; ``KALEIDO_MANIFEST`` names the manifest of a non-default variant.
@@ -194,5 +195,31 @@ async def test_random_rows_backpressure(dut):
         lengths = [rng.choice([1, L - 1, L, L + 1, MAX_ROW, rng.randint(1, MAX_ROW)])
                    for _ in range(12)]
         rows = [random_row(rng, k) for k in lengths]
-        items, _ = await run_rows(dut, rows, gap=0.3, stall=0.4, seed=rng.random())
+        gap, stall = [(0.3, 0.4), (0.0, 0.8), (0.7, 0.0), (0.5, 0.6)][n % 4]
+        items, _ = await run_rows(dut, rows, gap=gap, stall=stall, seed=rng.random())
         check_rows(rows, items)
+
+
+@cocotb.test(timeout_time=2, timeout_unit="ms")
+async def test_overflow_row(dut):
+    """A row longer than vector_max_row: its extra beats are dropped, ``overflow`` goes high
+    and stays, P is that of its first vector_max_row scores, and the next row is unharmed."""
+    rng = random.Random(11)
+    long_row, mult, shift = random_row(rng, MAX_ROW + L + 1)
+    rows = [(long_row, mult, shift), random_row(rng, L + 2)]
+    dut.s__valid.value = 0
+    dut.p__ready.value = 0
+    await start_clock_and_reset(dut)
+    src = StreamSource(dut, "s", gap=0.2, rng=random.Random(1))
+    sink = StreamSink(dut, "p", stall=0.3, rng=random.Random(2))
+    sink.start()
+    await src.send([w for row, m, s in rows for w in pack_beats(row, m, s, rng)])
+    expected = MAX_ROW // L + -(-(L + 2) // L)
+    for _ in range(2000):
+        if len(sink.items) >= expected:
+            break
+        await RisingEdge(dut.clk)
+    for _ in range(50):
+        await RisingEdge(dut.clk)
+    assert int(dut.overflow.value) == 1, "overflow not set by a row longer than the buffer"
+    check_rows([(long_row[:MAX_ROW], mult, shift), rows[1]], sink.items)
