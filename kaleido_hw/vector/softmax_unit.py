@@ -61,7 +61,7 @@ class SoftmaxUnit(wiring.Component):
            per buffer, one word of L scores per beat) and keeps the running row maximum;
         2. *sum*: reads the row back through L :class:`ExpLane` s (``d = max - s`` to E),
            writes E over the scores and adds the lanes' E into the row sum; then the
-           :class:`RowReciprocal` divides ``255 << 32`` by the sum (25 cycles) while the
+           :class:`RowReciprocal` divides ``255 << 32`` by the sum (13 cycles) while the
            sum unit goes on with the next row;
         3. *output*: reads E back, ``P = (E * R + 2**31) >> 32`` per lane, into a small FIFO
            whose free space the read issue is credited against (so the pipeline never
@@ -71,10 +71,11 @@ class SoftmaxUnit(wiring.Component):
         Each unit takes buffers in rotation, so rows leave in order.
 
     Timing
-        Input and output take one beat per cycle. A row of k beats spends about k cycles in
-        each pass, 8 more in the sum pipeline and 26 in the reciprocal; with four buffers
-        the passes of four rows overlap, so rows of at least ~34 beats stream at one beat
-        per cycle; shorter rows are limited by the reciprocal's 26 cycles (``docs/vector.md``).
+        Input and output take one beat per cycle. The reciprocal takes 14 cycles per row and
+        a row of k beats holds its buffer for about 3k + 26 cycles, so rows leave on average
+        every max(k, 14, (3k + 26) / NB) cycles: one beat per cycle for rows of at least 14
+        beats at NB = 5. A lone row's first P beat leaves 2k + 28 cycles after its first
+        score beat (``docs/vector.md``, "Timing").
     """
 
     PORT_DOCS = {
