@@ -52,3 +52,16 @@ def test_quality_of_integer_pipeline(reuse_v):
     for key in ("int_exact", "int_reuse", "float_reuse", "int_vs_float_reuse"):
         assert r[key]["cosine"] > 0.99, (key, r[key])
     assert r["int_exact"]["psnr"] > 30
+
+
+@pytest.mark.parametrize("reuse_v", [False, True])
+def test_float_reuse_path_is_golden_quality(reuse_v):
+    """The float reuse column is exactly what golden.attention_quality reports as reuse."""
+    qkv = golden.make_qkv("wan2.1", "2x4x8", seed=3)
+    q, k, v = qkv
+    groups = golden.ChannelGroups.from_preset("wan2.1")
+    ours = integer_attention_quality(q, k, v, qkv.grid, groups, qkv.scale, reuse_v=reuse_v)
+    theirs = golden.attention_quality(q, k, v, qkv.grid, groups, qkv.scale, reuse_v=reuse_v)
+    assert ours["float_reuse"]["mse"] == pytest.approx(theirs["reuse"]["mse"], rel=1e-9)
+    assert ours["float_reuse"]["cosine"] == pytest.approx(theirs["reuse"]["cosine"], rel=1e-12)
+    assert ours["v_reduction"] == theirs["v_reduction"]
