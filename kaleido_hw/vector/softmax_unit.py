@@ -6,7 +6,7 @@ doc: ``docs/vector.md``.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
