@@ -12,7 +12,7 @@ SEEDS   ?= 8
 export PATH := $(CURDIR)/tools/bin:$(VENV)/bin:$(PATH)
 export KALEIDO_PYTHON := $(VPY)
 
-.PHONY: install test verilog lint bench synth synth-engine regress report clean
+.PHONY: install test verilog lint bench synth synth-engine synth-vector regress report clean
 
 install:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ synth:
 # dispatcher none and full, and plain; about 40 CPU-minutes: see docs/engine.md).
 synth-engine:
 	nice $(VPY) -m kaleido_hw synth --engine
+
+# The vector unit on the standard cells, row buffers as SRAM macros (about 6 CPU-minutes;
+# docs/vector.md, "Area").
+synth-vector:
+	nice $(VPY) -m kaleido_hw.flow.vector_area --json build/vector_area.json
 
 regress:
 	KALEIDO_SEEDS=$(SEEDS) $(VPY) tests/test_regress.py -n $(JOBS)

@@ -129,6 +129,20 @@ class KaleidoConfig:
             Bits of the token id that travels with every dispatcher entry and slot, 1..32
             (17 holds the 118,800 tokens of a 720p head).
 
+    Vector unit (``docs/vector.md``)
+        vector_lanes : int
+            Scores the softmax unit takes, and probabilities it gives, per cycle, 1..64.
+        vector_max_row : int
+            Longest row (keys) of S the unit buffers, a multiple of ``vector_lanes`` in
+            ``vector_lanes``..4096 (each row buffer holds one row).
+        vector_score_bits : int
+            Width of a signed score S, 16..32 (24 holds every S of int8 operands with
+            d <= 128: |S| <= 2**21).
+        vector_row_buffers : int
+            Row buffers of the softmax unit, 2..8: a row occupies one from its first beat in
+            to its last beat out, so with 4 the input, the exp-and-sum pass, the reciprocal
+            and the output each work on their own row.
+
     Memory port (``docs/engine.md``, "Memory port (AXI4 DMA)")
         axi_addr_width : int
             Bits of an AXI byte address, 32..64.
@@ -162,6 +176,10 @@ class KaleidoConfig:
     matcher_lookahead: int = 4
     matcher_channels: int = 16
     token_id_width: int = 17
+    vector_lanes: int = 16
+    vector_max_row: int = 256
+    vector_score_bits: int = 24
+    vector_row_buffers: int = 5
     axi_addr_width: int = 32
     axi_data_width: int = 64
     axi_max_burst: int = 16
@@ -223,6 +241,15 @@ class KaleidoConfig:
                 f"sched_pattern_width must be a multiple of the matcher's channel batch "
                 f"matcher_channels ({self.matcher_channels}), got {self.sched_pattern_width}")
         _check_int("token_id_width", self.token_id_width, 1, 32)
+        _check_int("vector_lanes", self.vector_lanes, 1, 64)
+        _check_int("vector_max_row", self.vector_max_row, self.vector_lanes, 4096,
+                   f" (a multiple of vector_lanes = {self.vector_lanes})")
+        if self.vector_max_row % self.vector_lanes:
+            raise ConfigError(f"vector_max_row must be a multiple of vector_lanes "
+                              f"({self.vector_lanes}) in [{self.vector_lanes}, 4096], "
+                              f"got {self.vector_max_row}")
+        _check_int("vector_score_bits", self.vector_score_bits, 16, 32)
+        _check_int("vector_row_buffers", self.vector_row_buffers, 2, 8)
         _check_int("axi_addr_width", self.axi_addr_width, 32, 64)
         if self.axi_data_width not in (32, 64, 128):
             raise ConfigError(f"axi_data_width must be one of 32, 64, 128, "

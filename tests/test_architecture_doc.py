@@ -100,15 +100,17 @@ def variant_configs():
         KaleidoConfig(rows=2, cols=8, acc_width=30, engine_max_tokens=200, engine_max_head_dim=40,
                       sched_entries=24, sched_pattern_width=12, sched_clusters=3,
                       matcher_channels=6, token_id_width=10, matcher_lookahead=2,
-                      engine_arrays=2, axi_addr_width=40),
+                      engine_arrays=2, axi_addr_width=40, vector_lanes=5, vector_max_row=20,
+                      vector_score_bits=32),
         KaleidoConfig(rows=1, cols=2, acc_width=48, engine_max_tokens=16, engine_max_head_dim=8,
                       sched_entries=4, sched_pattern_width=4, sched_clusters=2,
                       matcher_channels=1, token_id_width=1, engine_arrays=1,
-                      axi_addr_width=64, axi_data_width=32),
+                      axi_addr_width=64, axi_data_width=32, vector_lanes=1, vector_max_row=1,
+                      vector_score_bits=16),
         KaleidoConfig(rows=16, cols=16, engine_max_tokens=1024, engine_max_head_dim=256,
                       sched_entries=256, sched_pattern_width=64, sched_clusters=16,
                       matcher_channels=64, token_id_width=32, engine_arrays=8,
-                      axi_data_width=128),
+                      axi_data_width=128, vector_lanes=64, vector_max_row=256),
     ]
 
 

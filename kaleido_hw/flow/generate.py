@@ -74,6 +74,7 @@ TOPS: list[Top] = [
     Top("plain_engine", "kaleido_hw.engine.kaleido_engine:PlainEngine", "the multi-array engine built with engine_pe = plain and engine_dispatcher = none: P BaselinePE arrays with the engine's sequencers (no CodeUnits), chunk controller and barrier, banked accumulation buffer, host interface, counters; dense only (the iso-area reference)", in_rtl_out=False),
     Top("axi_dma", "kaleido_hw.engine.dma:AxiDma", "AXI4 master DMA: read and write request/data streams split into INCR bursts (axi_max_burst, no 4 KiB crossing, axi_max_outstanding in flight), sticky bus errors"),
     Top("kaleido_core", "kaleido_hw.engine.core_top:KaleidoCore", "streaming engine core: 128-bit command stream (CONFIG, GROUPS, STRIDES, LOAD, COMPUTE, STORE, FENCE) over an AXI4 master DMA, box walkers, the KaleidoEngine as compute unit, error codes, counters"),
+    Top("vector_unit", "kaleido_hw.vector.softmax_unit:SoftmaxUnit", "vector unit: row-wise integer softmax of vector_lanes lanes, rows of S in and uint8 P out (valid/ready), vector_row_buffers row buffers (exp and sum pass, one reciprocal per row, output pass)"),
     Top("linear_engine", "kaleido_hw.engine.linear_engine:LinearEngine", "linear layers Y = X_eff @ W on engine_arrays PE arrays in linear mode: window-code unit, block sequencers, Y buffer, host interface, counters", in_rtl_out=False),
 ]
 

@@ -24,6 +24,9 @@ report             paper       what
                                (``golden.engine.model``; same rows as ``kaleido-hw engine-report``)
 ``scaling``        Fig. 21/22  the engine on 1..64 arrays, and 2x2/4x4/8x8 arrays at 256 PEs
 ``linear``         Fig. 20     linear layers with window reuse, alone and with attention
+``attention``      Sec. 5.1    attention-output PSNR and cosine of the integer pipeline (vector
+                               unit softmax, ``P_q @ V_eff``) against float64, V reuse off/on,
+                               per preset (``kaleido_hw.reports.attention_report``)
 ``iso-area``       Sec. 7      S elements (and linear output elements) per ns per mm2 of dense on
                                plain arrays (= 1), pe, pe-sh, pe-m, full, from the cycle models
                                and the standard-cell area and period (``kaleido_hw.reports.iso_area``;
@@ -1199,6 +1202,48 @@ def _engine_area(r: Result, plt) -> None:
     r.figures["-engine"] = ea.plot_engine_area(builds, plt)
 
 
+def report_attention(ctx: Context, plt) -> Result:
+    """Quality of the integer attention pipeline (vector unit softmax, P@V in integers)."""
+    from kaleido_hw.reports import attention_report as ar
+
+    s = ctx.settings
+    r = Result("attention")
+    if ctx.workload is not None:
+        r.skipped = "runs on synthetic heads of every preset (golden.workloads)"
+        return r
+    r.rows = ar.attention_rows(grid=ar.ATTENTION_GRID, seeds=1 if s.quick else 3,
+                               full_bits=s.full_bits, half_bits=s.half_bits)
+    r.summary = ar.summarize(r.rows)
+    r.table = _md_table(["preset", "V reuse", "int softmax, exact S: PSNR dB / cosine",
+                         "int softmax, reuse S: PSNR / cosine", "float softmax, reuse S",
+                         "int vs float, reuse S", "P@V saving"], ar.table_rows(r.summary))
+    if not all(row["merged_equal"] for row in r.rows):
+        r.notes.append("the merged V-reuse product differs from P_q @ V_eff (a golden bug)")
+    r.notes.append(f"grid {ar.ATTENTION_GRID}, every query and key; reference: float64 "
+                   f"softmax(S_exact * scale) @ V; outputs in units of V's int8 LSB")
+    for p, by in r.summary.items():
+        r.lines.append(f"{p}: int softmax exact S {by['off']['int_exact_psnr']:.1f} dB, "
+                       f"reuse S + V reuse {by['on']['int_reuse_psnr']:.1f} dB "
+                       f"(float reuse path {by['on']['float_reuse_psnr']:.1f} dB)")
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    presets = list(r.summary)
+    x = np.arange(len(presets))
+    bars = [("int_exact", "off", "int softmax, exact S"), ("int_reuse", "off", "int, reuse S"),
+            ("int_reuse", "on", "int, reuse S + V"), ("float_reuse", "on", "float, reuse S + V")]
+    for i, (path, v, label) in enumerate(bars):
+        ax.bar(x + (i - 1.5) * 0.2, [r.summary[p][v][f"{path}_psnr"] for p in presets], 0.2,
+               label=label)
+    ax.set_xticks(x, presets, fontsize=8)
+    ax.set_ylabel("attention-output PSNR (dB)")
+    ax.legend(fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.suptitle(f"Integer attention (vector unit softmax, P@V) vs float64: grid "
+                 f"{ar.ATTENTION_GRID}", fontsize=10)
+    fig.tight_layout()
+    r.figures[""] = fig
+    return r
+
+
 @dataclass(frozen=True)
 class Report:
     """One report: its name (for ``--only``), the paper figure it reproduces, its title and the
@@ -1223,6 +1268,9 @@ REPORTS: dict[str, Report] = {rep.name: rep for rep in (
     Report("ablation", "Fig. 19", "Engine ablation: dense, pe, pe-sh, pe-m, full", report_ablation),
     Report("scaling", "Fig. 21/22", "Engine scaling: arrays and array size", report_scaling),
     Report("linear", "Fig. 20", "Linear layers: alone and with attention", report_linear),
+    Report("attention", "Sec. 5.1 (vector unit)",
+           "Integer attention: softmax of the vector unit and P@V against float64",
+           report_attention),
     Report("iso-area", "Sec. 7 (iso-area)",
            "Iso-area throughput: elements per ns per mm2 against plain arrays", report_iso_area),
 )}

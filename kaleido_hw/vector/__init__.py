@@ -1,0 +1,1 @@
+"""The vector unit: row-wise integer softmax (``docs/vector.md``)."""

@@ -1,0 +1,50 @@
+"""Stream payloads of the softmax unit (``docs/vector.md`` has the bit tables).
+
+Fields are packed from bit 0 in the order listed: the order of the Verilog ``*__payload``
+bits, LSB first.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import signed, unsigned
+from amaranth.lib import data
+
+
+__all__ = ["MULT_BITS", "SHIFT_BITS", "EXP_WIDTH", "RECIP_WIDTH", "lane_index_width",
+           "score_beat_layout", "prob_beat_layout"]
+
+#: The fixed-point softmax scale: a 16-bit multiplier and a right shift in 1..47
+#: (``golden.vector.softmax_scale``).
+MULT_BITS = 16
+SHIFT_BITS = 6
+#: Width of an exponential E in [0, 2**15].
+EXP_WIDTH = 16
+#: Width of the row reciprocal R = (255 << 32) // sum, sum >= 2**15: R < 255 * 2**17 < 2**25.
+RECIP_WIDTH = 25
+
+
+def lane_index_width(lanes: int) -> int:
+    """Bits of a lane index in ``range(lanes)`` (at least 1)."""
+    return max(1, (lanes - 1).bit_length())
+
+
+def score_beat_layout(config) -> data.StructLayout:
+    """One input beat: ``vector_lanes`` scores, the valid lanes of a last beat, the row's end
+    and the row's scale (taken from its first beat)."""
+    return data.StructLayout({
+        "scores": data.ArrayLayout(signed(config.vector_score_bits), config.vector_lanes),
+        "tail": unsigned(lane_index_width(config.vector_lanes)),
+        "last": unsigned(1),
+        "mult": unsigned(MULT_BITS),
+        "shift": unsigned(SHIFT_BITS),
+    })
+
+
+def prob_beat_layout(config) -> data.StructLayout:
+    """One output beat: ``vector_lanes`` uint8 probabilities (scale 1/255), ``tail`` and
+    ``last`` as the input beat had them."""
+    return data.StructLayout({
+        "p": data.ArrayLayout(unsigned(8), config.vector_lanes),
+        "tail": unsigned(lane_index_width(config.vector_lanes)),
+        "last": unsigned(1),
+    })
