@@ -157,6 +157,10 @@ CANDIDATES: dict[str, Candidate] = {c.name: c for c in (
        "MergedCell gets a row-nibble pair mode (a second LOWr on its second 4x8 "
        "multiplier); a second need decoder for rows (R*W*2 bits)",
        match_passes=(1, 2, 3)),
+    _c("m13", "steps", "per-quad matcher in passes 1 and 3 only (K low-nibble pairs on the "
+       "column port), scheduler order",
+       "m3q plus pass 1 through the same matcher and MergedCell mode (the row port already "
+       "carries two Q bytes); no wider column port", match_passes=(1, 3)),
     _c("m123-L16", "steps", "m123 with the whole chunk visible (lookahead L = W = 16): a "
        "per-quad channel schedule instead of the 4-deep window",
        "m123 with a 16-deep pending window: the B search spans 16 channels (wider prefix "
@@ -689,36 +693,34 @@ def run_candidate(head: Head, cand: Candidate, base: EngineParams = EngineParams
 
 def study(heads, names=DEFAULT_CANDIDATES, base: EngineParams = EngineParams(), progress=None
           ) -> list[dict]:
-    """One row per (head, candidate) and two ceiling rows per head.
+    """One row per (head, candidate) and four bound rows per head (:class:`Ceiling`).
 
     Speedups are over ``dense`` and ``pe`` on the candidate's own PE count (dense on the
     same shape for the shape candidates). ``gap_closed`` = (cycles(full) - cycles) /
     (cycles(full) - ceiling) against the pair ceiling of the 4x4 scheduled quads.
     """
     rows = []
+    key0 = (base.rows, base.cols, base.arrays)
     for head in heads:
-        dense = {}
-        runs = {}
+        runs = {name: run_candidate(head, CANDIDATES[name], base) for name in names}
+        dense = {key0: runs["dense"] if "dense" in runs
+                 else run_candidate(head, CANDIDATES["dense"], base)}
+        pe = {key0: runs["pe"] if "pe" in runs else run_candidate(head, CANDIDATES["pe"], base)}
         for name in names:
-            cand = CANDIDATES[name]
-            runs[name] = run_candidate(head, cand, base)
-            shape = cand.params(base)
+            shape = CANDIDATES[name].params(base)
             key = (shape.rows, shape.cols, shape.arrays)
             if key not in dense:
-                dense[key] = run_candidate(head, CANDIDATES["dense"], shape)[0] \
-                    if name != "dense" or key != (base.rows, base.cols, base.arrays) \
-                    else runs[name][0]
+                over = CANDIDATES[name].overrides
+                dense[key] = run_candidate(head, replace(CANDIDATES["dense"], overrides=over), base)
+                pe[key] = run_candidate(head, replace(CANDIDATES["pe"], overrides=over), base)
             if progress:
                 progress(head, name)
         ceil = ceiling(head.q, head.k, head.grid, head.groups, base, scheduled=True)
         ceil_nat = ceiling(head.q, head.k, head.grid, head.groups, base, scheduled=False)
-        key0 = (base.rows, base.cols, base.arrays)
-        d0 = dense[key0]
-        pe0 = runs["pe"][0] if "pe" in runs else run_candidate(head, CANDIDATES["pe"], base)[0]
+        d0, pe0 = dense[key0][0], pe[key0][0]
+        dense_busy = dense[key0][1]
         full0 = runs["full"][0] if "full" in runs else \
             run_candidate(head, CANDIDATES["full"], base)[0]
-        dense_busy = run_candidate(head, CANDIDATES["dense"], base)[1] if "dense" not in runs \
-            else runs["dense"][1]
         gap_den = full0 - ceil.quad_pair
 
         def row(name, cycles, busy, pes, kind, exact, dense_cycles, pe_cycles, summary):
@@ -736,12 +738,9 @@ def study(heads, names=DEFAULT_CANDIDATES, base: EngineParams = EngineParams(), 
             cand = CANDIDATES[name]
             cycles, busy, pes = runs[name]
             shape = cand.params(base)
-            dc = dense[(shape.rows, shape.cols, shape.arrays)]
-            pe_c = pe0 if (shape.rows, shape.cols, shape.arrays) == key0 else \
-                run_candidate(head, replace(CANDIDATES["pe"], overrides=cand.overrides),
-                              base)[0]
-            rows.append(row(name, cycles, busy, pes, cand.kind, cand.exact, dc, pe_c,
-                            cand.summary))
+            key = (shape.rows, shape.cols, shape.arrays)
+            rows.append(row(name, cycles, busy, pes, cand.kind, cand.exact, dense[key][0],
+                            pe[key][0], cand.summary))
         pes = ceil.pes
         rows.append(row("ceiling-1op", ceil.quad_one, ceil.busy_one, pes, "bound", True, d0,
                         pe0, "quad-stationary bound, one operation per PE per step "
