@@ -177,6 +177,16 @@ CANDIDATES: dict[str, Candidate] = {c.name: c for c in (
        "cycle",
        "as rowfifo4 with 8-entry FIFOs (1,408 bits per 4x4 array) and 4 write ports; the "
        "column operand bus and reads 4x", fifo_depth=8, feed=4),
+    _c("m123-fifo4", "steps", "m123 with per-row decoupling: each row takes the quad's slot "
+       "sequence through a 4-deep FIFO (feed of 2 slots per cycle) and spends a cycle only "
+       "on slots where it has work",
+       "m123 plus rowfifo4's FIFOs, per-row sequencers and doubled operand feed; each FIFO "
+       "entry carries a slot (two channels' column operands: C*(16+4) bits + 2 channel "
+       "indices = 88 bits at C = 4; R*4*88 = 1,408 bits per 4x4 array)",
+       match_passes=(1, 2, 3), fifo_depth=4, feed=2),
+    _c("m123-fifo8", "steps", "m123 with per-row FIFOs of depth 8, feed of 4 slots per cycle",
+       "as m123-fifo4 with 8-deep FIFOs (2,816 bits per 4x4 array) and a 4x feed",
+       match_passes=(1, 2, 3), fifo_depth=8, feed=4),
     _c("full-E256", "engine", "full with scheduler batches of 256 entries, 8 clusters",
        "two ClusterSchedulers with E = 256 (4x the queue and bank SRAM: 3*E*(T+W) bits "
        "each) and K = 8 (8 pivot distances per cycle instead of 4)",
@@ -199,8 +209,7 @@ CANDIDATES: dict[str, Candidate] = {c.name: c for c in (
        overrides=(("rows", 2), ("cols", 2), ("arrays", 16))),
 )}
 #: The default study (about a minute for the three regimes of one preset).
-DEFAULT_CANDIDATES = ("dense", "pe", "pe-sh", "pe-m", "full", "m3q", "m123", "m123-L16",
-                      "rowfifo4", "full-E256", "full-T", "full-2x2")
+DEFAULT_CANDIDATES = ("dense", "pe", "pe-sh", "pe-m", "full", "m13", "m123")
 
 
 # -- the steps model --------------------------------------------------------------------------
@@ -208,8 +217,9 @@ DEFAULT_CANDIDATES = ("dense", "pe", "pe-sh", "pe-m", "full", "m3q", "m123", "m1
 @dataclass
 class DataflowCounters:
     """Counters of one run of a ``steps`` candidate: ``cycles``, ``busy`` PE-cycles (a PE
-    forming two low-nibble products in one step counts once), ``issued`` steps per pass,
-    ``merged`` steps that carry two channels, ``chunk_cycles``."""
+    forming two low-nibble products in one step counts once), ``issued`` steps per pass
+    (summed over quads, before the R-step floor; with per-row FIFOs the cycles until the
+    pass's last row is done), ``merged`` steps that carry two channels, ``chunk_cycles``."""
     cycles: int
     busy: int
     issued: np.ndarray
@@ -365,6 +375,23 @@ def _fifo_steps(rowbusy, depth, feed=1):
     return done.max(axis=1)
 
 
+def _slot_rows(m, qc, kset, rows, pass_):
+    """(Q, R, n) bool: row r of quad q has work in the quad's slot number s (channel A, or
+    B of a pair); slots past the quad's last are all False (never issued)."""
+    qp = _padded(qc, rows)
+    CB = kset.shape[0]
+    Q, n = m.slots.size, qc.shape[1]
+    out = np.zeros((Q, rows, n), bool)
+    pos = np.arange(m.batch.size) - np.repeat(np.cumsum(m.slots) - m.slots, m.slots)
+    rb, cb = np.divmod(m.batch, CB)
+    work = ROW_BUSY_SET[pass_][qp[rb, :, m.a], kset[cb, m.a][:, None]]            # (S, R)
+    pair = m.b >= 0
+    b = np.maximum(m.b, 0)
+    work |= pair[:, None] & ROW_BUSY_SET[pass_][qp[rb, :, b], kset[cb, b][:, None]]
+    out[m.batch, :, pos] = work
+    return out
+
+
 def _steps_quads(qc, kc, cand: Candidate, params: EngineParams):
     """(RB, CB) steps of every quad of one chunk (before ``max(steps, gap)``), busy saving,
     per-pass issued totals and merged steps."""
@@ -382,6 +409,9 @@ def _steps_quads(qc, kc, cand: Candidate, params: EngineParams):
             iss = m.slots.reshape(RB, CB)
             saving += save
             merged += int((m.b >= 0).sum())
+            if cand.fifo_depth > 1:
+                iss = _fifo_steps(_slot_rows(m, qc, kset, R, p), cand.fifo_depth,
+                                  cand.feed).reshape(RB, CB)
         elif cand.fifo_depth > 1:
             qp = _padded(qc, R)
             rowbusy = ROW_BUSY_SET[p][qp[:, None], kset[None, :, None, :]]   # (RB, CB, R, n)
@@ -426,8 +456,6 @@ def dataflow_counters(q, k, grid, groups, cand: Candidate, params: EngineParams 
     ``engine_counters`` of ``pe`` (natural order) or ``pe-sh`` (scheduled)."""
     if cand.kind != "steps":
         raise ValueError(f"{cand.name} is not a steps candidate")
-    if cand.match_passes and cand.fifo_depth > 1:
-        raise ValueError("the matcher and per-row FIFOs are not modelled together")
     timing = timing or EngineTiming()
     params = cand.params(params or EngineParams())
     q, k, grid, groups, _ = _check_inputs(q, k, grid, groups, "pe", full_bits, half_bits)

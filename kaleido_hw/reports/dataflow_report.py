@@ -54,6 +54,32 @@ def add_arguments(parser):
     parser.add_argument("--json", metavar="FILE", help="also write every row as JSON")
     parser.add_argument("--csv", metavar="FILE", help="also write every row as CSV")
     parser.add_argument("--plot", metavar="FILE.png", help="also draw the plot (matplotlib)")
+    parser.add_argument("--from-json", metavar="FILE",
+                        help="print (and plot) the rows of an earlier --json run instead of "
+                             "running the study")
+    parser.add_argument("--pivot", metavar="NAME[,NAME]",
+                        help="print one table per metric (heads x candidates) instead of the "
+                             "long table; metrics: " + ", ".join(PIVOT_METRICS) + ", or 'all'")
+    parser.add_argument("--show", metavar="NAME[,NAME]",
+                        help="candidates (and bounds) shown by --pivot; default all of the run")
+
+
+#: Metrics of ``--pivot``: row key and format.
+PIVOT_METRICS = {"utilization": "pct", "speedup": "x", "over_pe": "x", "hw_of_oracle": "pct",
+                 "gap_closed": "pct"}
+
+
+def pivot_table(rows: list[dict], metric: str, show=None) -> str:
+    """Markdown table of one metric: a line per head, a column per candidate or bound."""
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    names = list(show or dict.fromkeys(r["candidate"] for r in rows))
+    fmt = (lambda v: _pct(v)) if PIVOT_METRICS[metric] == "pct" else (lambda v: f"{v:.3f}x")
+    by = {(r["label"], r["candidate"]): r for r in rows}
+    lines = ["| head | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for label in labels:
+        cells = [fmt(by[label, n][metric]) if (label, n) in by else "-" for n in names]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _names(text: str, allowed, what: str) -> list[str]:
@@ -174,14 +200,28 @@ def write(rows, json_path=None, csv_path=None):
 
 def run(args) -> int:
     """Run the study, print the table and the targets, write --json / --csv / --plot."""
-    names = candidate_names(args.candidates)
-    heads = heads_of(args)
+    metrics = None
+    if args.pivot:
+        metrics = _names(args.pivot, PIVOT_METRICS, "pivot")
     print("Dataflow study (golden.engine.dataflow): 4 arrays of 4x4 unless the candidate says, "
           "W=16, E=64, K=4, L=4, full/half bits 5/3; speedup and 'over pe' on the candidate's "
           "own PEs; gap closed = (full - cycles) / (full - ceiling)")
-    rows = run_study(heads, names)
+    if args.from_json:
+        rows = json.loads(Path(args.from_json).read_text())
+    else:
+        rows = run_study(heads_of(args), candidate_names(args.candidates))
     print()
-    print(format_table(rows))
+    if metrics:
+        show = None
+        if args.show:
+            known = list(dict.fromkeys(r["candidate"] for r in rows))
+            show = _names(args.show, known, "show")
+        for metric in metrics:
+            print(f"### {metric}\n")
+            print(pivot_table(rows, metric, show))
+            print()
+    else:
+        print(format_table(rows))
     print("\nTargets (issue 15):")
     for line in targets(rows, "m123"):
         print(f"  {line}")

@@ -38,7 +38,7 @@ def _head(name):
 HEADS = ("3x5x4", "2x6x5", "4x4x4", "hunyuanvideo")
 PARAMS = (EngineParams(), EngineParams(rows=2, cols=2, arrays=3, width=8, entries=8, clusters=2),
           EngineParams(rows=4, cols=2, arrays=2, width=12, entries=16))
-MATCHERS = ("m3q", "m123", "m123-L16", "m123-2x2")
+MATCHERS = ("m3q", "m13", "m123", "m123-L16", "m123-2x2")
 
 
 @pytest.mark.parametrize("name", HEADS)
@@ -89,7 +89,20 @@ def test_fifo_unbounded_is_the_busiest_row():
 
 
 @pytest.mark.parametrize("name", HEADS)
-@pytest.mark.parametrize("cand", MATCHERS + ("rowfifo4",))
+def test_matcher_with_fifos(name):
+    """Per-row FIFOs on the matcher's slots: depth 1 is the matcher alone; deeper FIFOs only
+    remove cycles; the busy count is the matcher's."""
+    g, groups, q, k = _head(name)
+    m123 = dataflow_counters(q, k, g, groups, CANDIDATES["m123"])
+    one = dataflow_counters(q, k, g, groups, replace(CANDIDATES["m123-fifo4"], fifo_depth=1))
+    assert (one.cycles, one.busy, one.merged) == (m123.cycles, m123.busy, m123.merged)
+    for name in ("m123-fifo4", "m123-fifo8"):
+        c = dataflow_counters(q, k, g, groups, CANDIDATES[name])
+        assert c.cycles <= m123.cycles and c.busy == m123.busy
+
+
+@pytest.mark.parametrize("name", HEADS)
+@pytest.mark.parametrize("cand", MATCHERS + ("rowfifo4", "m123-fifo4"))
 def test_candidate_scores_exact(name, cand):
     g, groups, q, k = _head(name)
     s = candidate_scores(q, k, g, groups, CANDIDATES[cand], EngineParams(width=8, entries=8))
