@@ -61,7 +61,11 @@ def add_arguments(parser):
                         help="print one table per metric (heads x candidates) instead of the "
                              "long table; metrics: " + ", ".join(PIVOT_METRICS) + ", or 'all'")
     parser.add_argument("--show", metavar="NAME[,NAME]",
-                        help="candidates (and bounds) shown by --pivot; default all of the run")
+                        help="candidates (and bounds) shown by --pivot and --plot; default all "
+                             "of the run")
+    parser.add_argument("--heads", metavar="LABEL[,LABEL]",
+                        help="with --from-json: keep only these heads (labels such as "
+                             "'hunyuanvideo default')")
 
 
 #: Metrics of ``--pivot``: row key and format.
@@ -203,25 +207,29 @@ def run(args) -> int:
     metrics = None
     if args.pivot:
         metrics = _names(args.pivot, PIVOT_METRICS, "pivot")
+    if args.heads and not args.from_json:
+        raise ValueError("--heads filters the rows of --from-json")
     print("Dataflow study (golden.engine.dataflow): 4 arrays of 4x4 unless the candidate says, "
           "W=16, E=64, K=4, L=4, full/half bits 5/3; speedup and 'over pe' on the candidate's "
           "own PEs; gap closed = (full - cycles) / (full - ceiling)")
     if args.from_json:
         rows = json.loads(Path(args.from_json).read_text())
+        if args.heads:
+            keep = _names(args.heads, list(dict.fromkeys(r["label"] for r in rows)), "heads")
+            rows = [r for r in rows if r["label"] in keep]
     else:
         rows = run_study(heads_of(args), candidate_names(args.candidates))
     print()
+    show = None
+    if args.show:
+        show = _names(args.show, list(dict.fromkeys(r["candidate"] for r in rows)), "show")
     if metrics:
-        show = None
-        if args.show:
-            known = list(dict.fromkeys(r["candidate"] for r in rows))
-            show = _names(args.show, known, "show")
         for metric in metrics:
             print(f"### {metric}\n")
             print(pivot_table(rows, metric, show))
             print()
     else:
-        print(format_table(rows))
+        print(format_table([r for r in rows if show is None or r["candidate"] in show]))
     print("\nTargets (issue 15):")
     for line in targets(rows, "m123"):
         print(f"  {line}")
@@ -230,5 +238,6 @@ def run(args) -> int:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        plot(rows, plt).savefig(args.plot, dpi=120)
+        shown = [r for r in rows if show is None or r["candidate"] in show]
+        plot(shown, plt).savefig(args.plot, dpi=120)
     return 0
