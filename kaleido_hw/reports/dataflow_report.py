@@ -54,9 +54,10 @@ def add_arguments(parser):
     parser.add_argument("--json", metavar="FILE", help="also write every row as JSON")
     parser.add_argument("--csv", metavar="FILE", help="also write every row as CSV")
     parser.add_argument("--plot", metavar="FILE.png", help="also draw the plot (matplotlib)")
-    parser.add_argument("--from-json", metavar="FILE",
-                        help="print (and plot) the rows of an earlier --json run instead of "
-                             "running the study")
+    parser.add_argument("--from-json", metavar="FILE[,FILE]",
+                        help="print (and plot) the rows of earlier --json runs instead of "
+                             "running the study (a (head, candidate) row of a later file "
+                             "replaces an earlier one)")
     parser.add_argument("--pivot", metavar="NAME[,NAME]",
                         help="print one table per metric (heads x candidates) instead of the "
                              "long table; metrics: " + ", ".join(PIVOT_METRICS) + ", or 'all'")
@@ -213,7 +214,11 @@ def run(args) -> int:
           "W=16, E=64, K=4, L=4, full/half bits 5/3; speedup and 'over pe' on the candidate's "
           "own PEs; gap closed = (full - cycles) / (full - ceiling)")
     if args.from_json:
-        rows = json.loads(Path(args.from_json).read_text())
+        merged = {}
+        for path in args.from_json.split(","):
+            for r in json.loads(Path(path).read_text()):
+                merged[r["label"], r["candidate"]] = r
+        rows = list(merged.values())
         if args.heads:
             keep = _names(args.heads, list(dict.fromkeys(r["label"] for r in rows)), "heads")
             rows = [r for r in rows if r["label"] in keep]

@@ -141,8 +141,10 @@ def test_no_candidate_beats_the_ceiling(seed):
             continue
         cycles, busy, pes = run_candidate(head, cand)
         ce = _ceilings(head, cand)
-        assert ce.free <= ce.quad_pair <= ce.quad_one
+        assert ce.free <= ce.quad_pair <= ce.quad_one and ce.quad_pair <= ce.passes
         assert cycles >= ce.quad_pair, name
+        if cand.kind == "steps" or cand.variant != "dense":
+            assert cycles >= ce.passes, name           # they all keep the pass structure
         merging = cand.kind == "steps" and cand.match_passes or cand.variant in ("pe-m", "full")
         if not merging:
             assert cycles >= ce.quad_one, name
