@@ -145,7 +145,24 @@ def targets(rows: list[dict], name: str) -> list[str]:
             out.append(f"{label} {cand}: PE util. {_pct(r['utilization'])} (target >= 90%), "
                        f"over pe {r['over_pe']:.3f}x (>= 1.25x), hw op reduction "
                        f"{_pct(r['hw_of_oracle'])} of the oracle (>= 80%)")
+        need = joint_target_cycles(by)
+        if need is not None and "ceiling" in by:
+            out.append(f"{label}: the utilization and op-reduction targets together need at most {need:,.0f} cycles "
+                       f"({by['dense']['cycles'] / need:.3f}x over dense); the ceiling is "
+                       f"{by['ceiling']['cycles']:,} cycles")
     return out
+
+
+def joint_target_cycles(by: dict):
+    """The most cycles a 4x4 design may take and meet the utilization and op-reduction
+    targets together: busy <= (1 - 0.8 * oracle) * busy(dense) and busy >= 0.9 * PEs *
+    cycles give cycles <= (1 - 0.8 * oracle) * busy(dense) / (0.9 * PEs). ``by``: the rows
+    of one head by candidate (needs ``dense``); None without it."""
+    d = by.get("dense")
+    if d is None:
+        return None
+    busy = d["busy"] * (1 - TARGETS["hw_of_oracle"] * d["oracle_reduction"])
+    return busy / (TARGETS["utilization"] * d["pes"])
 
 
 def plot(rows: list[dict], plt):
