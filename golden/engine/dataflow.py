@@ -23,17 +23,23 @@ on an operation of the table:
     idle, 1 nibble, 2 byte), and two channels pair iff every column (row) needs <= 2 units
     in all: then every PE forms at most one MUL, or two low-nibble products, per step;
   * ``fifo_depth`` D > 1: per-row decoupling. The column operands of each issued channel
-    step enter one FIFO of depth D per PE row; a row spends a cycle on an entry only if one
-    of its PEs has work, and drops the others for free; the feed pushes at most one entry
-    per cycle and only when every row's FIFO has room. Rows meet again at the end of every
-    pass (the register hand-over of the next pass). D = 1 is the step-synchronous array.
+    step (with a matcher: of each slot) enter one FIFO of depth D per PE row; a row spends
+    a cycle on an entry only if one of its PEs has work, and drops the others for free; the
+    feed pushes at most ``feed`` entries per cycle, in order, and only when every row's
+    FIFO has room. Rows meet again at the end of every pass (the register hand-over of the
+    next pass). D = 1, or a feed of 1, is the step-synchronous array.
 
 - ``engine`` candidates are ``engine_counters`` itself with other parameters (bigger
   scheduler batches, other array shapes) or on the transposed problem (K on the rows,
   Q on the columns: S^T, exact by the engine's own functional model).
 
-- :func:`ceiling`: lower bounds on the cycles of any design built from these PEs
-  (``docs/dataflow.md``, "The ceiling", has the statements and proofs).
+- :func:`ceiling`: lower bounds on cycles: quad-stationary (one operation, or two
+  low-nibble products, per PE-step), today's pass structure with per-PE freedom, and any
+  mapping of the work onto the PEs (``docs/dataflow.md``, "The ceiling", has the statements
+  and the proofs).
+
+- :func:`candidate_scores`: S rebuilt from a candidate's own slot sequences (port rule and
+  coverage asserted), for the tests' comparison with ``golden.attention_scores``.
 
 Plain numpy, vectorized over quads; no hardware imports.
 """
