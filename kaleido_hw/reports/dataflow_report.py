@@ -29,7 +29,7 @@ from golden.workloads import grid_named
 #: The issue's targets for the design it picks (item 3).
 TARGETS = {"utilization": 0.90, "over_pe": 1.25, "hw_of_oracle": 0.80}
 #: Rows shown in the plot besides the candidates.
-BOUNDS = ("ceiling-1op", "ceiling", "ceiling-free")
+BOUNDS = ("ceiling-1op", "ceiling-passes", "ceiling", "ceiling-nat", "ceiling-free")
 
 
 def add_arguments(parser):
@@ -165,11 +165,14 @@ def joint_target_cycles(by: dict):
     return busy / (TARGETS["utilization"] * d["pes"])
 
 
-def plot(rows: list[dict], plt):
-    """Speedup over dense and PE utilization of every candidate and bound, per head."""
+def plot(rows: list[dict], plt, names=None):
+    """Speedup over dense and PE utilization of every candidate and bound (or of ``names``,
+    in that order), per head."""
     import numpy as np
     labels = list(dict.fromkeys(r["label"] for r in rows))
-    names = list(dict.fromkeys(r["candidate"] for r in rows if r["candidate"] != "ceiling-nat"))
+    if names is None:
+        names = list(dict.fromkeys(r["candidate"] for r in rows
+                                   if r["candidate"] != "ceiling-nat"))
     fig, axes = plt.subplots(2, 1, figsize=(min(16, 4 + 0.6 * len(names)), 7))
     width = 0.8 / max(len(labels), 1)
     x = np.arange(len(names))
@@ -261,5 +264,5 @@ def run(args) -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         shown = [r for r in rows if show is None or r["candidate"] in show]
-        plot(shown, plt).savefig(args.plot, dpi=120)
+        plot(shown, plt, show).savefig(args.plot, dpi=120)
     return 0
