@@ -256,7 +256,8 @@ def run(args) -> int:
     else:
         print(format_table([r for r in rows if show is None or r["candidate"] in show]))
     print("\nTargets (issue 15):")
-    for line in targets(rows, "m123"):
+    best = "m123-fifo4" if any(r["candidate"] == "m123-fifo4" for r in rows) else "m123"
+    for line in targets(rows, best):
         print(f"  {line}")
     write(rows, args.json, args.csv)
     if args.plot:
