@@ -177,3 +177,16 @@ def test_study_rows_and_npz(tmp_path):
     np.savez(tmp_path / "bad.npz", q=q, k=k)
     with pytest.raises(ValueError, match="grid and preset"):
         load_npz_head(tmp_path / "bad.npz")
+
+
+def test_pair_check_rejects_port_overflow():
+    """The S check is not vacuous: two channels whose column needs exceed a byte are refused."""
+    from golden.engine.dataflow import _check_pair
+    from golden.numerics import HALF, NONE
+    qc = np.full((2, 2), NONE, np.uint8)
+    kc = np.array([[NONE, HALF], [HALF, HALF]], np.uint8)          # column 0 needs a byte at A
+    with pytest.raises(AssertionError, match="overflow"):
+        _check_pair(3, qc, kc, 0, 1, "col")
+    _check_pair(3, qc, kc[1:], 0, 1, "col")                          # two nibbles fit
+    with pytest.raises(AssertionError, match="overflow"):
+        _check_pair(2, np.full((1, 2), HALF, np.uint8), np.full((1, 2), HALF, np.uint8), 0, 1, "row")
