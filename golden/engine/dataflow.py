@@ -54,7 +54,7 @@ from golden.array.schedule import DECODE, PASSES, SET_WORK, Op, _code_sets, _con
 from golden.dispatch.model import MatcherParams, match
 from golden.engine.model import (EngineParams, EngineTiming, _check_inputs, _orders, chunks,
                                  engine_counters)
-from golden.numerics import _as_groups, as_grid, oracle_ops, reuse_masks
+from golden.numerics import as_grid, oracle_ops, reuse_masks
 
 
 __all__ = ["Candidate", "CANDIDATES", "DEFAULT_CANDIDATES", "DataflowCounters",
