@@ -18,6 +18,7 @@ COMMANDS = [
     ("bench", "kaleido_hw.reports.bench", "time the golden model: 720p reuse analysis and exact S throughput"),
     ("synth", "kaleido_hw.flow.synth", "OSU 0.18 um area, critical path and power, iCE40 LUTs and fmax of the PEs, arrays and dispatcher blocks (--engine: whole engine)"),
     ("engine-report", "kaleido_hw.reports.engine_report", "multi-array KaleidoEngine: ablation of the dispatcher variants, array scaling, the paper-scale head (cycle model)"),
+    ("dataflow", "kaleido_hw.reports.dataflow_report", "dataflow study of issue 15: candidate pass structures and matchers against the ceiling (cycle model)"),
     ("linear-report", "kaleido_hw.reports.linear_report", "linear layers on the arrays: speedup alone and with attention (paper Fig. 20 analogue)"),
     ("dispatch-report", "kaleido_hw.reports.dispatch_report", "Hamming spread and merge efficiency of the data dispatcher on the synthetic workloads"),
     ("report", "kaleido_hw.reports.report", "plots + JSON/CSV reproducing the paper's figures (reuse vs skip, thresholds, patterns, motion, array size, area)"),

@@ -23,6 +23,9 @@ report             paper       what
 ``ablation``       Fig. 19     the multi-array engine's variants dense, pe, pe-sh, pe-m, full
                                (``golden.engine.model``; same rows as ``kaleido-hw engine-report``)
 ``scaling``        Fig. 21/22  the engine on 1..64 arrays, and 2x2/4x4/8x8 arrays at 256 PEs
+``dataflow``       issue 15    dataflow candidates of the engine (per-quad matcher in passes 1-3,
+                               per-row FIFOs, shapes, ...) against the ceiling of step-synchronous
+                               arrays (``golden.engine.dataflow``, ``docs/dataflow.md``)
 ``linear``         Fig. 20     linear layers with window reuse, alone and with attention
 ``attention``      Sec. 5.1    attention-output PSNR and cosine of the integer pipeline (vector
                                unit softmax, ``P_q @ V_eff``) against float64, V reuse off/on,
@@ -942,6 +945,39 @@ def report_scaling(ctx: Context, plt) -> Result:
     return r
 
 
+def report_dataflow(ctx: Context, plt) -> Result:
+    """Issue 15: dataflow candidates of the engine against the ceiling (``docs/dataflow.md``)."""
+    from golden.engine.dataflow import DEFAULT_CANDIDATES, REGIMES, Head, regime_head
+    from kaleido_hw.reports import dataflow_report as dr
+    s = ctx.settings
+    r = Result("dataflow")
+    if ctx.workload is not None:
+        part = ctx.workload.first_frames(s.max_tokens)
+        if part.grid != ctx.workload.grid:
+            ctx.notes.append(f"The dataflow study ran on the first {part.grid.t} frames "
+                             f"({part.grid}) of {ctx.workload.grid} (--max-tokens "
+                             f"{s.max_tokens}).")
+        q, k = part.load()[:2]
+        heads = [Head(part.label, part.preset, "user", part.grid, q, k)]
+    else:
+        heads = [regime_head(s.model, s.grid, regime) for regime in REGIMES]
+    r.rows = dr.run_study(heads, dr.candidate_names(",".join(DEFAULT_CANDIDATES)))
+    r.table = dr.format_table(r.rows)
+    r.lines = dr.targets(r.rows, "m123")
+    for row in r.rows:
+        r.summary.setdefault(row["label"], {})[row["candidate"]] = {
+            k: row[k] for k in ("speedup", "over_pe", "utilization", "hw_of_oracle",
+                                "gap_closed")}
+    r.notes.append("golden.engine.dataflow (cycle models of the candidates, composed like "
+                   "golden.engine.model.engine_counters; today's variants straight from it), "
+                   "4 arrays of 4x4 unless the candidate says; regimes: default, smooth "
+                   "(noise 0.02, smooth 5), fast (motion 3); 'ceiling' is the quad-stationary "
+                   "bound with low-nibble pairs, 'ceiling-free' work / PEs (docs/dataflow.md). "
+                   "kaleido-hw dataflow --presets all --candidates all runs the full sweep.")
+    r.figures[""] = dr.plot(r.rows, plt)
+    return r
+
+
 def report_linear(ctx: Context, plt) -> Result:
     """Fig. 20: linear layers with window reuse, alone and together with attention."""
     from kaleido_hw.reports.linear_report import COLUMNS, plot_linear
@@ -1267,6 +1303,7 @@ REPORTS: dict[str, Report] = {rep.name: rep for rep in (
     Report("area", "Table 2 (analogue)", "Area of the PEs and the dispatcher", report_area),
     Report("ablation", "Fig. 19", "Engine ablation: dense, pe, pe-sh, pe-m, full", report_ablation),
     Report("scaling", "Fig. 21/22", "Engine scaling: arrays and array size", report_scaling),
+    Report("dataflow", "issue 15", "Dataflow candidates against the ceiling", report_dataflow),
     Report("linear", "Fig. 20", "Linear layers: alone and with attention", report_linear),
     Report("attention", "Sec. 5.1 (vector unit)",
            "Integer attention: softmax of the vector unit and P@V against float64",
