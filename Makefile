@@ -43,11 +43,10 @@ synth:
 synth-engine:
 	nice $(VPY) -m kaleido_hw synth --engine
 
-# The vector unit on the standard cells, row buffers as SRAM macros (make synth's flow; about
-# 10 CPU-minutes; docs/vector.md, "Area").
+# The vector unit on the standard cells, row buffers as SRAM macros (about 6 CPU-minutes;
+# docs/vector.md, "Area").
 synth-vector:
-	mkdir -p build
-	nice $(VPY) -m kaleido_hw synth --top vector_unit --no-ice40 --top baseline_array --json build/vector_area.json
+	nice $(VPY) -m kaleido_hw.flow.vector_area --json build/vector_area.json
 
 regress:
 	KALEIDO_SEEDS=$(SEEDS) $(VPY) tests/test_regress.py -n $(JOBS)

@@ -476,14 +476,14 @@ def dataflow_counters(q, k, grid, groups, cand: Candidate, params: EngineParams 
     busy = merged = 0
     issued = np.zeros(PASSES, np.int64)
     lengths = []
-    for qc, kc, U in _chunk_codes(q, k, grid, groups, params, cand.scheduled, full_bits,
-                                  half_bits):
+    for c, (qc, kc, U) in enumerate(_chunk_codes(q, k, grid, groups, params, cand.scheduled,
+                                                 full_bits, half_bits)):
         steps, saving, iss, mer = _steps_quads(qc, kc, cand, params)
         busy += _chunk_busy(qc, kc) - saving
         issued += iss
         merged += mer
         T = _array_times(steps, P, gap)
-        pre_done = pre_start + (timing.prepass(U, params.entries) if cand.scheduled else 0)
+        pre_done = pre_start + timing.orders_ready(c, U, params.entries, cand.scheduled)
         start = max(end + timing.barrier, pre_done)
         end = start + int(T.max())
         pre_start = start
@@ -560,14 +560,15 @@ def ceiling(q, k, grid, groups, params: EngineParams = EngineParams(), scheduled
     gap = timing.gap(R, C)
     end = timing.load_base - timing.barrier
     pre_start = timing.load_base
-    for qc, kc, U in _chunk_codes(q, k, grid, groups, params, scheduled, full_bits, half_bits):
+    for c, (qc, kc, U) in enumerate(_chunk_codes(q, k, grid, groups, params, scheduled,
+                                                 full_bits, half_bits)):
         # Today's pass structure with per-PE freedom: each pass at least R steps.
         steps = 0
         for p in range(PASSES):
             w = _pe_work(qc, kc, MUL[p:p + 1]) + (_pe_work(qc, kc, LOW[p:p + 1]) + 1) // 2
             steps = steps + np.maximum(_quad_max(w, R, C), R)
         T = _array_times(steps, P, gap)
-        pre_done = pre_start + (timing.prepass(U, params.entries) if scheduled else 0)
+        pre_done = pre_start + timing.orders_ready(c, U, params.entries, scheduled)
         start = max(end + timing.barrier, pre_done)
         end = start + int(T.max())
         pre_start = start

@@ -152,6 +152,14 @@ class EngineTiming:
         """Cycles of one chunk's scheduler pre-pass over ``units`` units."""
         return (-(-units // entries) + 2) * entries + self.pre_base
 
+    def orders_ready(self, chunk: int, units: int, entries: int, scheduled: bool) -> int:
+        """Cycles from chunk ``chunk``'s pre-pass start (the previous chunk's start;
+        ``load_base`` for chunk 0) to its orders being complete: 0 without the scheduler,
+        ``natural`` for chunk 0 (natural order), else its pre-pass."""
+        if not scheduled:
+            return 0
+        return self.natural if chunk == 0 else self.prepass(units, entries)
+
 
 # -- chunks and orders ------------------------------------------------------------------------
 
@@ -658,12 +666,7 @@ def engine_counters(q, k, grid, groups, params: EngineParams = EngineParams(),
         per, T = _chunk_run(qc, kc, params, matched, timing)
         for key in acc:
             acc[key] += per[key]
-        if not sched:
-            pre_done = pre_start
-        elif i == 0:
-            pre_done = pre_start + timing.natural
-        else:
-            pre_done = pre_start + timing.prepass(pl.anchors.size, params.entries)
+        pre_done = pre_start + timing.orders_ready(i, pl.anchors.size, params.entries, sched)
         start = max(end + timing.barrier, pre_done)
         end = start + int(T.max())
         pre_start = start

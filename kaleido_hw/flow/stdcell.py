@@ -504,16 +504,14 @@ def _lib_cells(types: dict[str, int], cells: frozenset[str]) -> int:
 MEMORY_DECLARATION = re.compile(r"^\s*reg\s+(\[[^\]]*\]\s+)?\S+\s+\[", re.M)
 
 
-def _map_with_macros(top: str, work: Path, lib: Path, result: StdCellResult,
-                     register_memories: str | None = None) -> Path:
+def _map_with_macros(top: str, work: Path, lib: Path, result: StdCellResult) -> Path:
     """Flat mapping of a top with memories: each memory becomes an SRAM macro
     (:mod:`kaleido_hw.flow.sram_macros`, the engine flow's density and timing) instead of
     flip-flops and read multiplexers, as an ASIC would build it; fills ``result.sram_um2``
     and ``sram_bits`` and writes ``work/buffered.json``. Returns the macros' Liberty file."""
     lib_text = lib.read_text()
     _, sequential = liberty_cells(lib_text)
-    run_yosys(map_script(top, f"{top}.v", str(lib), flatten=True,
-                         register_memories=register_memories), work)
+    run_yosys(map_script(top, f"{top}.v", str(lib), flatten=True), work)
     memories = sram_macros.parse_memories((work / "mems.txt").read_text(), top)
     macro_lib = work / "sram_macros.lib"
     macro_text = sram_macros.macro_liberty(m.shape for m in memories)
@@ -527,17 +525,15 @@ def _map_with_macros(top: str, work: Path, lib: Path, result: StdCellResult,
 
 
 def synth_stdcell(top_name: str, config: KaleidoConfig, *, units: bool = False,
-                  verilog: str | None = None, keep: Path | None = None,
-                  register_memories: str | None = None) -> StdCellResult:
+                  verilog: str | None = None, keep: Path | None = None) -> StdCellResult:
     """Map ``top_name`` onto the standard cells, time it and estimate its power.
 
     ``verilog``: the Verilog source to use (any design whose top module is ``top_name`` and
     whose clock port is ``clk``); by default a fresh generation of the top from ``config``.
     ``units``: also the per-submodule breakdown (a second, hierarchical mapping). ``keep``: a
     folder that receives the Verilog, the scripts, the stat outputs and the netlist.
-    Memories become SRAM macros (:func:`_map_with_macros`) except those whose names match the
-    yosys pattern ``register_memories`` (small FIFOs: flip-flops). A missing tool or a failed
-    run gives a result with ``None`` figures and a note.
+    Memories become SRAM macros (:func:`_map_with_macros`). A missing tool or a failed run
+    gives a result with ``None`` figures and a note.
     """
     result = StdCellResult(top_name)
     why = stdcell_available()
@@ -556,7 +552,7 @@ def synth_stdcell(top_name: str, config: KaleidoConfig, *, units: bool = False,
             netlist = work / f"{top_name}.net.v"
             libs = [lib]
             if MEMORY_DECLARATION.search(source):
-                libs.append(_map_with_macros(top_name, work, lib, result, register_memories))
+                libs.append(_map_with_macros(top_name, work, lib, result))
             else:
                 run_yosys(yosys_script(top_name, f"{top_name}.v", str(lib)), work)
                 buffered(work, lib_text, sequential)

@@ -61,10 +61,7 @@ SYNTH_TOPS = ["kaleido_pe", "baseline_pe", "pe_array", "baseline_array", "cluste
 RATIOS = [("kaleido_pe", "baseline_pe"), ("pe_array", "baseline_array")]
 #: The dispatcher blocks are also priced in "arrays' worth" of this top.
 ARRAY_REFERENCE = "pe_array"
-#: Memories of a top that are flip-flops, not SRAM macros (yosys name patterns): the vector
-#: unit's P output FIFO and row-total FIFO are a few entries deep.
-REGISTER_MEMORIES = {"vector_unit": "*p_fifo* *totals*"}
-ARRAY_WORTH_TOPS = ("cluster_scheduler", "merge_matcher", "vector_unit")
+ARRAY_WORTH_TOPS = ("cluster_scheduler", "merge_matcher")
 #: Tops whose per-unit breakdown (hierarchical map) is reported.
 UNIT_TOPS = ("kaleido_pe", "baseline_pe")
 #: iCE40 devices: nextpnr flag, package, logic cells (one LUT4 + one flip-flop each; Lattice
@@ -207,8 +204,7 @@ def synth_top(top_name: str, config: KaleidoConfig, *, ice40: bool = True, devic
     t0 = time.monotonic()
     if units is None:
         units = top_name in UNIT_TOPS
-    std = synth_stdcell(top_name, config, units=units, verilog=verilog,
-                        register_memories=REGISTER_MEMORIES.get(top_name))
+    std = synth_stdcell(top_name, config, units=units, verilog=verilog)
     ice = None
     if ice40:
         ice = (_ice40(top_name, config, device, list(seeds)) if verilog is None else

@@ -4,7 +4,6 @@ whole-grid golden S bit for bit (the reuse counters that differ, and why)."""
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -187,15 +186,14 @@ def test_boxes_that_cut_pairs_lose_reuse_across_borders():
     assert run.result.counters["real_full"] < whole_full
 
 
-def test_hunyuanvideo_head_4x16x16_in_seconds():
+def test_hunyuanvideo_head_4x16x16():
+    """The 1,024-token head of the RTL run through the host library and the interpreter
+    (its speed is a benchmark's business, not a test's: no time limit here)."""
     grid = (4, 16, 16)
     qkv = make_qkv("hunyuanvideo", grid, seed=0)
-    t0 = time.perf_counter()
     run = run_head(CFG, qkv.q, qkv.k, grid)
-    took = time.perf_counter() - t0
     assert run.plan.box == (2, 2, 16) and run.plan.n_boxes == 16
     assert np.array_equal(run.s, attention_scores(qkv.q, qkv.k, grid, "hunyuanvideo"))
-    assert took < 20, f"a 1024-token head took {took:.1f} s"
 
 
 # -- plan counts, addresses, errors -----------------------------------------------------------
