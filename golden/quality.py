@@ -65,6 +65,16 @@ def skip_operand(x, masks, half_bits: int = 3) -> np.ndarray:
     return out
 
 
+def v_operand(v, grid, reuse_v: bool, v_directions, window, full_bits: int, half_bits: int):
+    """``(V used, V's operation reduction)``: V itself, or with ``reuse_v`` its effective
+    operand under the window rule along ``v_directions`` (``docs/numerics.md`` section 8)."""
+    if not reuse_v:
+        return v, 0.0
+    mv = window_masks(v, grid, v_directions, window, full_bits, half_bits)
+    return (window_effective_operand(v, mv, grid, v_directions, window),
+            linear_ops(mv, grid.n)["reduction"])
+
+
 def _score_float(d: int):
     """float32 holds every int8 score exactly while d * 128 * 128 <= 2**24 (d <= 1024)."""
     return np.float32 if d * 128 * 128 <= 1 << 24 else np.float64
@@ -134,12 +144,8 @@ def attention_quality(q, k, v, grid, groups, scale: float, full_bits: int = 5,
     saving = oracle_ops(mq, mk)["reduction"]
     q_eff, k_eff = effective_operand(q, mq, grid, groups), effective_operand(k, mk, grid, groups)
     q_skip, k_skip = skip_operand(q, mq, half_bits), skip_operand(k, mk, half_bits)
-    if reuse_v:
-        mv = window_masks(v, grid, v_directions, window, full_bits, half_bits)
-        v_used = window_effective_operand(v, mv, grid, v_directions, window)
-        v_reduction = linear_ops(mv, grid.n)["reduction"]
-    else:
-        v_used, v_reduction = v, 0.0
+    v_used, v_reduction = v_operand(v, grid, reuse_v, v_directions, window, full_bits,
+                                    half_bits)
 
     n = grid.n
     skipped = min(n - 1, int(round(saving * n)))

@@ -19,8 +19,7 @@ import numpy as np
 
 from golden.checks import as_int8, check_bits, check_int, check_tokens, check_window
 from golden.numerics import AXIS_T, FULL, _as_groups, as_grid, attention_scores, exact_matmul
-from golden.window import (linear_ops, window_anchor_index, window_effective_operand,
-                           window_masks)
+from golden.window import linear_ops, window_anchor_index, window_masks
 from golden.vector.softmax import P_ONE, softmax_int, softmax_scale
 
 
@@ -128,7 +127,7 @@ def integer_attention_quality(q, k, v, grid, groups, scale: float, full_bits: in
     (the fixed-point scale), ``v_reduction`` (oracle P@V saving, 0 without V reuse) and
     ``merged_equal`` (the merged V-reuse product equals ``P_q @ V_eff``).
     """
-    from golden.quality import compare
+    from golden.quality import compare, v_operand
 
     grid, groups = as_grid(grid), _as_groups(groups)
     full_bits, half_bits = check_bits(full_bits, half_bits)
@@ -136,12 +135,8 @@ def integer_attention_quality(q, k, v, grid, groups, scale: float, full_bits: in
     mult, shift = softmax_scale(scale)
     s_exact = exact_matmul(q, k.T)
     s_reuse = attention_scores(q, k, grid, groups, full_bits, half_bits)
-    if reuse_v:
-        mv = window_masks(v, grid, v_directions, window, full_bits, half_bits)
-        v_used = window_effective_operand(v, mv, grid, v_directions, window)
-        v_reduction = linear_ops(mv, grid.n)["reduction"]
-    else:
-        v_used, v_reduction = v, 0.0
+    v_used, v_reduction = v_operand(v, grid, reuse_v, v_directions, window, full_bits,
+                                    half_bits)
     ref = _softmax_float(s_exact.astype(np.float64) * scale) @ v.astype(np.float64)
     p_exact = softmax_int(s_exact, mult, shift)
     p_reuse = softmax_int(s_reuse, mult, shift)

@@ -132,18 +132,20 @@ def ablation(heads, arrays: int, config=None) -> list[dict]:
     """Every variant on every head, on ``arrays`` arrays of the configured size."""
     params = base_params(config, arrays=arrays)
     bar = _progress("ablation", len(heads) * len(VARIANTS))
-    rows = []
-    for head in heads:
-        runs = {}
-        for variant in VARIANTS:
-            runs[variant] = head.run(params, variant)
-            bar.advance()
-        pe_cycles = runs["pe"][0].cycles
-        for variant, (c, sec) in runs.items():
-            rows.append(_row("ablation", head, params, variant, c, runs["dense"][0], sec,
-                             speedup_over_pe=pe_cycles / c.cycles))
+    rows = [r for head in heads for r in _variant_rows("ablation", head, params, VARIANTS, bar)]
     bar.close()
     return rows
+
+
+def _variant_rows(section, head, params, variants, bar) -> list[dict]:
+    """Rows of ``variants`` (dense and pe among them) on one head, with the speedup over pe."""
+    runs = {}
+    for variant in variants:
+        runs[variant] = head.run(params, variant)
+        bar.advance()
+    pe_cycles = runs["pe"][0].cycles
+    return [_row(section, head, params, variant, c, runs["dense"][0], sec,
+                 speedup_over_pe=pe_cycles / c.cycles) for variant, (c, sec) in runs.items()]
 
 
 def scaling(head, config=None) -> list[dict]:
@@ -203,18 +205,9 @@ def grids(presets, arrays: int, seed: int = 0, config=None) -> list[dict]:
     """Dense, pe and full on every grid of :data:`GRID_SWEEP` for every preset."""
     params = base_params(config, arrays=arrays)
     bar = _progress("grids", len(presets) * len(GRID_SWEEP) * len(GRID_VARIANTS))
-    rows = []
-    for preset in presets:
-        for grid in GRID_SWEEP:
-            head = Head.synthetic(preset, grid, seed)
-            runs = {}
-            for variant in GRID_VARIANTS:
-                runs[variant] = head.run(params, variant)
-                bar.advance()
-            pe_cycles = runs["pe"][0].cycles
-            for variant, (c, sec) in runs.items():
-                rows.append(_row("grids", head, params, variant, c, runs["dense"][0], sec,
-                                 speedup_over_pe=pe_cycles / c.cycles))
+    rows = [r for preset in presets for grid in GRID_SWEEP
+            for r in _variant_rows("grids", Head.synthetic(preset, grid, seed), params,
+                                   GRID_VARIANTS, bar)]
     bar.close()
     return rows
 
