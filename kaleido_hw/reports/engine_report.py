@@ -14,7 +14,7 @@ From the engine's exact cycle model (``golden.engine.model.engine_counters``) on
   128 x 128 arrays (P = 16,384 arrays of 4 x 4); minutes per variant.
 - ``grids`` (``--only grids``): every preset on every grid of :data:`GRID_SWEEP`, dense, pe
   and full on P arrays: the full variant must never take more cycles than dense (the
-  command exits 1 if it does); a few minutes.
+  command exits 1 if it does); about 20 seconds.
 
 Tables on stdout; ``--json`` / ``--csv`` write the rows.
 """
