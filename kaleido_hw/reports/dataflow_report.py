@@ -14,7 +14,6 @@ minute; ``--presets all --candidates all`` is the full sweep of the doc (about 1
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 import time
@@ -24,6 +23,7 @@ from golden.engine.dataflow import (CANDIDATES, DEFAULT_CANDIDATES, REGIMES, loa
                                     regime_head, study)
 from golden.numerics import PRESETS
 from golden.workloads import grid_named
+from kaleido_hw.reports.engine_report import write_rows
 
 
 #: The issue's targets for the design it picks (item 3).
@@ -210,19 +210,6 @@ def run_study(heads, names, stream=None) -> list[dict]:
     return rows
 
 
-def write(rows, json_path=None, csv_path=None):
-    """Write the rows as JSON and/or CSV."""
-    if json_path:
-        Path(json_path).write_text(json.dumps(rows, indent=1) + "\n")
-    if csv_path:
-        columns = list(dict.fromkeys(k for r in rows for k in r))
-        with open(csv_path, "w", newline="") as f:
-            w = csv.DictWriter(f, columns)
-            w.writeheader()
-            for r in rows:
-                w.writerow(r)
-
-
 def run(args) -> int:
     """Run the study, print the table and the targets, write --json / --csv / --plot."""
     metrics = None
@@ -259,7 +246,7 @@ def run(args) -> int:
     best = "m123-fifo4" if any(r["candidate"] == "m123-fifo4" for r in rows) else "m123"
     for line in targets(rows, best):
         print(f"  {line}")
-    write(rows, args.json, args.csv)
+    write_rows(rows, args.json, args.csv)
     if args.plot:
         import matplotlib
         matplotlib.use("Agg")

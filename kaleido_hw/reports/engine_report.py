@@ -327,13 +327,19 @@ def run(args) -> int:
                  "SLOWER than dense: " + ", ".join(f"{r['variant']} {r['preset']} {r['grid']}"
                                                    for r in slow)))
         status = 1 if slow else 0
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
-    if args.csv:
+    write_rows(rows, args.json, args.csv)
+    return status
+
+
+def write_rows(rows: list[dict], json_path=None, csv_path=None) -> None:
+    """Write report rows as JSON and/or CSV (columns: every key, in order of first use;
+    a missing or None value is an empty cell)."""
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=1) + "\n")
+    if csv_path:
         columns = list(dict.fromkeys(k for r in rows for k in r))
-        with open(args.csv, "w", newline="") as f:
+        with open(csv_path, "w", newline="") as f:
             w = csv.DictWriter(f, columns)
             w.writeheader()
             for r in rows:
                 w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
-    return status
