@@ -73,11 +73,10 @@ class PvEngine(wiring.Component):
         self.sw = bits_for(self.max_keys)
         self.qw = bits_for(self.max_queries)
         self.cw = bits_for(self.max_channels)
-        cfg = data.StructLayout({
-            "t": unsigned(self.sw), "h": unsigned(self.sw), "w": unsigned(self.sw),
-            "axis": unsigned(2), "window": unsigned(2), "queries": unsigned(self.qw),
-            "channels": unsigned(self.cw), "reuse": unsigned(1), "full_bits": unsigned(3),
-            "half_bits": unsigned(3)})
+        cfg = wiring.Signature({
+            "t": Out(self.sw), "h": Out(self.sw), "w": Out(self.sw), "axis": Out(2),
+            "window": Out(2), "queries": Out(self.qw), "channels": Out(self.cw),
+            "reuse": Out(1), "full_bits": Out(3), "half_bits": Out(3)})
         super().__init__({
             "p_in": In(stream.Signature(data.StructLayout({
                 "rb": unsigned(bits_for(self.nrb_max - 1)), "key": unsigned(self.key_width),
@@ -92,7 +91,7 @@ class PvEngine(wiring.Component):
             "error": Out(len(ERROR_BITS)),
             "o": Out(stream.Signature(data.StructLayout({
                 "data": signed(config.acc_width), "last": unsigned(1)}))),
-            "cnt": Out(data.StructLayout({n: unsigned(_CNT_WIDTH) for n in COUNTERS})),
+            "cnt": Out(wiring.Signature({n: Out(_CNT_WIDTH) for n in COUNTERS})),
         })
 
     PORT_DOCS = {
@@ -104,9 +103,16 @@ class PvEngine(wiring.Component):
         "v_in__ready": "V write stream: accepted (1 unless a run is busy)",
         "v_in__payload": ("V write: cb (column block), key, v (the int8 V of channels cb*C+j "
                           "at bits [8j, 8j+8), C lanes), LSB first in that order"),
-        "cfg": ("run configuration, read at start, LSB first: t, h, w (grid), axis (0 t, 1 y, "
-                "2 x: V's reuse direction), window (2 or 3), queries, channels, reuse (0: "
-                "dense), full_bits, half_bits"),
+        "cfg__t": "run configuration (read at start): grid length along t",
+        "cfg__h": "run configuration: grid length along y",
+        "cfg__w": "run configuration: grid length along x (keys = t*h*w)",
+        "cfg__axis": "run configuration: V's reuse direction, 0 t, 1 y, 2 x",
+        "cfg__window": "run configuration: window of the V rule, 2 or 3",
+        "cfg__queries": "run configuration: rows of P (queries), 1..engine_max_tokens",
+        "cfg__channels": "run configuration: channels of V, 1..engine_max_head_dim",
+        "cfg__reuse": "run configuration: 1 V reuse, 0 dense (every follower NONE)",
+        "cfg__full_bits": "run configuration: FULL threshold bits, 4..7",
+        "cfg__half_bits": "run configuration: HALF threshold bits, 3..full_bits-1",
         "start": "start a run (accepted when neither busy nor streaming O)",
         "busy": "a run is in progress",
         "done": "the last run finished (its O streams out on o); with error != 0 it did not run",

@@ -116,64 +116,72 @@ class PvSequencer(wiring.Component):
             m.d.comb += [self.step.eq(1), self.issue.eq(issue), self.first.eq(first),
                          self.kind.eq(kind_)]
 
+        # The state, decoded by an If chain (an m.FSM of 6 states emits incomplete cases,
+        # which Verilator -Wall rejects).
+        names = ("IDLE", "LOAD", "STEP", "BUBBLE", "FINAL", "TAIL")
+        ST = {n: k for k, n in enumerate(names)}
+        state = Signal(range(len(names)), name="seq_state")
+
+        def goto(name):
+            m.d.sync += state.eq(ST[name])
+
         def end_block():
             """After a block's last issued step (this cycle) or its last bubble."""
             with m.If(last_block):
-                m.next = "FINAL"
+                goto("FINAL")
             with m.Else():
                 read(0, 0, 0, next_rb, next_cb)
                 m.d.sync += [ct.eq(0), cy.eq(0), cx.eq(0), rb.eq(next_rb), cb.eq(next_cb),
                              kind.eq(0), bstep.eq(0), first_pending.eq(1)]
-                m.next = "STEP"
+                goto("STEP")
 
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.start):
-                    m.d.sync += [ct.eq(0), cy.eq(0), cx.eq(0), rb.eq(0), cb.eq(0), kind.eq(0),
-                                 bstep.eq(0), first_pending.eq(1), self.tag_valid.eq(0)]
-                    m.next = "LOAD"
-            with m.State("LOAD"):
-                read(ct, cy, cx, rb, cb)
-                m.next = "STEP"
-            with m.State("STEP"):
-                first = first_pending & (kind == 0)
-                present(1, first, kind)
-                m.d.comb += self.inc_issued.eq(1 << kind)
-                with m.If(first):
-                    m.d.comb += self.inc_block.eq(1)
-                    m.d.sync += [first_pending.eq(0), self.tag_valid.eq(1),
-                                 self.tag_rb.eq(rb), self.tag_cb.eq(cb)]
-                with m.If(kind == 0):
-                    m.d.comb += [self.inc_skip1.eq(~self.work1),
-                                 self.inc_skip2.eq(self.w3 & ~self.work2)]
-                unit_done = Mux(kind == 0, ~self.work1 & ~self.work2,
-                                Mux(kind == 1, ~self.work2, 1))
-                steps = Signal(bits_for(R), name="steps_now")
-                m.d.comb += steps.eq(Mux(bstep == R, R, bstep + 1))
-                m.d.sync += bstep.eq(steps)
-                with m.If(~unit_done):
-                    m.d.sync += kind.eq(Mux((kind == 0) & self.work1, 1, 2))
-                with m.Elif(~block_end):
-                    read(next_t, next_y, next_x, rb, cb)
-                    m.d.sync += [ct.eq(next_t), cy.eq(next_y), cx.eq(next_x), kind.eq(0)]
-                with m.Elif(steps < R):
-                    m.d.sync += bubbles.eq(R - steps)
-                    m.next = "BUBBLE"
-                with m.Else():
-                    end_block()
-            with m.State("BUBBLE"):
-                present(0, 0, PV_BUBBLE)
-                m.d.comb += self.inc_bubble.eq(1)
-                m.d.sync += bubbles.eq(bubbles - 1)
-                with m.If(bubbles == 1):
-                    end_block()
-            with m.State("FINAL"):
-                present(0, 1, PV_BUBBLE)            # drains the last block
-                m.d.sync += tail.eq(R + C)
-                m.next = "TAIL"
-            with m.State("TAIL"):
-                m.d.sync += tail.eq(tail - 1)
-                with m.If(tail == 0):
-                    m.d.comb += self.finished.eq(1)
-                    m.next = "IDLE"
+        with m.If(state == ST["IDLE"]):
+            with m.If(self.start):
+                m.d.sync += [ct.eq(0), cy.eq(0), cx.eq(0), rb.eq(0), cb.eq(0), kind.eq(0),
+                             bstep.eq(0), first_pending.eq(1), self.tag_valid.eq(0)]
+                goto("LOAD")
+        with m.Elif(state == ST["LOAD"]):
+            read(ct, cy, cx, rb, cb)
+            goto("STEP")
+        with m.Elif(state == ST["STEP"]):
+            first = first_pending & (kind == 0)
+            present(1, first, kind)
+            m.d.comb += self.inc_issued.eq(1 << kind)
+            with m.If(first):
+                m.d.comb += self.inc_block.eq(1)
+                m.d.sync += [first_pending.eq(0), self.tag_valid.eq(1),
+                             self.tag_rb.eq(rb), self.tag_cb.eq(cb)]
+            with m.If(kind == 0):
+                m.d.comb += [self.inc_skip1.eq(~self.work1),
+                             self.inc_skip2.eq(self.w3 & ~self.work2)]
+            unit_done = Mux(kind == 0, ~self.work1 & ~self.work2,
+                            Mux(kind == 1, ~self.work2, 1))
+            steps = Signal(bits_for(R), name="steps_now")
+            m.d.comb += steps.eq(Mux(bstep == R, R, bstep + 1))
+            m.d.sync += bstep.eq(steps)
+            with m.If(~unit_done):
+                m.d.sync += kind.eq(Mux((kind == 0) & self.work1, 1, 2))
+            with m.Elif(~block_end):
+                read(next_t, next_y, next_x, rb, cb)
+                m.d.sync += [ct.eq(next_t), cy.eq(next_y), cx.eq(next_x), kind.eq(0)]
+            with m.Elif(steps < R):
+                m.d.sync += bubbles.eq(R - steps)
+                goto("BUBBLE")
+            with m.Else():
+                end_block()
+        with m.Elif(state == ST["BUBBLE"]):
+            present(0, 0, PV_BUBBLE)
+            m.d.comb += self.inc_bubble.eq(1)
+            m.d.sync += bubbles.eq(bubbles - 1)
+            with m.If(bubbles == 1):
+                end_block()
+        with m.Elif(state == ST["FINAL"]):
+            present(0, 1, PV_BUBBLE)            # drains the last block
+            m.d.sync += tail.eq(R + C)
+            goto("TAIL")
+        with m.Elif(state == ST["TAIL"]):
+            m.d.sync += tail.eq(tail - 1)
+            with m.If(tail == 0):
+                m.d.comb += self.finished.eq(1)
+                goto("IDLE")
         return m
