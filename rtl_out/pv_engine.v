@@ -17,168 +17,176 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   wire \$110 ;
   wire \$111 ;
   wire \$112 ;
-  wire [8:0] \$113 ;
-  wire \$114 ;
-  wire \$115 ;
-  wire [8:0] \$116 ;
-  wire \$117 ;
-  wire \$118 ;
-  wire [8:0] \$119 ;
+  wire [7:0] \$113 ;
+  wire [7:0] \$114 ;
+  wire [7:0] \$115 ;
+  wire [7:0] \$116 ;
+  wire [7:0] \$117 ;
+  wire [7:0] \$118 ;
+  wire [7:0] \$119 ;
   wire \$12 ;
-  wire \$120 ;
-  wire \$121 ;
-  wire [8:0] \$122 ;
+  wire [7:0] \$120 ;
+  wire [8:0] \$121 ;
+  wire \$122 ;
   wire \$123 ;
-  wire \$124 ;
+  wire [8:0] \$124 ;
   wire \$125 ;
-  wire [7:0] \$126 ;
-  wire \$127 ;
-  wire [7:0] \$128 ;
+  wire \$126 ;
+  wire [8:0] \$127 ;
+  wire \$128 ;
   wire \$129 ;
   wire [7:0] \$13 ;
-  wire [7:0] \$130 ;
+  wire [8:0] \$130 ;
   wire \$131 ;
-  wire [7:0] \$132 ;
+  wire \$132 ;
   wire \$133 ;
-  wire [23:0] \$134 ;
+  wire [7:0] \$134 ;
   wire \$135 ;
-  wire \$136 ;
+  wire [7:0] \$136 ;
   wire \$137 ;
-  wire \$138 ;
+  wire [7:0] \$138 ;
   wire \$139 ;
   wire [23:0] \$14 ;
-  wire \$140 ;
+  wire [7:0] \$140 ;
   wire \$141 ;
-  wire \$142 ;
-  wire [13:0] \$143 ;
+  wire [23:0] \$142 ;
+  wire \$143 ;
   wire \$144 ;
-  wire [7:0] \$145 ;
-  wire [7:0] \$146 ;
-  wire [8:0] \$147 ;
-  wire [8:0] \$148 ;
+  wire \$145 ;
+  wire \$146 ;
+  wire \$147 ;
+  wire \$148 ;
   wire \$149 ;
   wire \$15 ;
-  wire [3:0] \$150 ;
-  wire [3:0] \$151 ;
-  wire [34:0] \$152 ;
-  wire [3:0] \$153 ;
+  wire \$150 ;
+  wire [13:0] \$151 ;
+  wire \$152 ;
+  wire [7:0] \$153 ;
   wire [7:0] \$154 ;
-  wire [7:0] \$155 ;
-  wire [40:0] \$156 ;
-  wire [40:0] \$157 ;
-  wire [40:0] \$158 ;
-  wire [40:0] \$159 ;
+  wire [8:0] \$155 ;
+  wire [8:0] \$156 ;
+  wire \$157 ;
+  wire [3:0] \$158 ;
+  wire [3:0] \$159 ;
   wire [9:0] \$16 ;
-  wire [40:0] \$160 ;
-  wire [40:0] \$161 ;
-  wire [40:0] \$162 ;
-  wire [40:0] \$163 ;
+  wire [34:0] \$160 ;
+  wire [3:0] \$161 ;
+  wire [7:0] \$162 ;
+  wire [7:0] \$163 ;
   wire [40:0] \$164 ;
-  wire \$165 ;
-  wire \$166 ;
-  wire \$167 ;
-  wire \$168 ;
+  wire [40:0] \$165 ;
+  wire [40:0] \$166 ;
+  wire [40:0] \$167 ;
+  wire [40:0] \$168 ;
   wire [40:0] \$169 ;
   wire \$17 ;
-  wire \$170 ;
-  wire \$171 ;
-  wire \$172 ;
+  wire [40:0] \$170 ;
+  wire [40:0] \$171 ;
+  wire [40:0] \$172 ;
   wire \$173 ;
-  wire [7:0] \$174 ;
+  wire \$174 ;
   wire \$175 ;
   wire \$176 ;
-  wire \$177 ;
+  wire [40:0] \$177 ;
   wire \$178 ;
   wire \$179 ;
   wire [7:0] \$18 ;
   wire \$180 ;
-  wire [8:0] \$181 ;
-  wire \$182 ;
-  wire [7:0] \$183 ;
+  wire \$181 ;
+  wire [7:0] \$182 ;
+  wire \$183 ;
   wire \$184 ;
   wire \$185 ;
-  wire [8:0] \$186 ;
+  wire \$186 ;
   wire \$187 ;
-  wire [7:0] \$188 ;
+  wire \$188 ;
   wire [8:0] \$189 ;
   wire [23:0] \$19 ;
-  reg [39:0] \$190 ;
-  reg [39:0] \$191 ;
-  reg [39:0] \$192 ;
-  reg [39:0] \$193 ;
-  reg [39:0] \$194 ;
-  reg [39:0] \$195 ;
-  reg [39:0] \$196 ;
-  reg [39:0] \$197 ;
+  wire \$190 ;
+  wire [7:0] \$191 ;
+  wire \$192 ;
+  wire \$193 ;
+  wire [8:0] \$194 ;
+  wire \$195 ;
+  wire [7:0] \$196 ;
+  wire [8:0] \$197 ;
   reg [39:0] \$198 ;
   reg [39:0] \$199 ;
   wire \$2 ;
   wire \$20 ;
-  reg [5:0] \$200 ;
-  reg \$201 ;
-  reg \$202 ;
-  reg [76:0] \$203 ;
-  reg [1:0] \$204 ;
-  reg \$205 ;
-  reg [6:0] \$206 ;
-  reg [7:0] \$207 ;
-  reg \$208 ;
-  reg [1:0] \$209 ;
+  reg [39:0] \$200 ;
+  reg [39:0] \$201 ;
+  reg [39:0] \$202 ;
+  reg [39:0] \$203 ;
+  reg [39:0] \$204 ;
+  reg [39:0] \$205 ;
+  reg [39:0] \$206 ;
+  reg [39:0] \$207 ;
+  reg [5:0] \$208 ;
+  reg \$209 ;
   wire \$21 ;
   reg \$210 ;
-  wire [1:0] \$211 ;
-  wire [1:0] \$212 ;
-  wire [1:0] \$213 ;
-  wire [1:0] \$214 ;
-  wire [1:0] \$215 ;
-  wire [1:0] \$216 ;
-  wire [1:0] \$217 ;
-  wire [1:0] \$218 ;
-  reg \$219  = 0;
+  reg [76:0] \$211 ;
+  reg [1:0] \$212 ;
+  reg \$213 ;
+  reg [6:0] \$214 ;
+  reg [7:0] \$215 ;
+  reg \$216 ;
+  reg [1:0] \$217 ;
+  reg \$218 ;
+  wire [1:0] \$219 ;
   wire [9:0] \$22 ;
-  wire [7:0] \$220 ;
-  wire [8:0] \$221 ;
-  wire [7:0] \$222 ;
-  wire [9:0] \$223 ;
-  wire [31:0] \$224 ;
-  wire \$225 ;
-  wire [9:0] \$226 ;
-  wire [10:0] \$227 ;
-  wire \$228 ;
-  wire \$229 ;
+  wire [1:0] \$220 ;
+  wire [1:0] \$221 ;
+  wire [1:0] \$222 ;
+  wire [1:0] \$223 ;
+  wire [1:0] \$224 ;
+  wire [1:0] \$225 ;
+  wire [1:0] \$226 ;
+  reg \$227  = 0;
+  wire [7:0] \$228 ;
+  wire [8:0] \$229 ;
   wire [8:0] \$23 ;
-  wire [9:0] \$230 ;
-  wire [10:0] \$231 ;
-  wire \$232 ;
+  wire [7:0] \$230 ;
+  wire [9:0] \$231 ;
+  wire [31:0] \$232 ;
   wire \$233 ;
   wire [9:0] \$234 ;
   wire [10:0] \$235 ;
-  wire [31:0] \$236 ;
-  wire [31:0] \$237 ;
-  wire [31:0] \$238 ;
-  wire \$239 ;
+  wire \$236 ;
+  wire \$237 ;
+  wire [9:0] \$238 ;
+  wire [10:0] \$239 ;
   wire [8:0] \$24 ;
-  wire [3:0] \$240 ;
-  wire [3:0] \$241 ;
-  wire [10:0] \$242 ;
-  wire [23:0] \$243 ;
-  wire [10:0] \$244 ;
-  wire [23:0] \$245 ;
-  wire [10:0] \$246 ;
-  wire [23:0] \$247 ;
-  wire [10:0] \$248 ;
-  wire [10:0] \$249 ;
+  wire \$240 ;
+  wire \$241 ;
+  wire [9:0] \$242 ;
+  wire [10:0] \$243 ;
+  wire [31:0] \$244 ;
+  wire [31:0] \$245 ;
+  wire [31:0] \$246 ;
+  wire \$247 ;
+  wire [3:0] \$248 ;
+  wire [3:0] \$249 ;
   wire [31:0] \$25 ;
   wire [10:0] \$250 ;
-  wire [10:0] \$251 ;
-  wire \$252 ;
-  wire \$253 ;
-  wire \$254 ;
-  wire \$255 ;
-  wire \$256 ;
-  wire \$257 ;
-  wire \$258 ;
+  wire [23:0] \$251 ;
+  wire [10:0] \$252 ;
+  wire [23:0] \$253 ;
+  wire [10:0] \$254 ;
+  wire [23:0] \$255 ;
+  wire [10:0] \$256 ;
+  wire [10:0] \$257 ;
+  wire [10:0] \$258 ;
+  wire [10:0] \$259 ;
   wire [31:0] \$26 ;
+  wire \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire \$263 ;
+  wire \$264 ;
+  wire \$265 ;
+  wire \$266 ;
   wire [31:0] \$27 ;
   wire [13:0] \$28 ;
   wire \$29 ;
@@ -683,137 +691,145 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   assign \$110  = \$109  < run[37:31];
   assign \$111  = step & first;
   assign \$112  = step & issue;
-  assign \$113  = drain[33:28] * 3'h4;
-  assign \$1  = \$113  + drain[2:1];
-  assign \$114  = drain[0] & drain[27];
-  assign \$115  = \$1 [8:0] < run[37:31];
-  assign wp__en = \$114  & \$115 ;
-  assign \$116  = drain[73:68] * 3'h4;
-  assign \$6  = \$116  + drain[42:41];
-  assign \$117  = drain[40] & drain[67];
-  assign \$118  = \$6 [8:0] < run[37:31];
-  assign \$5  = \$117  & \$118 ;
-  assign \$119  = drain[113:108] * 3'h4;
-  assign \$11  = \$119  + drain[82:81];
-  assign \$120  = drain[80] & drain[107];
-  assign \$121  = \$11 [8:0] < run[37:31];
-  assign \$10  = \$120  & \$121 ;
-  assign \$122  = drain[153:148] * 3'h4;
-  assign \$16  = \$122  + drain[122:121];
-  assign \$123  = drain[120] & drain[147];
-  assign \$124  = \$16 [8:0] < run[37:31];
-  assign \$15  = \$123  & \$124 ;
-  assign \$125  = ~ o__valid;
-  assign \$2  = \$125  | o__ready;
-  assign \$126  = col_now / 3'h4;
-  assign \$127  = ~ o__valid;
-  assign \$7  = \$127  | o__ready;
-  assign \$128  = col_now / 3'h4;
-  assign \$129  = ~ o__valid;
-  assign \$12  = \$129  | o__ready;
-  assign \$130  = col_now / 3'h4;
-  assign \$131  = ~ o__valid;
-  assign \$17  = \$131  | o__ready;
-  assign \$132  = col_now / 3'h4;
-  assign \$133  = ! sel;
-  assign \$134  = \$133  ? \$4  : 24'h000000;
-  assign \$135  = sel == 1'h1;
-  assign \$136  = sel == 2'h2;
-  assign \$137  = sel == 2'h3;
-  assign \$138  = ~ busy;
-  assign \$139  = start & \$138 ;
-  assign \$140  = ~ reading;
-  assign \$141  = \$139  & \$140 ;
-  assign \$142  = | { \$50 , \$45 , \$42 , \$39 , \$32 , \$31  };
-  assign \$143  = cfg__h * cfg__w;
-  assign \$144  = cfg__window == 2'h3;
-  assign \$145  = cfg__queries + 2'h3;
-  assign \$146  = \$145  / 3'h4;
-  assign \$147  = cfg__channels + 2'h3;
-  assign \$148  = \$147  / 3'h4;
-  assign \$149  = cfg__window == 2'h3;
-  assign \$150  = \$149  ? 4'h9 : 4'h4;
-  assign \$151  = 3'h7 - cfg__full_bits;
-  assign \$152  = \$150  << { \$151 , 1'h0 };
-  assign \$153  = cfg__half_bits + 1'h1;
-  assign \$154  = 8'hff >> \$153 ;
-  assign \$155  = ~ \$154 ;
-  assign \$156  = cnt__cycles + 1'h1;
-  assign \$157  = cnt__busy_pe_cycles + busy_count;
-  assign \$158  = cnt__issued_a + inc_issued[0];
-  assign \$159  = cnt__issued_f1 + inc_issued[1];
-  assign \$160  = cnt__issued_f2 + inc_issued[2];
-  assign \$161  = cnt__skipped_f1 + inc_skip1;
-  assign \$162  = cnt__skipped_f2 + inc_skip2;
-  assign \$163  = cnt__bubbles + inc_bubble;
-  assign \$164  = cnt__blocks + inc_block;
-  assign \$165  = ~ issue;
-  assign \$166  = first & \$165 ;
-  assign \$167  = ~ \$166 ;
-  assign \$168  = step & \$167 ;
-  assign \$169  = cnt__steps + \$168 ;
-  assign \$170  = ~ o__valid;
-  assign \$171  = \$170  | o__ready;
-  assign \$172  = rq < run[37:31];
-  assign \$173  = reading & \$172 ;
-  assign \$174  = col_now % 3'h4;
-  assign \$175  = rq < run[37:31];
-  assign \$176  = reading & \$175 ;
-  assign \$177  = rq < run[37:31];
-  assign \$178  = reading & \$177 ;
-  assign \$179  = ~ \$178 ;
-  assign \$180  = reading & \$179 ;
-  assign \$181  = col_now + 1'h1;
-  assign \$182  = \$181  == run[45:38];
-  assign \$183  = rq + 1'h1;
-  assign \$184  = \$183  == run[37:31];
-  assign \$185  = \$182  & \$184 ;
-  assign \$186  = col_now + 1'h1;
-  assign \$187  = \$186  == run[45:38];
-  assign \$188  = rq + 1'h1;
+  assign \$113  = present[0] ? m1[7:0] : 8'h00;
+  assign \$114  = present[1] ? m2[7:0] : 8'h00;
+  assign \$115  = present[0] ? m1[15:8] : 8'h00;
+  assign \$116  = present[1] ? m2[15:8] : 8'h00;
+  assign \$117  = present[0] ? m1[23:16] : 8'h00;
+  assign \$118  = present[1] ? m2[23:16] : 8'h00;
+  assign \$119  = present[0] ? m1[31:24] : 8'h00;
+  assign \$120  = present[1] ? m2[31:24] : 8'h00;
+  assign \$121  = drain[33:28] * 3'h4;
+  assign \$1  = \$121  + drain[2:1];
+  assign \$122  = drain[0] & drain[27];
+  assign \$123  = \$1 [8:0] < run[37:31];
+  assign wp__en = \$122  & \$123 ;
+  assign \$124  = drain[73:68] * 3'h4;
+  assign \$6  = \$124  + drain[42:41];
+  assign \$125  = drain[40] & drain[67];
+  assign \$126  = \$6 [8:0] < run[37:31];
+  assign \$5  = \$125  & \$126 ;
+  assign \$127  = drain[113:108] * 3'h4;
+  assign \$11  = \$127  + drain[82:81];
+  assign \$128  = drain[80] & drain[107];
+  assign \$129  = \$11 [8:0] < run[37:31];
+  assign \$10  = \$128  & \$129 ;
+  assign \$130  = drain[153:148] * 3'h4;
+  assign \$16  = \$130  + drain[122:121];
+  assign \$131  = drain[120] & drain[147];
+  assign \$132  = \$16 [8:0] < run[37:31];
+  assign \$15  = \$131  & \$132 ;
+  assign \$133  = ~ o__valid;
+  assign \$2  = \$133  | o__ready;
+  assign \$134  = col_now / 3'h4;
+  assign \$135  = ~ o__valid;
+  assign \$7  = \$135  | o__ready;
+  assign \$136  = col_now / 3'h4;
+  assign \$137  = ~ o__valid;
+  assign \$12  = \$137  | o__ready;
+  assign \$138  = col_now / 3'h4;
+  assign \$139  = ~ o__valid;
+  assign \$17  = \$139  | o__ready;
+  assign \$140  = col_now / 3'h4;
+  assign \$141  = ! sel;
+  assign \$142  = \$141  ? \$4  : 24'h000000;
+  assign \$143  = sel == 1'h1;
+  assign \$144  = sel == 2'h2;
+  assign \$145  = sel == 2'h3;
+  assign \$146  = ~ busy;
+  assign \$147  = start & \$146 ;
+  assign \$148  = ~ reading;
+  assign \$149  = \$147  & \$148 ;
+  assign \$150  = | { \$50 , \$45 , \$42 , \$39 , \$32 , \$31  };
+  assign \$151  = cfg__h * cfg__w;
+  assign \$152  = cfg__window == 2'h3;
+  assign \$153  = cfg__queries + 2'h3;
+  assign \$154  = \$153  / 3'h4;
+  assign \$155  = cfg__channels + 2'h3;
+  assign \$156  = \$155  / 3'h4;
+  assign \$157  = cfg__window == 2'h3;
+  assign \$158  = \$157  ? 4'h9 : 4'h4;
+  assign \$159  = 3'h7 - cfg__full_bits;
+  assign \$160  = \$158  << { \$159 , 1'h0 };
+  assign \$161  = cfg__half_bits + 1'h1;
+  assign \$162  = 8'hff >> \$161 ;
+  assign \$163  = ~ \$162 ;
+  assign \$164  = cnt__cycles + 1'h1;
+  assign \$165  = cnt__busy_pe_cycles + busy_count;
+  assign \$166  = cnt__issued_a + inc_issued[0];
+  assign \$167  = cnt__issued_f1 + inc_issued[1];
+  assign \$168  = cnt__issued_f2 + inc_issued[2];
+  assign \$169  = cnt__skipped_f1 + inc_skip1;
+  assign \$170  = cnt__skipped_f2 + inc_skip2;
+  assign \$171  = cnt__bubbles + inc_bubble;
+  assign \$172  = cnt__blocks + inc_block;
+  assign \$173  = ~ issue;
+  assign \$174  = first & \$173 ;
+  assign \$175  = ~ \$174 ;
+  assign \$176  = step & \$175 ;
+  assign \$177  = cnt__steps + \$176 ;
+  assign \$178  = ~ o__valid;
+  assign \$179  = \$178  | o__ready;
+  assign \$180  = rq < run[37:31];
+  assign \$181  = reading & \$180 ;
+  assign \$182  = col_now % 3'h4;
+  assign \$183  = rq < run[37:31];
+  assign \$184  = reading & \$183 ;
+  assign \$185  = rq < run[37:31];
+  assign \$186  = reading & \$185 ;
+  assign \$187  = ~ \$186 ;
+  assign \$188  = reading & \$187 ;
   assign \$189  = col_now + 1'h1;
+  assign \$190  = \$189  == run[45:38];
+  assign \$191  = rq + 1'h1;
+  assign \$192  = \$191  == run[37:31];
+  assign \$193  = \$190  & \$192 ;
+  assign \$194  = col_now + 1'h1;
+  assign \$195  = \$194  == run[45:38];
+  assign \$196  = rq + 1'h1;
+  assign \$197  = col_now + 1'h1;
   always @(posedge clk)
-    cnt__cycles <= \$190 ;
+    cnt__cycles <= \$198 ;
   always @(posedge clk)
-    cnt__busy_pe_cycles <= \$191 ;
+    cnt__busy_pe_cycles <= \$199 ;
   always @(posedge clk)
-    cnt__issued_a <= \$192 ;
+    cnt__issued_a <= \$200 ;
   always @(posedge clk)
-    cnt__issued_f1 <= \$193 ;
+    cnt__issued_f1 <= \$201 ;
   always @(posedge clk)
-    cnt__issued_f2 <= \$194 ;
+    cnt__issued_f2 <= \$202 ;
   always @(posedge clk)
-    cnt__skipped_f1 <= \$195 ;
+    cnt__skipped_f1 <= \$203 ;
   always @(posedge clk)
-    cnt__skipped_f2 <= \$196 ;
+    cnt__skipped_f2 <= \$204 ;
   always @(posedge clk)
-    cnt__bubbles <= \$197 ;
+    cnt__bubbles <= \$205 ;
   always @(posedge clk)
-    cnt__blocks <= \$198 ;
+    cnt__blocks <= \$206 ;
   always @(posedge clk)
-    cnt__steps <= \$199 ;
+    cnt__steps <= \$207 ;
   always @(posedge clk)
-    error <= \$200 ;
+    error <= \$208 ;
   always @(posedge clk)
-    done <= \$201 ;
+    done <= \$209 ;
   always @(posedge clk)
-    busy <= \$202 ;
+    busy <= \$210 ;
   always @(posedge clk)
-    run <= \$203 ;
+    run <= \$211 ;
   always @(posedge clk)
-    present <= \$204 ;
+    present <= \$212 ;
   always @(posedge clk)
-    reading <= \$205 ;
+    reading <= \$213 ;
   always @(posedge clk)
-    rq <= \$206 ;
+    rq <= \$214 ;
   always @(posedge clk)
-    col_now <= \$207 ;
+    col_now <= \$215 ;
   always @(posedge clk)
-    o__valid <= \$208 ;
+    o__valid <= \$216 ;
   always @(posedge clk)
-    sel <= \$209 ;
+    sel <= \$217 ;
   always @(posedge clk)
-    pending_last <= \$210 ;
+    pending_last <= \$218 ;
   \pv_engine.array  array (
     .\$1 (row),
     .\$150 (tag_cb),
@@ -836,14 +852,14 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     .\$181 (\$82 ),
     .\$182 (\$81 ),
     .\$26 (run[76:58]),
-    .c1_0(\$211 ),
-    .c1_1(\$212 ),
-    .c1_2(\$213 ),
-    .c1_3(\$214 ),
-    .c2_0(\$215 ),
-    .c2_1(\$216 ),
-    .c2_2(\$217 ),
-    .c2_3(\$218 ),
+    .c1_0(\$219 ),
+    .c1_1(\$220 ),
+    .c1_2(\$221 ),
+    .c1_3(\$222 ),
+    .c2_0(\$223 ),
+    .c2_1(\$224 ),
+    .c2_2(\$225 ),
+    .c2_3(\$226 ),
     .m0(m0),
     .m1(m1),
     .m2(m2),
@@ -881,15 +897,15 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     .work2(work2)
   );
   always @* begin
-    if (\$219 ) begin end
-    o__payload[23:0] = \$134 ;
-    if (\$135 ) begin
+    if (\$227 ) begin end
+    o__payload[23:0] = \$142 ;
+    if (\$143 ) begin
       o__payload[23:0] = \$9 ;
     end
-    if (\$136 ) begin
+    if (\$144 ) begin
       o__payload[23:0] = \$14 ;
     end
-    if (\$137 ) begin
+    if (\$145 ) begin
       o__payload[23:0] = \$19 ;
     end
     begin
@@ -897,114 +913,10 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$219 ) begin end
-    \$190  = cnt__cycles;
-    if (\$141 ) begin
-      \$190  = 40'h0000000001;
-    end
-    if (busy) begin
-      \$190  = \$156 [39:0];
-    end
-    if (rst) begin
-      \$190  = 40'h0000000000;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$191  = cnt__busy_pe_cycles;
-    if (\$141 ) begin
-      \$191  = 40'h0000000000;
-    end
-    if (busy) begin
-      \$191  = \$157 [39:0];
-    end
-    if (rst) begin
-      \$191  = 40'h0000000000;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$192  = cnt__issued_a;
-    if (\$141 ) begin
-      \$192  = 40'h0000000000;
-    end
-    if (busy) begin
-      \$192  = \$158 [39:0];
-    end
-    if (rst) begin
-      \$192  = 40'h0000000000;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$193  = cnt__issued_f1;
-    if (\$141 ) begin
-      \$193  = 40'h0000000000;
-    end
-    if (busy) begin
-      \$193  = \$159 [39:0];
-    end
-    if (rst) begin
-      \$193  = 40'h0000000000;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$194  = cnt__issued_f2;
-    if (\$141 ) begin
-      \$194  = 40'h0000000000;
-    end
-    if (busy) begin
-      \$194  = \$160 [39:0];
-    end
-    if (rst) begin
-      \$194  = 40'h0000000000;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$195  = cnt__skipped_f1;
-    if (\$141 ) begin
-      \$195  = 40'h0000000000;
-    end
-    if (busy) begin
-      \$195  = \$161 [39:0];
-    end
-    if (rst) begin
-      \$195  = 40'h0000000000;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$196  = cnt__skipped_f2;
-    if (\$141 ) begin
-      \$196  = 40'h0000000000;
-    end
-    if (busy) begin
-      \$196  = \$162 [39:0];
-    end
-    if (rst) begin
-      \$196  = 40'h0000000000;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$197  = cnt__bubbles;
-    if (\$141 ) begin
-      \$197  = 40'h0000000000;
-    end
-    if (busy) begin
-      \$197  = \$163 [39:0];
-    end
-    if (rst) begin
-      \$197  = 40'h0000000000;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$198  = cnt__blocks;
-    if (\$141 ) begin
-      \$198  = 40'h0000000000;
+    if (\$227 ) begin end
+    \$198  = cnt__cycles;
+    if (\$149 ) begin
+      \$198  = 40'h0000000001;
     end
     if (busy) begin
       \$198  = \$164 [39:0];
@@ -1014,187 +926,291 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$219 ) begin end
-    \$199  = cnt__steps;
-    if (\$141 ) begin
+    if (\$227 ) begin end
+    \$199  = cnt__busy_pe_cycles;
+    if (\$149 ) begin
       \$199  = 40'h0000000000;
     end
     if (busy) begin
-      \$199  = \$169 [39:0];
+      \$199  = \$165 [39:0];
     end
     if (rst) begin
       \$199  = 40'h0000000000;
     end
   end
   always @* begin
-    if (\$219 ) begin end
-    \$200  = error;
-    if (\$141 ) begin
+    if (\$227 ) begin end
+    \$200  = cnt__issued_a;
+    if (\$149 ) begin
+      \$200  = 40'h0000000000;
+    end
+    if (busy) begin
+      \$200  = \$166 [39:0];
+    end
+    if (rst) begin
+      \$200  = 40'h0000000000;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$201  = cnt__issued_f1;
+    if (\$149 ) begin
+      \$201  = 40'h0000000000;
+    end
+    if (busy) begin
+      \$201  = \$167 [39:0];
+    end
+    if (rst) begin
+      \$201  = 40'h0000000000;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$202  = cnt__issued_f2;
+    if (\$149 ) begin
+      \$202  = 40'h0000000000;
+    end
+    if (busy) begin
+      \$202  = \$168 [39:0];
+    end
+    if (rst) begin
+      \$202  = 40'h0000000000;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$203  = cnt__skipped_f1;
+    if (\$149 ) begin
+      \$203  = 40'h0000000000;
+    end
+    if (busy) begin
+      \$203  = \$169 [39:0];
+    end
+    if (rst) begin
+      \$203  = 40'h0000000000;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$204  = cnt__skipped_f2;
+    if (\$149 ) begin
+      \$204  = 40'h0000000000;
+    end
+    if (busy) begin
+      \$204  = \$170 [39:0];
+    end
+    if (rst) begin
+      \$204  = 40'h0000000000;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$205  = cnt__bubbles;
+    if (\$149 ) begin
+      \$205  = 40'h0000000000;
+    end
+    if (busy) begin
+      \$205  = \$171 [39:0];
+    end
+    if (rst) begin
+      \$205  = 40'h0000000000;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$206  = cnt__blocks;
+    if (\$149 ) begin
+      \$206  = 40'h0000000000;
+    end
+    if (busy) begin
+      \$206  = \$172 [39:0];
+    end
+    if (rst) begin
+      \$206  = 40'h0000000000;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$207  = cnt__steps;
+    if (\$149 ) begin
+      \$207  = 40'h0000000000;
+    end
+    if (busy) begin
+      \$207  = \$177 [39:0];
+    end
+    if (rst) begin
+      \$207  = 40'h0000000000;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$208  = error;
+    if (\$149 ) begin
       (* full_case = 32'd1 *)
-      if (\$142 ) begin
-        \$200  = { \$50 , \$45 , \$42 , \$39 , \$32 , \$31  };
+      if (\$150 ) begin
+        \$208  = { \$50 , \$45 , \$42 , \$39 , \$32 , \$31  };
       end else begin
-        \$200  = 6'h00;
+        \$208  = 6'h00;
       end
     end
     if (rst) begin
-      \$200  = 6'h00;
+      \$208  = 6'h00;
     end
   end
   always @* begin
-    if (\$219 ) begin end
-    \$201  = done;
-    if (\$141 ) begin
+    if (\$227 ) begin end
+    \$209  = done;
+    if (\$149 ) begin
       (* full_case = 32'd1 *)
-      if (\$142 ) begin
-        \$201  = 1'h1;
+      if (\$150 ) begin
+        \$209  = 1'h1;
       end else begin
-        \$201  = 1'h0;
+        \$209  = 1'h0;
       end
     end
     if (finished) begin
-      \$201  = 1'h1;
+      \$209  = 1'h1;
     end
     if (rst) begin
-      \$201  = 1'h0;
+      \$209  = 1'h0;
     end
   end
   always @* begin
-    if (\$219 ) begin end
-    \$202  = busy;
-    if (\$141 ) begin
+    if (\$227 ) begin end
+    \$210  = busy;
+    if (\$149 ) begin
       (* full_case = 32'd1 *)
-      if (\$142 ) begin
+      if (\$150 ) begin
       end else begin
-        \$202  = 1'h1;
+        \$210  = 1'h1;
       end
     end
     if (finished) begin
-      \$202  = 1'h0;
-    end
-    if (rst) begin
-      \$202  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$203  = run;
-    if (\$141 ) begin
-      (* full_case = 32'd1 *)
-      if (\$142 ) begin
-      end else begin
-        \$203 [6:0] = cfg__t;
-        \$203 [13:7] = cfg__h;
-        \$203 [20:14] = cfg__w;
-        \$203 [27:21] = \$143 [6:0];
-        \$203 [29:28] = cfg__axis;
-        \$203 [30] = \$144 ;
-        \$203 [37:31] = cfg__queries;
-        \$203 [45:38] = cfg__channels;
-        \$203 [51:46] = \$220 [5:0];
-        \$203 [57:52] = \$221 [5:0];
-        \$203 [58] = cfg__reuse;
-        \$203 [68:59] = \$152 [9:0];
-        \$203 [76:69] = \$155 ;
-      end
-    end
-    if (rst) begin
-      \$203  = 77'h00000000000000000000;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$204  = present;
-    if (\$21 ) begin
-      \$204  = { rd_present2, rd_present1 };
-    end
-    if (rst) begin
-      \$204  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$205  = reading;
-    if (finished) begin
-      \$205  = 1'h1;
-    end
-    if (\$171 ) begin
-      if (\$176 ) begin
-      end else if (\$180 ) begin
-        \$205  = 1'h0;
-      end
-    end
-    if (rst) begin
-      \$205  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$206  = rq;
-    if (finished) begin
-      \$206  = 7'h00;
-    end
-    if (\$171 ) begin
-      if (\$176 ) begin
-        if (\$187 ) begin
-          \$206  = \$188 [6:0];
-        end
-      end
-    end
-    if (rst) begin
-      \$206  = 7'h00;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$207  = col_now;
-    if (finished) begin
-      \$207  = 8'h00;
-    end
-    if (\$171 ) begin
-      if (\$176 ) begin
-        (* full_case = 32'd1 *)
-        if (\$187 ) begin
-          \$207  = 8'h00;
-        end else begin
-          \$207  = \$189 [7:0];
-        end
-      end
-    end
-    if (rst) begin
-      \$207  = 8'h00;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$208  = o__valid;
-    if (\$171 ) begin
-      \$208  = \$173 ;
-    end
-    if (rst) begin
-      \$208  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$209  = sel;
-    if (\$171 ) begin
-      \$209  = \$222 [1:0];
-    end
-    if (rst) begin
-      \$209  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$219 ) begin end
-    \$210  = pending_last;
-    if (\$171 ) begin
-      if (\$176 ) begin
-        \$210  = \$185 ;
-      end
+      \$210  = 1'h0;
     end
     if (rst) begin
       \$210  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$211  = run;
+    if (\$149 ) begin
+      (* full_case = 32'd1 *)
+      if (\$150 ) begin
+      end else begin
+        \$211 [6:0] = cfg__t;
+        \$211 [13:7] = cfg__h;
+        \$211 [20:14] = cfg__w;
+        \$211 [27:21] = \$151 [6:0];
+        \$211 [29:28] = cfg__axis;
+        \$211 [30] = \$152 ;
+        \$211 [37:31] = cfg__queries;
+        \$211 [45:38] = cfg__channels;
+        \$211 [51:46] = \$228 [5:0];
+        \$211 [57:52] = \$229 [5:0];
+        \$211 [58] = cfg__reuse;
+        \$211 [68:59] = \$160 [9:0];
+        \$211 [76:69] = \$163 ;
+      end
+    end
+    if (rst) begin
+      \$211  = 77'h00000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$212  = present;
+    if (\$21 ) begin
+      \$212  = { rd_present2, rd_present1 };
+    end
+    if (rst) begin
+      \$212  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$213  = reading;
+    if (finished) begin
+      \$213  = 1'h1;
+    end
+    if (\$179 ) begin
+      if (\$184 ) begin
+      end else if (\$188 ) begin
+        \$213  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$213  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$214  = rq;
+    if (finished) begin
+      \$214  = 7'h00;
+    end
+    if (\$179 ) begin
+      if (\$184 ) begin
+        if (\$195 ) begin
+          \$214  = \$196 [6:0];
+        end
+      end
+    end
+    if (rst) begin
+      \$214  = 7'h00;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$215  = col_now;
+    if (finished) begin
+      \$215  = 8'h00;
+    end
+    if (\$179 ) begin
+      if (\$184 ) begin
+        (* full_case = 32'd1 *)
+        if (\$195 ) begin
+          \$215  = 8'h00;
+        end else begin
+          \$215  = \$197 [7:0];
+        end
+      end
+    end
+    if (rst) begin
+      \$215  = 8'h00;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$216  = o__valid;
+    if (\$179 ) begin
+      \$216  = \$181 ;
+    end
+    if (rst) begin
+      \$216  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$217  = sel;
+    if (\$179 ) begin
+      \$217  = \$230 [1:0];
+    end
+    if (rst) begin
+      \$217  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$227 ) begin end
+    \$218  = pending_last;
+    if (\$179 ) begin
+      if (\$184 ) begin
+        \$218  = \$193 ;
+      end
+    end
+    if (rst) begin
+      \$218  = 1'h0;
     end
   end
   assign err = { \$50 , \$45 , \$42 , \$39 , \$32 , \$31  };
@@ -1206,57 +1222,57 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   assign w3 = run[30];
   assign nrb = run[51:46];
   assign ncb = run[57:52];
-  assign \$223  = { p_in__payload[3:0], p_in__payload[9:4] };
-  assign \$224  = p_in__payload[41:10];
+  assign \$231  = { p_in__payload[3:0], p_in__payload[9:4] };
+  assign \$232  = p_in__payload[41:10];
   assign vw__addr = { v_in__payload[4:0], v_in__payload[10:5] };
   assign vw__data = v_in__payload[42:11];
   assign rd_tok0 = \$24 [6:0];
   assign rd_en = \$21 ;
-  assign \$225  = \$21 ;
-  assign \$226  = { rd_rb[3:0], \$24 [5:0] };
-  assign \$227  = { rd_cb[4:0], \$24 [5:0] };
-  assign rd_tok1 = \$23 [6:0];
-  assign \$228  = \$21 ;
-  assign \$229  = \$21 ;
-  assign \$230  = { rd_rb[3:0], \$23 [5:0] };
-  assign \$231  = { rd_cb[4:0], \$23 [5:0] };
-  assign rd_tok2 = \$22 [6:0];
-  assign \$232  = \$21 ;
   assign \$233  = \$21 ;
-  assign \$234  = { rd_rb[3:0], \$22 [5:0] };
-  assign \$235  = { rd_cb[4:0], \$22 [5:0] };
+  assign \$234  = { rd_rb[3:0], \$24 [5:0] };
+  assign \$235  = { rd_cb[4:0], \$24 [5:0] };
+  assign rd_tok1 = \$23 [6:0];
+  assign \$236  = \$21 ;
+  assign \$237  = \$21 ;
+  assign \$238  = { rd_rb[3:0], \$23 [5:0] };
+  assign \$239  = { rd_cb[4:0], \$23 [5:0] };
+  assign rd_tok2 = \$22 [6:0];
+  assign \$240  = \$21 ;
+  assign \$241  = \$21 ;
+  assign \$242  = { rd_rb[3:0], \$22 [5:0] };
+  assign \$243  = { rd_cb[4:0], \$22 [5:0] };
   assign cvalid = { \$74 , \$71 , \$68 , \$65  };
-  assign \$236  = m0;
-  assign \$237  = m1;
-  assign \$238  = m2;
+  assign \$244  = m0;
+  assign \$245  = m1;
+  assign \$246  = m2;
   assign present1 = present[0];
   assign present2 = present[1];
-  assign \$239  = run[30];
+  assign \$247  = run[30];
   assign reuse = run[58];
   assign full_limit = run[68:59];
   assign half_mask = run[76:69];
-  assign \$240  = { \$76 , \$77 , \$78 , \$79  };
-  assign \$241  = { \$81 , \$82 , \$83 , \$84  };
-  assign c1 = { \$214 , \$213 , \$212 , \$211  };
-  assign c2 = { \$218 , \$217 , \$216 , \$215  };
+  assign \$248  = { \$76 , \$77 , \$78 , \$79  };
+  assign \$249  = { \$81 , \$82 , \$83 , \$84  };
+  assign c1 = { \$222 , \$221 , \$220 , \$219  };
+  assign c2 = { \$226 , \$225 , \$224 , \$223  };
   assign tag = { tag_cb, tag_rb, tag_valid };
   assign drain_q0 = \$1 [8:0];
   assign wp__addr = { drain[38:34], \$1 [5:0] };
   assign wp__data = drain[26:3];
   assign drain_q1 = \$6 [8:0];
-  assign \$242  = { drain[78:74], \$6 [5:0] };
-  assign \$243  = drain[66:43];
+  assign \$250  = { drain[78:74], \$6 [5:0] };
+  assign \$251  = drain[66:43];
   assign drain_q2 = \$11 [8:0];
-  assign \$244  = { drain[118:114], \$11 [5:0] };
-  assign \$245  = drain[106:83];
+  assign \$252  = { drain[118:114], \$11 [5:0] };
+  assign \$253  = drain[106:83];
   assign drain_q3 = \$16 [8:0];
-  assign \$246  = { drain[158:154], \$16 [5:0] };
-  assign \$247  = drain[146:123];
+  assign \$254  = { drain[158:154], \$16 [5:0] };
+  assign \$255  = drain[146:123];
   assign rc = col_now;
-  assign \$248  = { \$3 [4:0], rq[5:0] };
-  assign \$249  = { \$8 [4:0], rq[5:0] };
-  assign \$250  = { \$13 [4:0], rq[5:0] };
-  assign \$251  = { \$18 [4:0], rq[5:0] };
+  assign \$256  = { \$3 [4:0], rq[5:0] };
+  assign \$257  = { \$8 [4:0], rq[5:0] };
+  assign \$258  = { \$13 [4:0], rq[5:0] };
+  assign \$259  = { \$18 [4:0], rq[5:0] };
   assign \p_in__payload.rb  = p_in__payload[3:0];
   assign \p_in__payload.key  = p_in__payload[9:4];
   assign \p_in__payload.p  = p_in__payload[41:10];
@@ -1363,28 +1379,28 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   assign \drain[3].data  = drain[146:123];
   assign \drain[3].tag  = drain[159:147];
   assign col[115] = \$74 ;
-  assign col[114:113] = \$218 ;
-  assign col[112:111] = \$214 ;
-  assign col[110:103] = m2[31:24];
-  assign col[102:95] = m1[31:24];
+  assign col[114:113] = \$226 ;
+  assign col[112:111] = \$222 ;
+  assign col[110:103] = \$120 ;
+  assign col[102:95] = \$119 ;
   assign col[94:87] = m0[31:24];
   assign col[86] = \$71 ;
-  assign col[85:84] = \$217 ;
-  assign col[83:82] = \$213 ;
-  assign col[81:74] = m2[23:16];
-  assign col[73:66] = m1[23:16];
+  assign col[85:84] = \$225 ;
+  assign col[83:82] = \$221 ;
+  assign col[81:74] = \$118 ;
+  assign col[73:66] = \$117 ;
   assign col[65:58] = m0[23:16];
   assign col[57] = \$68 ;
-  assign col[56:55] = \$216 ;
-  assign col[54:53] = \$212 ;
-  assign col[52:45] = m2[15:8];
-  assign col[44:37] = m1[15:8];
+  assign col[56:55] = \$224 ;
+  assign col[54:53] = \$220 ;
+  assign col[52:45] = \$116 ;
+  assign col[44:37] = \$115 ;
   assign col[36:29] = m0[15:8];
   assign col[28] = \$65 ;
-  assign col[27:26] = \$215 ;
-  assign col[25:24] = \$211 ;
-  assign col[23:16] = m2[7:0];
-  assign col[15:8] = m1[7:0];
+  assign col[27:26] = \$223 ;
+  assign col[25:24] = \$219 ;
+  assign col[23:16] = \$114 ;
+  assign col[15:8] = \$113 ;
   assign col[7:0] = m0[7:0];
   assign row[115] = \$112 ;
   assign row[114] = \$111 ;
@@ -1414,20 +1430,20 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   assign row[23:16] = \$86 ;
   assign row[15:8] = \$85 ;
   assign row[7:0] = \$27 [7:0];
-  assign \$252  = 1'h1;
-  assign \$3  = \$126 ;
-  assign \$253  = 1'h1;
-  assign \$8  = \$128 ;
-  assign \$254  = 1'h1;
-  assign \$13  = \$130 ;
-  assign \$255  = 1'h1;
-  assign \$18  = \$132 ;
-  assign \$256  = 1'h1;
-  assign \$220  = \$146 ;
-  assign \$257  = 1'h1;
-  assign \$221  = \$148 ;
-  assign \$258  = 1'h1;
-  assign \$222  = \$174 ;
+  assign \$260  = 1'h1;
+  assign \$3  = \$134 ;
+  assign \$261  = 1'h1;
+  assign \$8  = \$136 ;
+  assign \$262  = 1'h1;
+  assign \$13  = \$138 ;
+  assign \$263  = 1'h1;
+  assign \$18  = \$140 ;
+  assign \$264  = 1'h1;
+  assign \$228  = \$154 ;
+  assign \$265  = 1'h1;
+  assign \$229  = \$156 ;
+  assign \$266  = 1'h1;
+  assign \$230  = \$182 ;
 endmodule
 
 module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, drain, rst);

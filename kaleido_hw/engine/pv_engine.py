@@ -224,9 +224,11 @@ class PvEngine(wiring.Component):
                          row.mode.issue.eq(seq.step & seq.issue)]
         for j in range(C):
             col = arr.col[j]
+            # An absent member's word was never written (X in a 4-state simulator): zero it,
+            # as its P lanes, so that no product ever sees it (even 0 * X is X there).
             m.d.comb += [col.v0.eq(vreads[0].data[8 * j:8 * j + 8]),
-                         col.v1.eq(vreads[1].data[8 * j:8 * j + 8]),
-                         col.v2.eq(vreads[2].data[8 * j:8 * j + 8]),
+                         col.v1.eq(Mux(present[0], vreads[1].data[8 * j:8 * j + 8], 0)),
+                         col.v2.eq(Mux(present[1], vreads[2].data[8 * j:8 * j + 8], 0)),
                          col.c1.eq(cu.c1[2 * j:2 * j + 2]), col.c2.eq(cu.c2[2 * j:2 * j + 2]),
                          col.valid.eq(cvalid[j])]
         m.d.comb += arr.tag.eq(Cat(seq.tag_valid, seq.tag_rb, seq.tag_cb))
