@@ -831,14 +831,14 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   always @(posedge clk)
     pending_last <= \$218 ;
   \pv_engine.array  array (
-    .\$1 (row),
-    .\$150 (tag_cb),
-    .\$151 (tag_rb),
-    .\$152 (tag_valid),
+    .\$153 (tag_cb),
+    .\$154 (tag_rb),
+    .\$155 (tag_valid),
     .busy_count(busy_count),
     .clk(clk),
     .col(col),
     .drain(drain),
+    .row(row),
     .rst(rst)
   );
   \pv_engine.codes  codes (
@@ -1446,457 +1446,456 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   assign \$230  = \$182 ;
 endmodule
 
-module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, drain, rst);
-  input [115:0] \$1 ;
-  wire [115:0] \$1 ;
+module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, row, rst);
+  wire [255:0] \$1 ;
   wire [255:0] \$10 ;
-  wire [255:0] \$100 ;
-  wire [255:0] \$101 ;
-  wire [255:0] \$102 ;
-  wire [8:0] \$103 ;
-  wire [7:0] \$104 ;
+  reg [12:0] \$100 ;
+  reg [12:0] \$101 ;
+  reg [1:0] \$102 ;
+  reg \$103 ;
+  wire [8:0] \$104 ;
   wire [8:0] \$105 ;
-  wire [15:0] \$106 ;
-  wire [28:0] \$107 ;
-  wire [15:0] \$108 ;
-  wire [23:0] \$109 ;
-  wire [255:0] \$11 ;
-  wire [28:0] \$110 ;
+  wire [8:0] \$106 ;
+  wire [8:0] \$107 ;
+  wire [255:0] \$108 ;
+  wire [15:0] \$109 ;
+  wire [8:0] \$11 ;
+  wire [37:0] \$110 ;
   wire [15:0] \$111 ;
   wire [23:0] \$112 ;
-  wire [28:0] \$113 ;
+  wire [37:0] \$113 ;
   wire [15:0] \$114 ;
   wire [23:0] \$115 ;
-  wire [15:0] \$116 ;
-  wire [23:0] \$117 ;
-  wire [28:0] \$118 ;
+  wire [37:0] \$116 ;
+  wire [15:0] \$117 ;
+  wire [23:0] \$118 ;
   wire [15:0] \$119 ;
-  wire [255:0] \$12 ;
+  wire [7:0] \$12 ;
   wire [23:0] \$120 ;
-  wire [28:0] \$121 ;
+  wire [37:0] \$121 ;
   wire [15:0] \$122 ;
   wire [23:0] \$123 ;
-  wire [28:0] \$124 ;
+  wire [37:0] \$124 ;
   wire [15:0] \$125 ;
   wire [23:0] \$126 ;
-  wire [15:0] \$127 ;
-  wire [23:0] \$128 ;
-  wire [28:0] \$129 ;
+  wire [37:0] \$127 ;
+  wire [15:0] \$128 ;
+  wire [23:0] \$129 ;
   wire [8:0] \$13 ;
   wire [15:0] \$130 ;
   wire [23:0] \$131 ;
-  wire [28:0] \$132 ;
+  wire [37:0] \$132 ;
   wire [15:0] \$133 ;
   wire [23:0] \$134 ;
-  wire [28:0] \$135 ;
+  wire [37:0] \$135 ;
   wire [15:0] \$136 ;
   wire [23:0] \$137 ;
-  wire [23:0] \$138 ;
-  wire [28:0] \$139 ;
-  wire [7:0] \$14 ;
+  wire [37:0] \$138 ;
+  wire [15:0] \$139 ;
+  wire [255:0] \$14 ;
   wire [23:0] \$140 ;
-  wire [28:0] \$141 ;
-  wire [23:0] \$142 ;
-  wire [28:0] \$143 ;
-  wire [23:0] \$144 ;
-  reg \$145  = 0;
-  reg [23:0] \$146 ;
-  reg [23:0] \$147 ;
-  reg [23:0] \$148 ;
+  wire [23:0] \$141 ;
+  wire [37:0] \$142 ;
+  wire [23:0] \$143 ;
+  wire [37:0] \$144 ;
+  wire [23:0] \$145 ;
+  wire [37:0] \$146 ;
+  wire [23:0] \$147 ;
+  reg \$148  = 0;
   reg [23:0] \$149 ;
-  wire [8:0] \$15 ;
-  input [5:0] \$150 ;
-  wire [5:0] \$150 ;
-  input [5:0] \$151 ;
-  wire [5:0] \$151 ;
-  input \$152 ;
-  wire \$152 ;
-  wire [15:0] \$153 ;
-  wire [28:0] \$154 ;
-  wire [15:0] \$155 ;
-  wire [28:0] \$156 ;
+  wire [255:0] \$15 ;
+  reg [23:0] \$150 ;
+  reg [23:0] \$151 ;
+  reg [23:0] \$152 ;
+  input [5:0] \$153 ;
+  wire [5:0] \$153 ;
+  input [5:0] \$154 ;
+  wire [5:0] \$154 ;
+  input \$155 ;
+  wire \$155 ;
+  wire [37:0] \$156 ;
   wire [15:0] \$157 ;
-  wire [15:0] \$158 ;
-  wire [28:0] \$159 ;
+  wire [37:0] \$158 ;
+  wire [15:0] \$159 ;
   wire [255:0] \$16 ;
-  wire [15:0] \$160 ;
-  wire [28:0] \$161 ;
+  wire [37:0] \$160 ;
+  wire [15:0] \$161 ;
   wire [15:0] \$162 ;
-  wire [28:0] \$163 ;
+  wire [37:0] \$163 ;
   wire [15:0] \$164 ;
-  wire [15:0] \$165 ;
-  wire [28:0] \$166 ;
-  wire [15:0] \$167 ;
-  wire [28:0] \$168 ;
+  wire [37:0] \$165 ;
+  wire [15:0] \$166 ;
+  wire [37:0] \$167 ;
+  wire [15:0] \$168 ;
   wire [15:0] \$169 ;
   wire [255:0] \$17 ;
-  wire [28:0] \$170 ;
+  wire [37:0] \$170 ;
   wire [15:0] \$171 ;
-  wire [15:0] \$172 ;
-  wire [28:0] \$173 ;
-  wire [28:0] \$174 ;
-  wire [28:0] \$175 ;
-  wire [28:0] \$176 ;
-  wire [7:0] \$177 ;
-  wire [7:0] \$178 ;
-  wire [7:0] \$179 ;
-  wire [255:0] \$18 ;
-  wire \$180 ;
-  wire [3:0] \$181 ;
-  wire [1:0] \$182 ;
-  wire \$183 ;
+  wire [37:0] \$172 ;
+  wire [15:0] \$173 ;
+  wire [37:0] \$174 ;
+  wire [15:0] \$175 ;
+  wire [15:0] \$176 ;
+  wire [37:0] \$177 ;
+  wire [37:0] \$178 ;
+  wire [37:0] \$179 ;
+  wire [8:0] \$18 ;
+  wire [7:0] \$180 ;
+  wire [7:0] \$181 ;
+  wire [7:0] \$182 ;
+  wire [8:0] \$183 ;
   wire \$184 ;
-  wire [28:0] \$185 ;
-  wire [7:0] \$186 ;
-  wire [7:0] \$187 ;
-  wire [7:0] \$188 ;
-  wire \$189 ;
-  wire [255:0] \$19 ;
-  wire [3:0] \$190 ;
-  wire [1:0] \$191 ;
-  wire \$192 ;
+  wire [3:0] \$185 ;
+  wire [1:0] \$186 ;
+  wire \$187 ;
+  wire \$188 ;
+  wire [7:0] \$189 ;
+  wire [7:0] \$19 ;
+  wire [7:0] \$190 ;
+  wire [7:0] \$191 ;
+  wire [8:0] \$192 ;
   wire \$193 ;
-  wire [28:0] \$194 ;
-  wire [7:0] \$195 ;
-  wire [7:0] \$196 ;
-  wire [7:0] \$197 ;
-  wire \$198 ;
-  wire [3:0] \$199 ;
+  wire [3:0] \$194 ;
+  wire [1:0] \$195 ;
+  wire \$196 ;
+  wire \$197 ;
+  wire [7:0] \$198 ;
+  wire [7:0] \$199 ;
   wire [255:0] \$2 ;
   wire [8:0] \$20 ;
-  wire [1:0] \$200 ;
-  wire \$201 ;
+  wire [7:0] \$200 ;
+  wire [8:0] \$201 ;
   wire \$202 ;
-  wire [28:0] \$203 ;
-  wire [7:0] \$204 ;
-  wire [7:0] \$205 ;
-  wire [7:0] \$206 ;
-  wire \$207 ;
-  wire [3:0] \$208 ;
-  wire [1:0] \$209 ;
-  wire [7:0] \$21 ;
-  wire \$210 ;
+  wire [3:0] \$203 ;
+  wire [1:0] \$204 ;
+  wire \$205 ;
+  wire \$206 ;
+  wire [7:0] \$207 ;
+  wire [7:0] \$208 ;
+  wire [7:0] \$209 ;
+  wire [255:0] \$21 ;
+  wire [8:0] \$210 ;
   wire \$211 ;
-  wire [7:0] \$212 ;
-  wire [7:0] \$213 ;
-  wire [7:0] \$214 ;
+  wire [3:0] \$212 ;
+  wire [1:0] \$213 ;
+  wire \$214 ;
   wire \$215 ;
-  wire [3:0] \$216 ;
+  wire [7:0] \$216 ;
   wire [1:0] \$217 ;
-  wire \$218 ;
-  wire \$219 ;
-  wire [8:0] \$22 ;
+  wire [2:0] \$218 ;
+  wire [2:0] \$219 ;
+  wire [255:0] \$22 ;
   wire [7:0] \$220 ;
-  wire [7:0] \$221 ;
-  wire [7:0] \$222 ;
-  wire \$223 ;
-  wire [3:0] \$224 ;
+  wire [1:0] \$221 ;
+  wire [2:0] \$222 ;
+  wire [2:0] \$223 ;
+  wire [7:0] \$224 ;
   wire [1:0] \$225 ;
-  wire \$226 ;
-  wire \$227 ;
+  wire [2:0] \$226 ;
+  wire [2:0] \$227 ;
   wire [7:0] \$228 ;
-  wire [7:0] \$229 ;
-  wire [1:0] \$23 ;
-  wire [7:0] \$230 ;
-  wire \$231 ;
-  wire [3:0] \$232 ;
-  wire [1:0] \$233 ;
-  wire \$234 ;
-  wire \$235 ;
-  wire [7:0] \$236 ;
-  wire [1:0] \$237 ;
-  wire [2:0] \$238 ;
-  wire [2:0] \$239 ;
-  wire \$24 ;
-  wire [7:0] \$240 ;
-  wire [1:0] \$241 ;
-  wire [2:0] \$242 ;
+  wire [1:0] \$229 ;
+  wire [255:0] \$23 ;
+  wire [2:0] \$230 ;
+  wire [2:0] \$231 ;
+  wire [7:0] \$232 ;
+  wire [7:0] \$233 ;
+  wire [7:0] \$234 ;
+  wire [8:0] \$235 ;
+  wire \$236 ;
+  wire [3:0] \$237 ;
+  wire [1:0] \$238 ;
+  wire \$239 ;
+  wire [255:0] \$24 ;
+  wire \$240 ;
+  wire [7:0] \$241 ;
+  wire [1:0] \$242 ;
   wire [2:0] \$243 ;
-  wire [7:0] \$244 ;
-  wire [1:0] \$245 ;
-  wire [2:0] \$246 ;
-  wire [2:0] \$247 ;
-  wire [7:0] \$248 ;
-  wire [1:0] \$249 ;
-  wire [1:0] \$25 ;
-  wire [2:0] \$250 ;
-  wire [2:0] \$251 ;
-  wire [7:0] \$252 ;
-  wire [7:0] \$253 ;
+  wire [2:0] \$244 ;
+  wire [7:0] \$245 ;
+  wire [7:0] \$246 ;
+  wire [7:0] \$247 ;
+  wire [8:0] \$248 ;
+  wire \$249 ;
+  wire [8:0] \$25 ;
+  wire [3:0] \$250 ;
+  wire [1:0] \$251 ;
+  wire \$252 ;
+  wire \$253 ;
   wire [7:0] \$254 ;
-  wire \$255 ;
-  wire [3:0] \$256 ;
-  wire [1:0] \$257 ;
+  wire [7:0] \$255 ;
+  wire [7:0] \$256 ;
+  wire [8:0] \$257 ;
   wire \$258 ;
-  wire \$259 ;
-  wire \$26 ;
-  wire [7:0] \$260 ;
-  wire [1:0] \$261 ;
-  wire [2:0] \$262 ;
-  wire [2:0] \$263 ;
-  wire [7:0] \$264 ;
-  wire [7:0] \$265 ;
-  wire [7:0] \$266 ;
-  wire \$267 ;
-  wire [3:0] \$268 ;
-  wire [1:0] \$269 ;
-  wire \$27 ;
-  wire \$270 ;
-  wire \$271 ;
+  wire [3:0] \$259 ;
+  wire [7:0] \$26 ;
+  wire [1:0] \$260 ;
+  wire \$261 ;
+  wire \$262 ;
+  wire [7:0] \$263 ;
+  wire [1:0] \$264 ;
+  wire [2:0] \$265 ;
+  wire [2:0] \$266 ;
+  wire [7:0] \$267 ;
+  wire [1:0] \$268 ;
+  wire [2:0] \$269 ;
+  wire [8:0] \$27 ;
+  wire [2:0] \$270 ;
+  wire [7:0] \$271 ;
   wire [7:0] \$272 ;
   wire [7:0] \$273 ;
-  wire [7:0] \$274 ;
+  wire [8:0] \$274 ;
   wire \$275 ;
   wire [3:0] \$276 ;
   wire [1:0] \$277 ;
   wire \$278 ;
   wire \$279 ;
-  wire [2:0] \$28 ;
+  wire [1:0] \$28 ;
   wire [7:0] \$280 ;
-  wire [1:0] \$281 ;
-  wire [2:0] \$282 ;
-  wire [2:0] \$283 ;
-  wire [7:0] \$284 ;
-  wire [1:0] \$285 ;
-  wire [2:0] \$286 ;
-  wire [2:0] \$287 ;
-  wire [7:0] \$288 ;
+  wire [7:0] \$281 ;
+  wire [7:0] \$282 ;
+  wire [8:0] \$283 ;
+  wire \$284 ;
+  wire [3:0] \$285 ;
+  wire [1:0] \$286 ;
+  wire \$287 ;
+  wire \$288 ;
   wire [7:0] \$289 ;
-  wire [1:0] \$29 ;
-  wire [7:0] \$290 ;
-  wire \$291 ;
-  wire [3:0] \$292 ;
-  wire [1:0] \$293 ;
-  wire \$294 ;
-  wire \$295 ;
-  wire [7:0] \$296 ;
+  wire \$29 ;
+  wire [1:0] \$290 ;
+  wire [2:0] \$291 ;
+  wire [2:0] \$292 ;
+  wire [7:0] \$293 ;
+  wire [1:0] \$294 ;
+  wire [2:0] \$295 ;
+  wire [2:0] \$296 ;
   wire [7:0] \$297 ;
-  wire [7:0] \$298 ;
-  wire \$299 ;
+  wire [1:0] \$298 ;
+  wire [2:0] \$299 ;
   wire [255:0] \$3 ;
-  wire \$30 ;
-  wire [3:0] \$300 ;
-  wire [1:0] \$301 ;
-  wire \$302 ;
-  wire \$303 ;
-  wire [7:0] \$304 ;
-  wire [1:0] \$305 ;
-  wire [2:0] \$306 ;
-  wire [2:0] \$307 ;
-  wire [7:0] \$308 ;
-  wire [1:0] \$309 ;
+  wire [1:0] \$30 ;
+  wire [2:0] \$300 ;
+  wire [7:0] \$301 ;
+  wire [1:0] \$302 ;
+  wire [2:0] \$303 ;
+  wire [2:0] \$304 ;
+  wire [7:0] \$305 ;
+  wire [7:0] \$306 ;
+  wire [7:0] \$307 ;
+  wire [8:0] \$308 ;
+  wire \$309 ;
   wire \$31 ;
-  wire [2:0] \$310 ;
-  wire [2:0] \$311 ;
-  wire [7:0] \$312 ;
-  wire [1:0] \$313 ;
-  wire [2:0] \$314 ;
-  wire [2:0] \$315 ;
+  wire [3:0] \$310 ;
+  wire [1:0] \$311 ;
+  wire \$312 ;
+  wire \$313 ;
+  wire [7:0] \$314 ;
+  wire [7:0] \$315 ;
   wire [7:0] \$316 ;
-  wire [1:0] \$317 ;
-  wire [2:0] \$318 ;
-  wire [2:0] \$319 ;
-  wire [1:0] \$32 ;
-  wire [7:0] \$320 ;
-  wire [7:0] \$321 ;
-  wire [7:0] \$322 ;
-  wire \$323 ;
-  wire [3:0] \$324 ;
-  wire [1:0] \$325 ;
-  wire \$326 ;
-  wire \$327 ;
-  wire [7:0] \$328 ;
-  wire [7:0] \$329 ;
-  wire \$33 ;
-  wire [7:0] \$330 ;
-  wire \$331 ;
-  wire [3:0] \$332 ;
-  wire [1:0] \$333 ;
-  wire \$334 ;
+  wire [8:0] \$317 ;
+  wire \$318 ;
+  wire [3:0] \$319 ;
+  wire \$32 ;
+  wire [1:0] \$320 ;
+  wire \$321 ;
+  wire \$322 ;
+  wire [7:0] \$323 ;
+  wire [1:0] \$324 ;
+  wire [2:0] \$325 ;
+  wire [2:0] \$326 ;
+  wire [7:0] \$327 ;
+  wire [1:0] \$328 ;
+  wire [2:0] \$329 ;
+  wire [2:0] \$33 ;
+  wire [2:0] \$330 ;
+  wire [7:0] \$331 ;
+  wire [7:0] \$332 ;
+  wire [7:0] \$333 ;
+  wire [8:0] \$334 ;
   wire \$335 ;
-  wire [7:0] \$336 ;
+  wire [3:0] \$336 ;
   wire [1:0] \$337 ;
-  wire [2:0] \$338 ;
-  wire [2:0] \$339 ;
-  wire \$34 ;
+  wire \$338 ;
+  wire \$339 ;
+  wire [1:0] \$34 ;
   wire [7:0] \$340 ;
-  wire [1:0] \$341 ;
-  wire [2:0] \$342 ;
-  wire [2:0] \$343 ;
-  wire [7:0] \$344 ;
-  wire [7:0] \$345 ;
-  wire [7:0] \$346 ;
+  wire [7:0] \$341 ;
+  wire [7:0] \$342 ;
+  wire [8:0] \$343 ;
+  wire \$344 ;
+  wire [3:0] \$345 ;
+  wire [1:0] \$346 ;
   wire \$347 ;
-  wire [3:0] \$348 ;
-  wire [1:0] \$349 ;
-  wire [2:0] \$35 ;
-  wire \$350 ;
-  wire \$351 ;
-  wire [7:0] \$352 ;
+  wire \$348 ;
+  wire [7:0] \$349 ;
+  wire \$35 ;
+  wire [1:0] \$350 ;
+  wire [2:0] \$351 ;
+  wire [2:0] \$352 ;
   wire [7:0] \$353 ;
-  wire [7:0] \$354 ;
-  wire \$355 ;
-  wire [3:0] \$356 ;
-  wire [1:0] \$357 ;
-  wire \$358 ;
-  wire \$359 ;
-  wire [3:0] \$36 ;
-  wire [7:0] \$360 ;
-  wire [1:0] \$361 ;
-  wire [2:0] \$362 ;
-  wire [2:0] \$363 ;
-  wire [7:0] \$364 ;
-  wire [1:0] \$365 ;
-  wire [2:0] \$366 ;
-  wire [2:0] \$367 ;
+  wire [1:0] \$354 ;
+  wire [2:0] \$355 ;
+  wire [2:0] \$356 ;
+  wire [7:0] \$357 ;
+  wire [7:0] \$358 ;
+  wire [7:0] \$359 ;
+  wire \$36 ;
+  wire [8:0] \$360 ;
+  wire \$361 ;
+  wire [3:0] \$362 ;
+  wire [1:0] \$363 ;
+  wire \$364 ;
+  wire \$365 ;
+  wire [7:0] \$366 ;
+  wire [7:0] \$367 ;
   wire [7:0] \$368 ;
-  wire [7:0] \$369 ;
+  wire [8:0] \$369 ;
   wire [1:0] \$37 ;
-  wire [7:0] \$370 ;
-  wire \$371 ;
-  wire [3:0] \$372 ;
-  wire [1:0] \$373 ;
+  wire \$370 ;
+  wire [3:0] \$371 ;
+  wire [1:0] \$372 ;
+  wire \$373 ;
   wire \$374 ;
-  wire \$375 ;
-  wire [7:0] \$376 ;
-  wire [7:0] \$377 ;
-  wire [7:0] \$378 ;
-  wire \$379 ;
+  wire [7:0] \$375 ;
+  wire [1:0] \$376 ;
+  wire [2:0] \$377 ;
+  wire [2:0] \$378 ;
+  wire [7:0] \$379 ;
   wire \$38 ;
-  wire [3:0] \$380 ;
-  wire [1:0] \$381 ;
-  wire \$382 ;
-  wire \$383 ;
-  wire [7:0] \$384 ;
-  wire [1:0] \$385 ;
+  wire [1:0] \$380 ;
+  wire [2:0] \$381 ;
+  wire [2:0] \$382 ;
+  wire [7:0] \$383 ;
+  wire [1:0] \$384 ;
+  wire [2:0] \$385 ;
   wire [2:0] \$386 ;
-  wire [2:0] \$387 ;
-  wire [7:0] \$388 ;
-  wire [1:0] \$389 ;
+  wire [7:0] \$387 ;
+  wire [1:0] \$388 ;
+  wire [2:0] \$389 ;
   wire \$39 ;
   wire [2:0] \$390 ;
-  wire [2:0] \$391 ;
+  wire [7:0] \$391 ;
   wire [7:0] \$392 ;
-  wire [1:0] \$393 ;
-  wire [2:0] \$394 ;
-  wire [2:0] \$395 ;
-  wire [7:0] \$396 ;
+  wire [7:0] \$393 ;
+  wire [8:0] \$394 ;
+  wire \$395 ;
+  wire [3:0] \$396 ;
   wire [1:0] \$397 ;
-  wire [2:0] \$398 ;
-  wire [2:0] \$399 ;
-  wire [255:0] \$4 ;
-  wire [1:0] \$40 ;
+  wire \$398 ;
+  wire \$399 ;
+  wire [8:0] \$4 ;
+  wire [2:0] \$40 ;
   wire [7:0] \$400 ;
   wire [7:0] \$401 ;
   wire [7:0] \$402 ;
-  wire \$403 ;
-  wire [3:0] \$404 ;
-  wire [1:0] \$405 ;
-  wire \$406 ;
+  wire [8:0] \$403 ;
+  wire \$404 ;
+  wire [3:0] \$405 ;
+  wire [1:0] \$406 ;
   wire \$407 ;
-  wire [7:0] \$408 ;
+  wire \$408 ;
   wire [7:0] \$409 ;
-  wire \$41 ;
-  wire [7:0] \$410 ;
-  wire \$411 ;
-  wire [3:0] \$412 ;
-  wire [1:0] \$413 ;
-  wire \$414 ;
-  wire \$415 ;
-  wire [7:0] \$416 ;
-  wire [1:0] \$417 ;
-  wire [2:0] \$418 ;
-  wire [2:0] \$419 ;
-  wire \$42 ;
-  wire [7:0] \$420 ;
-  wire [1:0] \$421 ;
-  wire [2:0] \$422 ;
-  wire [2:0] \$423 ;
-  wire [7:0] \$424 ;
-  wire [7:0] \$425 ;
+  wire [3:0] \$41 ;
+  wire [1:0] \$410 ;
+  wire [2:0] \$411 ;
+  wire [2:0] \$412 ;
+  wire [7:0] \$413 ;
+  wire [1:0] \$414 ;
+  wire [2:0] \$415 ;
+  wire [2:0] \$416 ;
+  wire [7:0] \$417 ;
+  wire [7:0] \$418 ;
+  wire [7:0] \$419 ;
+  wire [1:0] \$42 ;
+  wire [8:0] \$420 ;
+  wire \$421 ;
+  wire [3:0] \$422 ;
+  wire [1:0] \$423 ;
+  wire \$424 ;
+  wire \$425 ;
   wire [7:0] \$426 ;
-  wire \$427 ;
-  wire [3:0] \$428 ;
-  wire [1:0] \$429 ;
-  wire [2:0] \$43 ;
+  wire [7:0] \$427 ;
+  wire [7:0] \$428 ;
+  wire [8:0] \$429 ;
+  wire \$43 ;
   wire \$430 ;
-  wire \$431 ;
-  wire [7:0] \$432 ;
-  wire [7:0] \$433 ;
-  wire [7:0] \$434 ;
-  wire \$435 ;
-  wire [3:0] \$436 ;
-  wire [1:0] \$437 ;
-  wire \$438 ;
-  wire \$439 ;
-  wire [1:0] \$44 ;
-  wire [7:0] \$440 ;
-  wire [1:0] \$441 ;
+  wire [3:0] \$431 ;
+  wire [1:0] \$432 ;
+  wire \$433 ;
+  wire \$434 ;
+  wire [7:0] \$435 ;
+  wire [1:0] \$436 ;
+  wire [2:0] \$437 ;
+  wire [2:0] \$438 ;
+  wire [7:0] \$439 ;
+  wire \$44 ;
+  wire [1:0] \$440 ;
+  wire [2:0] \$441 ;
   wire [2:0] \$442 ;
-  wire [2:0] \$443 ;
+  wire [7:0] \$443 ;
   wire [7:0] \$444 ;
-  wire [1:0] \$445 ;
-  wire [2:0] \$446 ;
-  wire [2:0] \$447 ;
-  wire [7:0] \$448 ;
-  wire [7:0] \$449 ;
-  wire \$45 ;
-  wire [7:0] \$450 ;
+  wire [7:0] \$445 ;
+  wire [8:0] \$446 ;
+  wire \$447 ;
+  wire [3:0] \$448 ;
+  wire [1:0] \$449 ;
+  wire [1:0] \$45 ;
+  wire \$450 ;
   wire \$451 ;
-  wire [3:0] \$452 ;
-  wire [1:0] \$453 ;
-  wire \$454 ;
-  wire \$455 ;
-  wire [7:0] \$456 ;
-  wire [7:0] \$457 ;
-  wire [7:0] \$458 ;
+  wire [7:0] \$452 ;
+  wire [7:0] \$453 ;
+  wire [7:0] \$454 ;
+  wire [8:0] \$455 ;
+  wire \$456 ;
+  wire [3:0] \$457 ;
+  wire [1:0] \$458 ;
   wire \$459 ;
   wire \$46 ;
-  wire [3:0] \$460 ;
-  wire [1:0] \$461 ;
-  wire \$462 ;
-  wire \$463 ;
-  wire [7:0] \$464 ;
-  wire [1:0] \$465 ;
-  wire [2:0] \$466 ;
+  wire \$460 ;
+  wire [7:0] \$461 ;
+  wire [1:0] \$462 ;
+  wire [2:0] \$463 ;
+  wire [2:0] \$464 ;
+  wire [7:0] \$465 ;
+  wire [1:0] \$466 ;
   wire [2:0] \$467 ;
-  wire [7:0] \$468 ;
-  wire [1:0] \$469 ;
-  wire [1:0] \$47 ;
-  wire [2:0] \$470 ;
+  wire [2:0] \$468 ;
+  wire [7:0] \$469 ;
+  wire \$47 ;
+  wire [1:0] \$470 ;
   wire [2:0] \$471 ;
-  wire [7:0] \$472 ;
-  wire [1:0] \$473 ;
-  wire [2:0] \$474 ;
+  wire [2:0] \$472 ;
+  wire [7:0] \$473 ;
+  wire [1:0] \$474 ;
   wire [2:0] \$475 ;
-  wire [7:0] \$476 ;
-  wire [1:0] \$477 ;
-  wire [2:0] \$478 ;
-  wire [2:0] \$479 ;
-  wire \$48 ;
-  wire [7:0] \$480 ;
-  wire [7:0] \$481 ;
-  wire [7:0] \$482 ;
-  wire \$483 ;
-  wire [3:0] \$484 ;
-  wire [1:0] \$485 ;
-  wire \$486 ;
-  wire \$487 ;
+  wire [2:0] \$476 ;
+  wire [7:0] \$477 ;
+  wire [7:0] \$478 ;
+  wire [7:0] \$479 ;
+  wire [2:0] \$48 ;
+  wire [8:0] \$480 ;
+  wire \$481 ;
+  wire [3:0] \$482 ;
+  wire [1:0] \$483 ;
+  wire \$484 ;
+  wire \$485 ;
+  wire [7:0] \$486 ;
+  wire [7:0] \$487 ;
   wire [7:0] \$488 ;
-  wire [7:0] \$489 ;
-  wire \$49 ;
-  wire [7:0] \$490 ;
-  wire \$491 ;
-  wire [3:0] \$492 ;
-  wire [1:0] \$493 ;
+  wire [8:0] \$489 ;
+  wire [1:0] \$49 ;
+  wire \$490 ;
+  wire [3:0] \$491 ;
+  wire [1:0] \$492 ;
+  wire \$493 ;
   wire \$494 ;
-  wire \$495 ;
+  wire [7:0] \$495 ;
   wire [7:0] \$496 ;
   wire [7:0] \$497 ;
-  wire [7:0] \$498 ;
+  wire [8:0] \$498 ;
   wire \$499 ;
-  wire [255:0] \$5 ;
-  wire [2:0] \$50 ;
+  wire [7:0] \$5 ;
+  wire \$50 ;
   wire [3:0] \$500 ;
   wire [1:0] \$501 ;
   wire \$502 ;
@@ -1904,66 +1903,69 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
   wire [7:0] \$504 ;
   wire [7:0] \$505 ;
   wire [7:0] \$506 ;
-  wire \$507 ;
-  wire [3:0] \$508 ;
-  wire [1:0] \$509 ;
-  wire [3:0] \$51 ;
-  wire \$510 ;
+  wire [8:0] \$507 ;
+  wire \$508 ;
+  wire [3:0] \$509 ;
+  wire \$51 ;
+  wire [1:0] \$510 ;
   wire \$511 ;
-  wire [7:0] \$512 ;
+  wire \$512 ;
   wire [7:0] \$513 ;
   wire [7:0] \$514 ;
-  wire \$515 ;
-  wire [3:0] \$516 ;
-  wire [1:0] \$517 ;
-  wire \$518 ;
-  wire \$519 ;
-  wire [2:0] \$52 ;
-  wire [7:0] \$520 ;
-  wire [7:0] \$521 ;
+  wire [7:0] \$515 ;
+  wire [8:0] \$516 ;
+  wire \$517 ;
+  wire [3:0] \$518 ;
+  wire [1:0] \$519 ;
+  wire [1:0] \$52 ;
+  wire \$520 ;
+  wire \$521 ;
   wire [7:0] \$522 ;
-  wire \$523 ;
-  wire [3:0] \$524 ;
-  wire [1:0] \$525 ;
+  wire [7:0] \$523 ;
+  wire [7:0] \$524 ;
+  wire [8:0] \$525 ;
   wire \$526 ;
-  wire \$527 ;
+  wire [3:0] \$527 ;
+  wire [1:0] \$528 ;
+  wire \$529 ;
   wire \$53 ;
-  wire [2:0] \$54 ;
-  wire \$55 ;
-  wire [2:0] \$56 ;
-  wire \$57 ;
-  wire [2:0] \$58 ;
-  wire \$59 ;
+  wire \$530 ;
+  wire \$54 ;
+  wire [2:0] \$55 ;
+  wire [3:0] \$56 ;
+  wire [2:0] \$57 ;
+  wire \$58 ;
+  wire [2:0] \$59 ;
   wire [8:0] \$6 ;
-  reg [28:0] \$60  = 29'h00000000;
-  reg [28:0] \$61 ;
-  reg [28:0] \$62 ;
-  reg [28:0] \$63  = 29'h00000000;
-  reg [28:0] \$64 ;
-  reg [28:0] \$65 ;
-  reg [28:0] \$66 ;
-  reg [28:0] \$67  = 29'h00000000;
-  reg [28:0] \$68 ;
-  reg [15:0] \$69  = 16'h0000;
-  wire [7:0] \$7 ;
-  reg [15:0] \$70 ;
-  reg [15:0] \$71 ;
-  reg [15:0] \$72  = 16'h0000;
-  reg [15:0] \$73 ;
-  reg [15:0] \$74 ;
+  wire \$60 ;
+  wire [2:0] \$61 ;
+  wire \$62 ;
+  wire [2:0] \$63 ;
+  wire \$64 ;
+  reg [37:0] \$65  = 38'h0000000000;
+  reg [37:0] \$66 ;
+  reg [37:0] \$67 ;
+  reg [37:0] \$68  = 38'h0000000000;
+  reg [37:0] \$69 ;
+  wire [255:0] \$7 ;
+  reg [37:0] \$70 ;
+  reg [37:0] \$71 ;
+  reg [37:0] \$72  = 38'h0000000000;
+  reg [37:0] \$73 ;
+  reg [15:0] \$74  = 16'h0000;
   reg [15:0] \$75 ;
-  reg [15:0] \$76  = 16'h0000;
-  reg [15:0] \$77 ;
-  reg \$78 ;
-  reg [12:0] \$79 ;
-  wire [8:0] \$8 ;
-  reg [12:0] \$80 ;
-  reg [159:0] \$81 ;
-  reg [1:0] \$82 ;
+  reg [15:0] \$76 ;
+  reg [15:0] \$77  = 16'h0000;
+  reg [15:0] \$78 ;
+  reg [15:0] \$79 ;
+  wire [255:0] \$8 ;
+  reg [15:0] \$80 ;
+  reg [15:0] \$81  = 16'h0000;
+  reg [15:0] \$82 ;
   reg \$83 ;
-  reg \$84 ;
+  reg [12:0] \$84 ;
   reg [12:0] \$85 ;
-  reg [12:0] \$86 ;
+  reg [159:0] \$86 ;
   reg [1:0] \$87 ;
   reg \$88 ;
   reg \$89 ;
@@ -1977,7 +1979,7 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
   reg [12:0] \$96 ;
   reg [1:0] \$97 ;
   reg \$98 ;
-  wire [255:0] \$99 ;
+  reg \$99 ;
   wire [28:0] \col[0] ;
   wire [1:0] \col[0].c1 ;
   wire [1:0] \col[0].c2 ;
@@ -2070,14 +2072,78 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
   wire [1:0] \drain[3].row ;
   wire [12:0] \drain[3].tag ;
   wire \drain[3].valid ;
-  wire [3:0] \row.mode ;
-  wire \row.mode.first ;
-  wire \row.mode.issue ;
-  wire [1:0] \row.mode.kind ;
-  wire [7:0] \row.p0 ;
-  wire [7:0] \row.p1 ;
-  wire [7:0] \row.p2 ;
-  wire \row.valid ;
+  wire [28:0] \row[0] ;
+  wire [3:0] \row[0].mode ;
+  wire \row[0].mode.first ;
+  wire \row[0].mode.issue ;
+  wire [1:0] \row[0].mode.kind ;
+  wire [7:0] \row[0].p0 ;
+  wire [7:0] \row[0].p1 ;
+  wire [7:0] \row[0].p2 ;
+  wire \row[0].valid ;
+  wire [28:0] \row[1] ;
+  wire [3:0] \row[1].mode ;
+  wire \row[1].mode.first ;
+  wire \row[1].mode.issue ;
+  wire [1:0] \row[1].mode.kind ;
+  wire [7:0] \row[1].p0 ;
+  wire [7:0] \row[1].p1 ;
+  wire [7:0] \row[1].p2 ;
+  wire \row[1].valid ;
+  wire [28:0] \row[2] ;
+  wire [3:0] \row[2].mode ;
+  wire \row[2].mode.first ;
+  wire \row[2].mode.issue ;
+  wire [1:0] \row[2].mode.kind ;
+  wire [7:0] \row[2].p0 ;
+  wire [7:0] \row[2].p1 ;
+  wire [7:0] \row[2].p2 ;
+  wire \row[2].valid ;
+  wire [28:0] \row[3] ;
+  wire [3:0] \row[3].mode ;
+  wire \row[3].mode.first ;
+  wire \row[3].mode.issue ;
+  wire [1:0] \row[3].mode.kind ;
+  wire [7:0] \row[3].p0 ;
+  wire [7:0] \row[3].p1 ;
+  wire [7:0] \row[3].p2 ;
+  wire \row[3].valid ;
+  wire [3:0] \row_edge_0.mode ;
+  wire \row_edge_0.mode.first ;
+  wire \row_edge_0.mode.issue ;
+  wire [1:0] \row_edge_0.mode.kind ;
+  wire [7:0] \row_edge_0.p0 ;
+  wire [7:0] \row_edge_0.p1 ;
+  wire [7:0] \row_edge_0.p2 ;
+  wire [8:0] \row_edge_0.s12 ;
+  wire \row_edge_0.valid ;
+  wire [3:0] \row_edge_1.mode ;
+  wire \row_edge_1.mode.first ;
+  wire \row_edge_1.mode.issue ;
+  wire [1:0] \row_edge_1.mode.kind ;
+  wire [7:0] \row_edge_1.p0 ;
+  wire [7:0] \row_edge_1.p1 ;
+  wire [7:0] \row_edge_1.p2 ;
+  wire [8:0] \row_edge_1.s12 ;
+  wire \row_edge_1.valid ;
+  wire [3:0] \row_edge_2.mode ;
+  wire \row_edge_2.mode.first ;
+  wire \row_edge_2.mode.issue ;
+  wire [1:0] \row_edge_2.mode.kind ;
+  wire [7:0] \row_edge_2.p0 ;
+  wire [7:0] \row_edge_2.p1 ;
+  wire [7:0] \row_edge_2.p2 ;
+  wire [8:0] \row_edge_2.s12 ;
+  wire \row_edge_2.valid ;
+  wire [3:0] \row_edge_3.mode ;
+  wire \row_edge_3.mode.first ;
+  wire \row_edge_3.mode.issue ;
+  wire [1:0] \row_edge_3.mode.kind ;
+  wire [7:0] \row_edge_3.p0 ;
+  wire [7:0] \row_edge_3.p1 ;
+  wire [7:0] \row_edge_3.p2 ;
+  wire [8:0] \row_edge_3.s12 ;
+  wire \row_edge_3.valid ;
   wire [3:0] \row_out.mode ;
   wire \row_out.mode.first ;
   wire \row_out.mode.issue ;
@@ -2085,6 +2151,7 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
   wire [7:0] \row_out.p0 ;
   wire [7:0] \row_out.p1 ;
   wire [7:0] \row_out.p2 ;
+  wire [8:0] \row_out.s12 ;
   wire \row_out.valid ;
   wire [3:0] \row_skew_1_0.mode ;
   wire \row_skew_1_0.mode.first ;
@@ -2093,6 +2160,7 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
   wire [7:0] \row_skew_1_0.p0 ;
   wire [7:0] \row_skew_1_0.p1 ;
   wire [7:0] \row_skew_1_0.p2 ;
+  wire [8:0] \row_skew_1_0.s12 ;
   wire \row_skew_1_0.valid ;
   wire [3:0] \row_skew_2_0.mode ;
   wire \row_skew_2_0.mode.first ;
@@ -2101,6 +2169,7 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
   wire [7:0] \row_skew_2_0.p0 ;
   wire [7:0] \row_skew_2_0.p1 ;
   wire [7:0] \row_skew_2_0.p2 ;
+  wire [8:0] \row_skew_2_0.s12 ;
   wire \row_skew_2_0.valid ;
   wire [3:0] \row_skew_2_1.mode ;
   wire \row_skew_2_1.mode.first ;
@@ -2109,6 +2178,7 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
   wire [7:0] \row_skew_2_1.p0 ;
   wire [7:0] \row_skew_2_1.p1 ;
   wire [7:0] \row_skew_2_1.p2 ;
+  wire [8:0] \row_skew_2_1.s12 ;
   wire \row_skew_2_1.valid ;
   wire [3:0] \row_skew_3_0.mode ;
   wire \row_skew_3_0.mode.first ;
@@ -2117,6 +2187,7 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
   wire [7:0] \row_skew_3_0.p0 ;
   wire [7:0] \row_skew_3_0.p1 ;
   wire [7:0] \row_skew_3_0.p2 ;
+  wire [8:0] \row_skew_3_0.s12 ;
   wire \row_skew_3_0.valid ;
   wire [3:0] \row_skew_3_1.mode ;
   wire \row_skew_3_1.mode.first ;
@@ -2125,6 +2196,7 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
   wire [7:0] \row_skew_3_1.p0 ;
   wire [7:0] \row_skew_3_1.p1 ;
   wire [7:0] \row_skew_3_1.p2 ;
+  wire [8:0] \row_skew_3_1.s12 ;
   wire \row_skew_3_1.valid ;
   wire [3:0] \row_skew_3_2.mode ;
   wire \row_skew_3_2.mode.first ;
@@ -2133,6 +2205,7 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
   wire [7:0] \row_skew_3_2.p0 ;
   wire [7:0] \row_skew_3_2.p1 ;
   wire [7:0] \row_skew_3_2.p2 ;
+  wire [8:0] \row_skew_3_2.s12 ;
   wire \row_skew_3_2.valid ;
   wire busy;
   output [4:0] busy_count;
@@ -2206,218 +2279,217 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
   reg [12:0] drain_tag_1 = 13'h0000;
   reg [12:0] drain_tag_2 = 13'h0000;
   reg [12:0] drain_tag_3 = 13'h0000;
-  wire [28:0] row;
-  wire [28:0] row_out;
-  (* init = 29'h00000000 *)
-  wire [28:0] row_skew_1_0;
-  reg [28:0] row_skew_2_0 = 29'h00000000;
-  (* init = 29'h00000000 *)
-  wire [28:0] row_skew_2_1;
-  reg [28:0] row_skew_3_0 = 29'h00000000;
-  reg [28:0] row_skew_3_1 = 29'h00000000;
-  (* init = 29'h00000000 *)
-  wire [28:0] row_skew_3_2;
+  input [115:0] row;
+  wire [115:0] row;
+  wire [37:0] row_edge_0;
+  wire [37:0] row_edge_1;
+  wire [37:0] row_edge_2;
+  wire [37:0] row_edge_3;
+  wire [37:0] row_out;
+  (* init = 38'h0000000000 *)
+  wire [37:0] row_skew_1_0;
+  reg [37:0] row_skew_2_0 = 38'h0000000000;
+  (* init = 38'h0000000000 *)
+  wire [37:0] row_skew_2_1;
+  reg [37:0] row_skew_3_0 = 38'h0000000000;
+  reg [37:0] row_skew_3_1 = 38'h0000000000;
+  (* init = 38'h0000000000 *)
+  wire [37:0] row_skew_3_2;
   input rst;
   wire rst;
   wire [12:0] tag;
-  assign col_on_1 = col[57] & \$1 [28];
-  assign \$2  = 185'h10001200100010000201111222200201111111111111111 >> { \$1 [26:25], col[54:53], col[56:55], 2'h0 };
-  assign col_op_1 = col_on_1 ? \$2 [1:0] : 2'h0;
-  assign \$3  = 187'h40004000400040000002222222200001115111511153337 >> { \$1 [26:25], col[54:53], col[56:55], 2'h0 };
-  assign col_lo_sel_1 = col_on_1 ? \$3 [2:0] : 3'h0;
-  assign \$4  = 187'h40004400400040000402222004000401155115533773377 >> { \$1 [26:25], col[54:53], col[56:55], 2'h0 };
-  assign col_hi_sel_1 = col_on_1 ? \$4 [2:0] : 3'h0;
-  assign \$5  = 186'h20002300200020000301111333300300000000000000000 >> { \$1 [26:25], col[54:53], col[56:55], 2'h0 };
-  assign col_bsel_1 = col_on_1 ? \$5 [1:0] : 2'h0;
-  assign \$6  = col_bsel_1[0] ? { 1'h0, col[48:45], col[40:37] } : { col[52], col[52:45] };
-  assign \$7  = col_bsel_1[0] ? col[44:37] : col[36:29];
-  assign \$8  = col_bsel_1[1] ? \$6  : { \$7 [7], \$7  };
-  assign col_on_2 = col[86] & \$1 [28];
-  assign \$9  = 185'h10001200100010000201111222200201111111111111111 >> { \$1 [26:25], col[83:82], col[85:84], 2'h0 };
-  assign col_op_2 = col_on_2 ? \$9 [1:0] : 2'h0;
-  assign \$10  = 187'h40004000400040000002222222200001115111511153337 >> { \$1 [26:25], col[83:82], col[85:84], 2'h0 };
-  assign col_lo_sel_2 = col_on_2 ? \$10 [2:0] : 3'h0;
-  assign \$11  = 187'h40004400400040000402222004000401155115533773377 >> { \$1 [26:25], col[83:82], col[85:84], 2'h0 };
-  assign col_hi_sel_2 = col_on_2 ? \$11 [2:0] : 3'h0;
-  assign \$12  = 186'h20002300200020000301111333300300000000000000000 >> { \$1 [26:25], col[83:82], col[85:84], 2'h0 };
-  assign col_bsel_2 = col_on_2 ? \$12 [1:0] : 2'h0;
-  assign \$13  = col_bsel_2[0] ? { 1'h0, col[77:74], col[69:66] } : { col[81], col[81:74] };
-  assign \$14  = col_bsel_2[0] ? col[73:66] : col[65:58];
-  assign \$15  = col_bsel_2[1] ? \$13  : { \$14 [7], \$14  };
-  assign col_on_3 = col[115] & \$1 [28];
-  assign \$16  = 185'h10001200100010000201111222200201111111111111111 >> { \$1 [26:25], col[112:111], col[114:113], 2'h0 };
-  assign col_op_3 = col_on_3 ? \$16 [1:0] : 2'h0;
-  assign \$17  = 187'h40004000400040000002222222200001115111511153337 >> { \$1 [26:25], col[112:111], col[114:113], 2'h0 };
-  assign col_lo_sel_3 = col_on_3 ? \$17 [2:0] : 3'h0;
-  assign \$18  = 187'h40004400400040000402222004000401155115533773377 >> { \$1 [26:25], col[112:111], col[114:113], 2'h0 };
-  assign col_hi_sel_3 = col_on_3 ? \$18 [2:0] : 3'h0;
-  assign \$19  = 186'h20002300200020000301111333300300000000000000000 >> { \$1 [26:25], col[112:111], col[114:113], 2'h0 };
-  assign col_bsel_3 = col_on_3 ? \$19 [1:0] : 2'h0;
-  assign \$20  = col_bsel_3[0] ? { 1'h0, col[106:103], col[98:95] } : { col[110], col[110:103] };
-  assign \$21  = col_bsel_3[0] ? col[102:95] : col[94:87];
-  assign \$22  = col_bsel_3[1] ? \$20  : { \$21 [7], \$21  };
-  assign \$23  = busy + \$24 ;
-  assign \$25  = \$26  + \$27 ;
-  assign \$28  = \$23  + \$25 ;
-  assign \$29  = \$30  + \$31 ;
-  assign \$32  = \$33  + \$34 ;
-  assign \$35  = \$29  + \$32 ;
-  assign \$36  = \$28  + \$35 ;
+  assign col_lo_sel_0 = col_on_0 ? \$1 [2:0] : 3'h0;
+  assign \$2  = 187'h40004400400040000402222004000401155115533773377 >> { row[26:25], col[25:24], col[27:26], 2'h0 };
+  assign col_hi_sel_0 = col_on_0 ? \$2 [2:0] : 3'h0;
+  assign \$3  = 186'h20002300200020000301111333300300000000000000000 >> { row[26:25], col[25:24], col[27:26], 2'h0 };
+  assign col_bsel_0 = col_on_0 ? \$3 [1:0] : 2'h0;
+  assign \$4  = col_bsel_0[0] ? { 1'h0, col[19:16], col[11:8] } : { col[23], col[23:16] };
+  assign \$5  = col_bsel_0[0] ? col[15:8] : col[7:0];
+  assign \$6  = col_bsel_0[1] ? \$4  : { \$5 [7], \$5  };
+  assign col_on_1 = col[57] & row[28];
+  assign \$7  = 185'h10001200100010000201111222200201111111111111111 >> { row[26:25], col[54:53], col[56:55], 2'h0 };
+  assign col_op_1 = col_on_1 ? \$7 [1:0] : 2'h0;
+  assign \$8  = 187'h40004000400040000002222222200001115111511153337 >> { row[26:25], col[54:53], col[56:55], 2'h0 };
+  assign col_lo_sel_1 = col_on_1 ? \$8 [2:0] : 3'h0;
+  assign \$9  = 187'h40004400400040000402222004000401155115533773377 >> { row[26:25], col[54:53], col[56:55], 2'h0 };
+  assign col_hi_sel_1 = col_on_1 ? \$9 [2:0] : 3'h0;
+  assign \$10  = 186'h20002300200020000301111333300300000000000000000 >> { row[26:25], col[54:53], col[56:55], 2'h0 };
+  assign col_bsel_1 = col_on_1 ? \$10 [1:0] : 2'h0;
+  assign \$11  = col_bsel_1[0] ? { 1'h0, col[48:45], col[40:37] } : { col[52], col[52:45] };
+  assign \$12  = col_bsel_1[0] ? col[44:37] : col[36:29];
+  assign \$13  = col_bsel_1[1] ? \$11  : { \$12 [7], \$12  };
+  assign col_on_2 = col[86] & row[28];
+  assign \$14  = 185'h10001200100010000201111222200201111111111111111 >> { row[26:25], col[83:82], col[85:84], 2'h0 };
+  assign col_op_2 = col_on_2 ? \$14 [1:0] : 2'h0;
+  assign \$15  = 187'h40004000400040000002222222200001115111511153337 >> { row[26:25], col[83:82], col[85:84], 2'h0 };
+  assign col_lo_sel_2 = col_on_2 ? \$15 [2:0] : 3'h0;
+  assign \$16  = 187'h40004400400040000402222004000401155115533773377 >> { row[26:25], col[83:82], col[85:84], 2'h0 };
+  assign col_hi_sel_2 = col_on_2 ? \$16 [2:0] : 3'h0;
+  assign \$17  = 186'h20002300200020000301111333300300000000000000000 >> { row[26:25], col[83:82], col[85:84], 2'h0 };
+  assign col_bsel_2 = col_on_2 ? \$17 [1:0] : 2'h0;
+  assign \$18  = col_bsel_2[0] ? { 1'h0, col[77:74], col[69:66] } : { col[81], col[81:74] };
+  assign \$19  = col_bsel_2[0] ? col[73:66] : col[65:58];
+  assign \$20  = col_bsel_2[1] ? \$18  : { \$19 [7], \$19  };
+  assign col_on_3 = col[115] & row[28];
+  assign \$21  = 185'h10001200100010000201111222200201111111111111111 >> { row[26:25], col[112:111], col[114:113], 2'h0 };
+  assign col_op_3 = col_on_3 ? \$21 [1:0] : 2'h0;
+  assign \$22  = 187'h40004000400040000002222222200001115111511153337 >> { row[26:25], col[112:111], col[114:113], 2'h0 };
+  assign col_lo_sel_3 = col_on_3 ? \$22 [2:0] : 3'h0;
+  assign \$23  = 187'h40004400400040000402222004000401155115533773377 >> { row[26:25], col[112:111], col[114:113], 2'h0 };
+  assign col_hi_sel_3 = col_on_3 ? \$23 [2:0] : 3'h0;
+  assign \$24  = 186'h20002300200020000301111333300300000000000000000 >> { row[26:25], col[112:111], col[114:113], 2'h0 };
+  assign col_bsel_3 = col_on_3 ? \$24 [1:0] : 2'h0;
+  assign \$25  = col_bsel_3[0] ? { 1'h0, col[106:103], col[98:95] } : { col[110], col[110:103] };
+  assign \$26  = col_bsel_3[0] ? col[102:95] : col[94:87];
+  assign \$27  = col_bsel_3[1] ? \$25  : { \$26 [7], \$26  };
+  assign \$28  = busy + \$29 ;
+  assign \$30  = \$31  + \$32 ;
+  assign \$33  = \$28  + \$30 ;
+  assign \$34  = \$35  + \$36 ;
   assign \$37  = \$38  + \$39 ;
-  assign \$40  = \$41  + \$42 ;
-  assign \$43  = \$37  + \$40 ;
-  assign \$44  = \$45  + \$46 ;
-  assign \$47  = \$48  + \$49 ;
-  assign \$50  = \$44  + \$47 ;
-  assign \$51  = \$43  + \$50 ;
-  assign busy_count = \$36  + \$51 ;
-  assign \$52  = drain_row_0 + 1'h1;
-  assign \$53  = drain_row_0 == 2'h3;
-  assign \$54  = drain_row_1 + 1'h1;
-  assign \$55  = drain_row_1 == 2'h3;
-  assign \$56  = drain_row_2 + 1'h1;
-  assign \$57  = drain_row_2 == 2'h3;
-  assign \$58  = drain_row_3 + 1'h1;
-  assign \$59  = drain_row_3 == 2'h3;
+  assign \$40  = \$34  + \$37 ;
+  assign \$41  = \$33  + \$40 ;
+  assign \$42  = \$43  + \$44 ;
+  assign \$45  = \$46  + \$47 ;
+  assign \$48  = \$42  + \$45 ;
+  assign \$49  = \$50  + \$51 ;
+  assign \$52  = \$53  + \$54 ;
+  assign \$55  = \$49  + \$52 ;
+  assign \$56  = \$48  + \$55 ;
+  assign busy_count = \$41  + \$56 ;
+  assign \$57  = drain_row_0 + 1'h1;
+  assign \$58  = drain_row_0 == 2'h3;
+  assign \$59  = drain_row_1 + 1'h1;
+  assign \$60  = drain_row_1 == 2'h3;
+  assign \$61  = drain_row_2 + 1'h1;
+  assign \$62  = drain_row_2 == 2'h3;
+  assign \$63  = drain_row_3 + 1'h1;
+  assign \$64  = drain_row_3 == 2'h3;
   always @(posedge clk)
-    \$60  <= \$61 ;
+    \$65  <= \$66 ;
   always @(posedge clk)
-    row_skew_2_0 <= \$62 ;
+    row_skew_2_0 <= \$67 ;
   always @(posedge clk)
-    \$63  <= \$64 ;
+    \$68  <= \$69 ;
   always @(posedge clk)
-    row_skew_3_0 <= \$65 ;
+    row_skew_3_0 <= \$70 ;
   always @(posedge clk)
-    row_skew_3_1 <= \$66 ;
-  always @(posedge clk)
-    \$67  <= \$68 ;
-  always @(posedge clk)
-    \$69  <= \$70 ;
-  always @(posedge clk)
-    col_skew_2_0 <= \$71 ;
+    row_skew_3_1 <= \$71 ;
   always @(posedge clk)
     \$72  <= \$73 ;
   always @(posedge clk)
-    col_skew_3_0 <= \$74 ;
+    \$74  <= \$75 ;
   always @(posedge clk)
-    col_skew_3_1 <= \$75 ;
+    col_skew_2_0 <= \$76 ;
   always @(posedge clk)
-    \$76  <= \$77 ;
+    \$77  <= \$78 ;
   always @(posedge clk)
-    drain_first_0 <= \$78 ;
+    col_skew_3_0 <= \$79 ;
   always @(posedge clk)
-    drain_tag_0 <= \$79 ;
+    col_skew_3_1 <= \$80 ;
   always @(posedge clk)
-    drain_held_tag_0 <= \$80 ;
+    \$81  <= \$82 ;
   always @(posedge clk)
-    drain <= \$81 ;
+    drain_first_0 <= \$83 ;
   always @(posedge clk)
-    drain_row_0 <= \$82 ;
+    drain_tag_0 <= \$84 ;
   always @(posedge clk)
-    drain_active_0 <= \$83 ;
+    drain_held_tag_0 <= \$85 ;
   always @(posedge clk)
-    drain_first_1 <= \$84 ;
+    drain <= \$86 ;
   always @(posedge clk)
-    drain_tag_1 <= \$85 ;
+    drain_row_0 <= \$87 ;
   always @(posedge clk)
-    drain_held_tag_1 <= \$86 ;
+    drain_active_0 <= \$88 ;
   always @(posedge clk)
-    drain_row_1 <= \$87 ;
+    drain_first_1 <= \$89 ;
   always @(posedge clk)
-    drain_active_1 <= \$88 ;
+    drain_tag_1 <= \$90 ;
   always @(posedge clk)
-    drain_first_2 <= \$89 ;
+    drain_held_tag_1 <= \$91 ;
   always @(posedge clk)
-    drain_tag_2 <= \$90 ;
+    drain_row_1 <= \$92 ;
   always @(posedge clk)
-    drain_held_tag_2 <= \$91 ;
+    drain_active_1 <= \$93 ;
   always @(posedge clk)
-    drain_row_2 <= \$92 ;
+    drain_first_2 <= \$94 ;
   always @(posedge clk)
-    drain_active_2 <= \$93 ;
+    drain_tag_2 <= \$95 ;
   always @(posedge clk)
-    drain_first_3 <= \$94 ;
+    drain_held_tag_2 <= \$96 ;
   always @(posedge clk)
-    drain_tag_3 <= \$95 ;
+    drain_row_2 <= \$97 ;
   always @(posedge clk)
-    drain_held_tag_3 <= \$96 ;
+    drain_active_2 <= \$98 ;
   always @(posedge clk)
-    drain_row_3 <= \$97 ;
+    drain_first_3 <= \$99 ;
   always @(posedge clk)
-    drain_active_3 <= \$98 ;
-  assign col_on_0 = col[28] & \$1 [28];
-  assign \$99  = 185'h10001200100010000201111222200201111111111111111 >> { \$1 [26:25], col[25:24], col[27:26], 2'h0 };
-  assign col_op_0 = col_on_0 ? \$99 [1:0] : 2'h0;
-  assign \$100  = 187'h40004000400040000002222222200001115111511153337 >> { \$1 [26:25], col[25:24], col[27:26], 2'h0 };
-  assign col_lo_sel_0 = col_on_0 ? \$100 [2:0] : 3'h0;
-  assign \$101  = 187'h40004400400040000402222004000401155115533773377 >> { \$1 [26:25], col[25:24], col[27:26], 2'h0 };
-  assign col_hi_sel_0 = col_on_0 ? \$101 [2:0] : 3'h0;
-  assign \$102  = 186'h20002300200020000301111333300300000000000000000 >> { \$1 [26:25], col[25:24], col[27:26], 2'h0 };
-  assign col_bsel_0 = col_on_0 ? \$102 [1:0] : 2'h0;
-  assign \$103  = col_bsel_0[0] ? { 1'h0, col[19:16], col[11:8] } : { col[23], col[23:16] };
-  assign \$104  = col_bsel_0[0] ? col[15:8] : col[7:0];
-  assign \$105  = col_bsel_0[1] ? \$103  : { \$104 [7], \$104  };
+    drain_tag_3 <= \$100 ;
+  always @(posedge clk)
+    drain_held_tag_3 <= \$101 ;
+  always @(posedge clk)
+    drain_row_3 <= \$102 ;
+  always @(posedge clk)
+    drain_active_3 <= \$103 ;
+  assign \$104  = row[15:8] + row[23:16];
+  assign \$105  = row[44:37] + row[52:45];
+  assign \$106  = row[73:66] + row[81:74];
+  assign \$107  = row[102:95] + row[110:103];
+  assign col_on_0 = col[28] & row[28];
+  assign \$108  = 185'h10001200100010000201111222200201111111111111111 >> { row[26:25], col[25:24], col[27:26], 2'h0 };
+  assign col_op_0 = col_on_0 ? \$108 [1:0] : 2'h0;
+  assign \$1  = 187'h40004000400040000002222222200001115111511153337 >> { row[26:25], col[25:24], col[27:26], 2'h0 };
   \pv_engine.array.pe_0_0  pe_0_0 (
     .busy(busy),
     .clk(clk),
     .col(col_word_0),
-    .col_out(\$106 ),
+    .col_out(\$109 ),
     .drained(drain__data),
-    .row(\$1 [28:0]),
-    .row_out(\$107 ),
-    .rst(rst)
-  );
-  \pv_engine.array.pe_0_0  pe_0_1 (
-    .busy(\$24 ),
-    .clk(clk),
-    .col(\$69 ),
-    .col_out(\$108 ),
-    .drained(\$109 ),
-    .row(\$107 ),
+    .row(row_edge_0),
     .row_out(\$110 ),
     .rst(rst)
   );
-  \pv_engine.array.pe_0_0  pe_0_2 (
-    .busy(\$26 ),
+  \pv_engine.array.pe_0_0  pe_0_1 (
+    .busy(\$29 ),
     .clk(clk),
-    .col(\$72 ),
+    .col(\$74 ),
     .col_out(\$111 ),
     .drained(\$112 ),
     .row(\$110 ),
     .row_out(\$113 ),
     .rst(rst)
   );
-  \pv_engine.array.pe_0_3  pe_0_3 (
-    .busy(\$27 ),
+  \pv_engine.array.pe_0_0  pe_0_2 (
+    .busy(\$31 ),
     .clk(clk),
-    .col(\$76 ),
+    .col(\$77 ),
     .col_out(\$114 ),
     .drained(\$115 ),
     .row(\$113 ),
+    .row_out(\$116 ),
+    .rst(rst)
+  );
+  \pv_engine.array.pe_0_3  pe_0_3 (
+    .busy(\$32 ),
+    .clk(clk),
+    .col(\$81 ),
+    .col_out(\$117 ),
+    .drained(\$118 ),
+    .row(\$116 ),
     .rst(rst)
   );
   \pv_engine.array.pe_0_0  pe_1_0 (
-    .busy(\$30 ),
+    .busy(\$35 ),
     .clk(clk),
-    .col(\$106 ),
-    .col_out(\$116 ),
-    .drained(\$117 ),
-    .row(\$60 ),
-    .row_out(\$118 ),
-    .rst(rst)
-  );
-  \pv_engine.array.pe_0_0  pe_1_1 (
-    .busy(\$31 ),
-    .clk(clk),
-    .col(\$108 ),
+    .col(\$109 ),
     .col_out(\$119 ),
     .drained(\$120 ),
-    .row(\$118 ),
+    .row(\$65 ),
     .row_out(\$121 ),
     .rst(rst)
   );
-  \pv_engine.array.pe_0_0  pe_1_2 (
-    .busy(\$33 ),
+  \pv_engine.array.pe_0_0  pe_1_1 (
+    .busy(\$36 ),
     .clk(clk),
     .col(\$111 ),
     .col_out(\$122 ),
@@ -2426,37 +2498,37 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
     .row_out(\$124 ),
     .rst(rst)
   );
-  \pv_engine.array.pe_0_3  pe_1_3 (
-    .busy(\$34 ),
+  \pv_engine.array.pe_0_0  pe_1_2 (
+    .busy(\$38 ),
     .clk(clk),
     .col(\$114 ),
     .col_out(\$125 ),
     .drained(\$126 ),
     .row(\$124 ),
+    .row_out(\$127 ),
+    .rst(rst)
+  );
+  \pv_engine.array.pe_0_3  pe_1_3 (
+    .busy(\$39 ),
+    .clk(clk),
+    .col(\$117 ),
+    .col_out(\$128 ),
+    .drained(\$129 ),
+    .row(\$127 ),
     .rst(rst)
   );
   \pv_engine.array.pe_0_0  pe_2_0 (
-    .busy(\$38 ),
-    .clk(clk),
-    .col(\$116 ),
-    .col_out(\$127 ),
-    .drained(\$128 ),
-    .row(\$63 ),
-    .row_out(\$129 ),
-    .rst(rst)
-  );
-  \pv_engine.array.pe_0_0  pe_2_1 (
-    .busy(\$39 ),
+    .busy(\$43 ),
     .clk(clk),
     .col(\$119 ),
     .col_out(\$130 ),
     .drained(\$131 ),
-    .row(\$129 ),
+    .row(\$68 ),
     .row_out(\$132 ),
     .rst(rst)
   );
-  \pv_engine.array.pe_0_0  pe_2_2 (
-    .busy(\$41 ),
+  \pv_engine.array.pe_0_0  pe_2_1 (
+    .busy(\$44 ),
     .clk(clk),
     .col(\$122 ),
     .col_out(\$133 ),
@@ -2465,346 +2537,306 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
     .row_out(\$135 ),
     .rst(rst)
   );
-  \pv_engine.array.pe_0_3  pe_2_3 (
-    .busy(\$42 ),
+  \pv_engine.array.pe_0_0  pe_2_2 (
+    .busy(\$46 ),
     .clk(clk),
     .col(\$125 ),
     .col_out(\$136 ),
     .drained(\$137 ),
     .row(\$135 ),
+    .row_out(\$138 ),
+    .rst(rst)
+  );
+  \pv_engine.array.pe_0_3  pe_2_3 (
+    .busy(\$47 ),
+    .clk(clk),
+    .col(\$128 ),
+    .col_out(\$139 ),
+    .drained(\$140 ),
+    .row(\$138 ),
     .rst(rst)
   );
   \pv_engine.array.pe_3_0  pe_3_0 (
-    .busy(\$45 ),
+    .busy(\$50 ),
     .clk(clk),
-    .col(\$127 ),
-    .drained(\$138 ),
-    .row(\$67 ),
-    .row_out(\$139 ),
+    .col(\$130 ),
+    .drained(\$141 ),
+    .row(\$72 ),
+    .row_out(\$142 ),
     .rst(rst)
   );
   \pv_engine.array.pe_3_0  pe_3_1 (
-    .busy(\$46 ),
+    .busy(\$51 ),
     .clk(clk),
-    .col(\$130 ),
-    .drained(\$140 ),
-    .row(\$139 ),
-    .row_out(\$141 ),
+    .col(\$133 ),
+    .drained(\$143 ),
+    .row(\$142 ),
+    .row_out(\$144 ),
     .rst(rst)
   );
   \pv_engine.array.pe_3_0  pe_3_2 (
-    .busy(\$48 ),
+    .busy(\$53 ),
     .clk(clk),
-    .col(\$133 ),
-    .drained(\$142 ),
-    .row(\$141 ),
-    .row_out(\$143 ),
+    .col(\$136 ),
+    .drained(\$145 ),
+    .row(\$144 ),
+    .row_out(\$146 ),
     .rst(rst)
   );
   \pv_engine.array.pe_3_3  pe_3_3 (
-    .busy(\$49 ),
+    .busy(\$54 ),
     .clk(clk),
-    .col(\$136 ),
-    .drained(\$144 ),
-    .row(\$143 ),
+    .col(\$139 ),
+    .drained(\$147 ),
+    .row(\$146 ),
     .rst(rst)
   );
   always @* begin
-    if (\$145 ) begin end
+    if (\$148 ) begin end
     (* full_case = 32'd1 *)
     casez (drain_row_0)
       2'h0:
-          \$146  = drain__data;
+          \$149  = drain__data;
       2'h1:
-          \$146  = \$117 ;
+          \$149  = \$120 ;
       2'h2:
-          \$146  = \$128 ;
+          \$149  = \$131 ;
       2'h3:
-          \$146  = \$138 ;
+          \$149  = \$141 ;
     endcase
   end
   always @* begin
-    if (\$145 ) begin end
+    if (\$148 ) begin end
     (* full_case = 32'd1 *)
     casez (drain_row_1)
       2'h0:
-          \$147  = \$109 ;
+          \$150  = \$112 ;
       2'h1:
-          \$147  = \$120 ;
+          \$150  = \$123 ;
       2'h2:
-          \$147  = \$131 ;
+          \$150  = \$134 ;
       2'h3:
-          \$147  = \$140 ;
+          \$150  = \$143 ;
     endcase
   end
   always @* begin
-    if (\$145 ) begin end
+    if (\$148 ) begin end
     (* full_case = 32'd1 *)
     casez (drain_row_2)
       2'h0:
-          \$148  = \$112 ;
+          \$151  = \$115 ;
       2'h1:
-          \$148  = \$123 ;
+          \$151  = \$126 ;
       2'h2:
-          \$148  = \$134 ;
+          \$151  = \$137 ;
       2'h3:
-          \$148  = \$142 ;
+          \$151  = \$145 ;
     endcase
   end
   always @* begin
-    if (\$145 ) begin end
+    if (\$148 ) begin end
     (* full_case = 32'd1 *)
     casez (drain_row_3)
       2'h0:
-          \$149  = \$115 ;
+          \$152  = \$118 ;
       2'h1:
-          \$149  = \$126 ;
+          \$152  = \$129 ;
       2'h2:
-          \$149  = \$137 ;
+          \$152  = \$140 ;
       2'h3:
-          \$149  = \$144 ;
+          \$152  = \$147 ;
     endcase
   end
   always @* begin
-    if (\$145 ) begin end
-    \$61  = \$1 [57:29];
+    if (\$148 ) begin end
+    \$66  = row_edge_1;
     if (rst) begin
-      \$61  = 29'h00000000;
+      \$66  = 38'h0000000000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$62  = \$1 [86:58];
+    if (\$148 ) begin end
+    \$67  = row_edge_2;
     if (rst) begin
-      \$62  = 29'h00000000;
+      \$67  = 38'h0000000000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$64  = row_skew_2_0;
+    if (\$148 ) begin end
+    \$69  = row_skew_2_0;
     if (rst) begin
-      \$64  = 29'h00000000;
+      \$69  = 38'h0000000000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$65  = \$1 [115:87];
+    if (\$148 ) begin end
+    \$70  = row_edge_3;
     if (rst) begin
-      \$65  = 29'h00000000;
+      \$70  = 38'h0000000000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$66  = row_skew_3_0;
+    if (\$148 ) begin end
+    \$71  = row_skew_3_0;
     if (rst) begin
-      \$66  = 29'h00000000;
+      \$71  = 38'h0000000000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$68  = row_skew_3_1;
+    if (\$148 ) begin end
+    \$73  = row_skew_3_1;
     if (rst) begin
-      \$68  = 29'h00000000;
+      \$73  = 38'h0000000000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$70  = col_word_1;
-    if (rst) begin
-      \$70  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$145 ) begin end
-    \$71  = col_word_2;
-    if (rst) begin
-      \$71  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$145 ) begin end
-    \$73  = col_skew_2_0;
-    if (rst) begin
-      \$73  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$145 ) begin end
-    \$74  = col_word_3;
-    if (rst) begin
-      \$74  = 16'h0000;
-    end
-  end
-  always @* begin
-    if (\$145 ) begin end
-    \$75  = col_skew_3_0;
+    if (\$148 ) begin end
+    \$75  = col_word_1;
     if (rst) begin
       \$75  = 16'h0000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$77  = col_skew_3_1;
+    if (\$148 ) begin end
+    \$76  = col_word_2;
     if (rst) begin
-      \$77  = 16'h0000;
+      \$76  = 16'h0000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$78  = \$1 [27];
+    if (\$148 ) begin end
+    \$78  = col_skew_2_0;
     if (rst) begin
-      \$78  = 1'h0;
+      \$78  = 16'h0000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$79  = { \$150 , \$151 , \$152  };
+    if (\$148 ) begin end
+    \$79  = col_word_3;
     if (rst) begin
-      \$79  = 13'h0000;
+      \$79  = 16'h0000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$80  = drain_held_tag_0;
-    if (drain_first_0) begin
-      \$80  = drain_tag_0;
-    end
+    if (\$148 ) begin end
+    \$80  = col_skew_3_0;
     if (rst) begin
-      \$80  = 13'h0000;
+      \$80  = 16'h0000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    { \$81 [159:121], \$81 [119:81], \$81 [79:41], \$81 [39:1] } = { drain[159:121], drain[119:81], drain[79:41], drain[39:1] };
-    (* full_case = 32'd1 *)
-    if (drain_first_0) begin
-      \$81 [0] = 1'h1;
-      \$81 [2:1] = 2'h0;
-      \$81 [26:3] = drain__data;
-      \$81 [39:27] = drain_tag_0;
-    end else if (drain_active_0) begin
-      \$81 [0] = 1'h1;
-      \$81 [2:1] = drain_row_0;
-      \$81 [26:3] = \$146 ;
-      \$81 [39:27] = drain_held_tag_0;
-    end else begin
-      \$81 [0] = 1'h0;
-    end
-    (* full_case = 32'd1 *)
-    if (drain_first_1) begin
-      \$81 [40] = 1'h1;
-      \$81 [42:41] = 2'h0;
-      \$81 [66:43] = \$109 ;
-      \$81 [79:67] = drain_tag_1;
-    end else if (drain_active_1) begin
-      \$81 [40] = 1'h1;
-      \$81 [42:41] = drain_row_1;
-      \$81 [66:43] = \$147 ;
-      \$81 [79:67] = drain_held_tag_1;
-    end else begin
-      \$81 [40] = 1'h0;
-    end
-    (* full_case = 32'd1 *)
-    if (drain_first_2) begin
-      \$81 [80] = 1'h1;
-      \$81 [82:81] = 2'h0;
-      \$81 [106:83] = \$112 ;
-      \$81 [119:107] = drain_tag_2;
-    end else if (drain_active_2) begin
-      \$81 [80] = 1'h1;
-      \$81 [82:81] = drain_row_2;
-      \$81 [106:83] = \$148 ;
-      \$81 [119:107] = drain_held_tag_2;
-    end else begin
-      \$81 [80] = 1'h0;
-    end
-    (* full_case = 32'd1 *)
-    if (drain_first_3) begin
-      \$81 [120] = 1'h1;
-      \$81 [122:121] = 2'h0;
-      \$81 [146:123] = \$115 ;
-      \$81 [159:147] = drain_tag_3;
-    end else if (drain_active_3) begin
-      \$81 [120] = 1'h1;
-      \$81 [122:121] = drain_row_3;
-      \$81 [146:123] = \$149 ;
-      \$81 [159:147] = drain_held_tag_3;
-    end else begin
-      \$81 [120] = 1'h0;
-    end
+    if (\$148 ) begin end
+    \$82  = col_skew_3_1;
     if (rst) begin
-      \$81  = 160'h0000000000000000000000000000000000000000;
+      \$82  = 16'h0000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$82  = drain_row_0;
-    if (drain_first_0) begin
-      \$82  = 2'h1;
-    end else if (drain_active_0) begin
-      \$82  = \$52 [1:0];
-    end
-    if (rst) begin
-      \$82  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$145 ) begin end
-    \$83  = drain_active_0;
-    if (drain_first_0) begin
-      \$83  = 1'h1;
-    end else if (drain_active_0) begin
-      if (\$53 ) begin
-        \$83  = 1'h0;
-      end
-    end
+    if (\$148 ) begin end
+    \$83  = row[27];
     if (rst) begin
       \$83  = 1'h0;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$84  = drain_first_0;
+    if (\$148 ) begin end
+    \$84  = { \$153 , \$154 , \$155  };
     if (rst) begin
-      \$84  = 1'h0;
+      \$84  = 13'h0000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$85  = drain_tag_0;
+    if (\$148 ) begin end
+    \$85  = drain_held_tag_0;
+    if (drain_first_0) begin
+      \$85  = drain_tag_0;
+    end
     if (rst) begin
       \$85  = 13'h0000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$86  = drain_held_tag_1;
+    if (\$148 ) begin end
+    { \$86 [159:121], \$86 [119:81], \$86 [79:41], \$86 [39:1] } = { drain[159:121], drain[119:81], drain[79:41], drain[39:1] };
+    (* full_case = 32'd1 *)
+    if (drain_first_0) begin
+      \$86 [0] = 1'h1;
+      \$86 [2:1] = 2'h0;
+      \$86 [26:3] = drain__data;
+      \$86 [39:27] = drain_tag_0;
+    end else if (drain_active_0) begin
+      \$86 [0] = 1'h1;
+      \$86 [2:1] = drain_row_0;
+      \$86 [26:3] = \$149 ;
+      \$86 [39:27] = drain_held_tag_0;
+    end else begin
+      \$86 [0] = 1'h0;
+    end
+    (* full_case = 32'd1 *)
     if (drain_first_1) begin
-      \$86  = drain_tag_1;
+      \$86 [40] = 1'h1;
+      \$86 [42:41] = 2'h0;
+      \$86 [66:43] = \$112 ;
+      \$86 [79:67] = drain_tag_1;
+    end else if (drain_active_1) begin
+      \$86 [40] = 1'h1;
+      \$86 [42:41] = drain_row_1;
+      \$86 [66:43] = \$150 ;
+      \$86 [79:67] = drain_held_tag_1;
+    end else begin
+      \$86 [40] = 1'h0;
+    end
+    (* full_case = 32'd1 *)
+    if (drain_first_2) begin
+      \$86 [80] = 1'h1;
+      \$86 [82:81] = 2'h0;
+      \$86 [106:83] = \$115 ;
+      \$86 [119:107] = drain_tag_2;
+    end else if (drain_active_2) begin
+      \$86 [80] = 1'h1;
+      \$86 [82:81] = drain_row_2;
+      \$86 [106:83] = \$151 ;
+      \$86 [119:107] = drain_held_tag_2;
+    end else begin
+      \$86 [80] = 1'h0;
+    end
+    (* full_case = 32'd1 *)
+    if (drain_first_3) begin
+      \$86 [120] = 1'h1;
+      \$86 [122:121] = 2'h0;
+      \$86 [146:123] = \$118 ;
+      \$86 [159:147] = drain_tag_3;
+    end else if (drain_active_3) begin
+      \$86 [120] = 1'h1;
+      \$86 [122:121] = drain_row_3;
+      \$86 [146:123] = \$152 ;
+      \$86 [159:147] = drain_held_tag_3;
+    end else begin
+      \$86 [120] = 1'h0;
     end
     if (rst) begin
-      \$86  = 13'h0000;
+      \$86  = 160'h0000000000000000000000000000000000000000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$87  = drain_row_1;
-    if (drain_first_1) begin
+    if (\$148 ) begin end
+    \$87  = drain_row_0;
+    if (drain_first_0) begin
       \$87  = 2'h1;
-    end else if (drain_active_1) begin
-      \$87  = \$54 [1:0];
+    end else if (drain_active_0) begin
+      \$87  = \$57 [1:0];
     end
     if (rst) begin
       \$87  = 2'h0;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$88  = drain_active_1;
-    if (drain_first_1) begin
+    if (\$148 ) begin end
+    \$88  = drain_active_0;
+    if (drain_first_0) begin
       \$88  = 1'h1;
-    end else if (drain_active_1) begin
-      if (\$55 ) begin
+    end else if (drain_active_0) begin
+      if (\$58 ) begin
         \$88  = 1'h0;
       end
     end
@@ -2813,48 +2845,48 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$89  = drain_first_1;
+    if (\$148 ) begin end
+    \$89  = drain_first_0;
     if (rst) begin
       \$89  = 1'h0;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$90  = drain_tag_1;
+    if (\$148 ) begin end
+    \$90  = drain_tag_0;
     if (rst) begin
       \$90  = 13'h0000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$91  = drain_held_tag_2;
-    if (drain_first_2) begin
-      \$91  = drain_tag_2;
+    if (\$148 ) begin end
+    \$91  = drain_held_tag_1;
+    if (drain_first_1) begin
+      \$91  = drain_tag_1;
     end
     if (rst) begin
       \$91  = 13'h0000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$92  = drain_row_2;
-    if (drain_first_2) begin
+    if (\$148 ) begin end
+    \$92  = drain_row_1;
+    if (drain_first_1) begin
       \$92  = 2'h1;
-    end else if (drain_active_2) begin
-      \$92  = \$56 [1:0];
+    end else if (drain_active_1) begin
+      \$92  = \$59 [1:0];
     end
     if (rst) begin
       \$92  = 2'h0;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$93  = drain_active_2;
-    if (drain_first_2) begin
+    if (\$148 ) begin end
+    \$93  = drain_active_1;
+    if (drain_first_1) begin
       \$93  = 1'h1;
-    end else if (drain_active_2) begin
-      if (\$57 ) begin
+    end else if (drain_active_1) begin
+      if (\$60 ) begin
         \$93  = 1'h0;
       end
     end
@@ -2863,48 +2895,48 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$94  = drain_first_2;
+    if (\$148 ) begin end
+    \$94  = drain_first_1;
     if (rst) begin
       \$94  = 1'h0;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$95  = drain_tag_2;
+    if (\$148 ) begin end
+    \$95  = drain_tag_1;
     if (rst) begin
       \$95  = 13'h0000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$96  = drain_held_tag_3;
-    if (drain_first_3) begin
-      \$96  = drain_tag_3;
+    if (\$148 ) begin end
+    \$96  = drain_held_tag_2;
+    if (drain_first_2) begin
+      \$96  = drain_tag_2;
     end
     if (rst) begin
       \$96  = 13'h0000;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$97  = drain_row_3;
-    if (drain_first_3) begin
+    if (\$148 ) begin end
+    \$97  = drain_row_2;
+    if (drain_first_2) begin
       \$97  = 2'h1;
-    end else if (drain_active_3) begin
-      \$97  = \$58 [1:0];
+    end else if (drain_active_2) begin
+      \$97  = \$61 [1:0];
     end
     if (rst) begin
       \$97  = 2'h0;
     end
   end
   always @* begin
-    if (\$145 ) begin end
-    \$98  = drain_active_3;
-    if (drain_first_3) begin
+    if (\$148 ) begin end
+    \$98  = drain_active_2;
+    if (drain_first_2) begin
       \$98  = 1'h1;
-    end else if (drain_active_3) begin
-      if (\$59 ) begin
+    end else if (drain_active_2) begin
+      if (\$62 ) begin
         \$98  = 1'h0;
       end
     end
@@ -2912,139 +2944,232 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
       \$98  = 1'h0;
     end
   end
-  assign row = \$1 [28:0];
-  assign row_skew_1_0 = \$60 ;
-  assign row_skew_2_1 = \$63 ;
-  assign row_skew_3_2 = \$67 ;
-  assign col_b_0 = \$105 [7:0];
-  assign \$153  = col_word_0;
-  assign col_b_1 = \$8 [7:0];
-  assign col_skew_1_0 = \$69 ;
-  assign col_b_2 = \$15 [7:0];
-  assign col_skew_2_1 = \$72 ;
-  assign col_b_3 = \$22 [7:0];
-  assign col_skew_3_2 = \$76 ;
-  assign row_out = \$107 ;
-  assign col_out = \$106 ;
-  assign \$154  = \$110 ;
-  assign \$155  = \$108 ;
-  assign \$156  = \$113 ;
-  assign \$157  = \$111 ;
-  assign \$158  = \$114 ;
-  assign \$159  = \$118 ;
+  always @* begin
+    if (\$148 ) begin end
+    \$99  = drain_first_2;
+    if (rst) begin
+      \$99  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$148 ) begin end
+    \$100  = drain_tag_2;
+    if (rst) begin
+      \$100  = 13'h0000;
+    end
+  end
+  always @* begin
+    if (\$148 ) begin end
+    \$101  = drain_held_tag_3;
+    if (drain_first_3) begin
+      \$101  = drain_tag_3;
+    end
+    if (rst) begin
+      \$101  = 13'h0000;
+    end
+  end
+  always @* begin
+    if (\$148 ) begin end
+    \$102  = drain_row_3;
+    if (drain_first_3) begin
+      \$102  = 2'h1;
+    end else if (drain_active_3) begin
+      \$102  = \$63 [1:0];
+    end
+    if (rst) begin
+      \$102  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$148 ) begin end
+    \$103  = drain_active_3;
+    if (drain_first_3) begin
+      \$103  = 1'h1;
+    end else if (drain_active_3) begin
+      if (\$64 ) begin
+        \$103  = 1'h0;
+      end
+    end
+    if (rst) begin
+      \$103  = 1'h0;
+    end
+  end
+  assign \$156  = row_edge_0;
+  assign row_skew_1_0 = \$65 ;
+  assign row_skew_2_1 = \$68 ;
+  assign row_skew_3_2 = \$72 ;
+  assign col_b_0 = \$6 [7:0];
+  assign \$157  = col_word_0;
+  assign col_b_1 = \$13 [7:0];
+  assign col_skew_1_0 = \$74 ;
+  assign col_b_2 = \$20 [7:0];
+  assign col_skew_2_1 = \$77 ;
+  assign col_b_3 = \$27 [7:0];
+  assign col_skew_3_2 = \$81 ;
+  assign row_out = \$110 ;
+  assign col_out = \$109 ;
+  assign \$158  = \$113 ;
+  assign \$159  = \$111 ;
   assign \$160  = \$116 ;
-  assign \$161  = \$121 ;
-  assign \$162  = \$119 ;
-  assign \$163  = \$124 ;
-  assign \$164  = \$122 ;
-  assign \$165  = \$125 ;
-  assign \$166  = \$129 ;
+  assign \$161  = \$114 ;
+  assign \$162  = \$117 ;
+  assign \$163  = \$121 ;
+  assign \$164  = \$119 ;
+  assign \$165  = \$124 ;
+  assign \$166  = \$122 ;
   assign \$167  = \$127 ;
-  assign \$168  = \$132 ;
-  assign \$169  = \$130 ;
-  assign \$170  = \$135 ;
-  assign \$171  = \$133 ;
-  assign \$172  = \$136 ;
-  assign \$173  = \$139 ;
-  assign \$174  = \$141 ;
-  assign \$175  = \$143 ;
+  assign \$168  = \$125 ;
+  assign \$169  = \$128 ;
+  assign \$170  = \$132 ;
+  assign \$171  = \$130 ;
+  assign \$172  = \$135 ;
+  assign \$173  = \$133 ;
+  assign \$174  = \$138 ;
+  assign \$175  = \$136 ;
+  assign \$176  = \$139 ;
+  assign \$177  = \$142 ;
+  assign \$178  = \$144 ;
+  assign \$179  = \$146 ;
   assign drain_now_0 = 2'h0;
   assign drain_now_1 = 2'h0;
   assign drain_now_2 = 2'h0;
   assign drain_now_3 = 2'h0;
-  assign tag = { \$150 , \$151 , \$152  };
-  assign \row.p0  = \$1 [7:0];
-  assign \row.p1  = \$1 [15:8];
-  assign \row.p2  = \$1 [23:16];
-  assign \row.valid  = \$1 [24];
-  assign \row.mode  = \$1 [28:25];
-  assign \row.mode.kind  = \$1 [26:25];
-  assign \row.mode.first  = \$1 [27];
-  assign \row.mode.issue  = \$1 [28];
-  assign \$176  = \$1 [28:0];
-  assign \$177  = \$1 [7:0];
-  assign \$178  = \$1 [15:8];
-  assign \$179  = \$1 [23:16];
-  assign \$180  = \$1 [24];
-  assign \$181  = \$1 [28:25];
-  assign \$182  = \$1 [26:25];
-  assign \$183  = \$1 [27];
-  assign \$184  = \$1 [28];
-  assign \$185  = \$1 [57:29];
-  assign \$186  = \$1 [36:29];
-  assign \$187  = \$1 [44:37];
-  assign \$188  = \$1 [52:45];
-  assign \$189  = \$1 [53];
-  assign \$190  = \$1 [57:54];
-  assign \$191  = \$1 [55:54];
-  assign \$192  = \$1 [56];
-  assign \$193  = \$1 [57];
-  assign \$194  = \$1 [86:58];
-  assign \$195  = \$1 [65:58];
-  assign \$196  = \$1 [73:66];
-  assign \$197  = \$1 [81:74];
-  assign \$198  = \$1 [82];
-  assign \$199  = \$1 [86:83];
-  assign \$200  = \$1 [84:83];
-  assign \$201  = \$1 [85];
-  assign \$202  = \$1 [86];
-  assign \$203  = \$1 [115:87];
-  assign \$204  = \$1 [94:87];
-  assign \$205  = \$1 [102:95];
-  assign \$206  = \$1 [110:103];
-  assign \$207  = \$1 [111];
-  assign \$208  = \$1 [115:112];
-  assign \$209  = \$1 [113:112];
-  assign \$210  = \$1 [114];
-  assign \$211  = \$1 [115];
-  assign \$212  = \$60 [7:0];
-  assign \$213  = \$60 [15:8];
-  assign \$214  = \$60 [23:16];
-  assign \$215  = \$60 [24];
-  assign \$216  = \$60 [28:25];
-  assign \$217  = \$60 [26:25];
-  assign \$218  = \$60 [27];
-  assign \$219  = \$60 [28];
-  assign \row_skew_1_0.p0  = \$60 [7:0];
-  assign \row_skew_1_0.p1  = \$60 [15:8];
-  assign \row_skew_1_0.p2  = \$60 [23:16];
-  assign \row_skew_1_0.valid  = \$60 [24];
-  assign \row_skew_1_0.mode  = \$60 [28:25];
-  assign \row_skew_1_0.mode.kind  = \$60 [26:25];
-  assign \row_skew_1_0.mode.first  = \$60 [27];
-  assign \row_skew_1_0.mode.issue  = \$60 [28];
-  assign \$220  = \$63 [7:0];
-  assign \$221  = \$63 [15:8];
-  assign \$222  = \$63 [23:16];
-  assign \$223  = \$63 [24];
-  assign \$224  = \$63 [28:25];
-  assign \$225  = \$63 [26:25];
-  assign \$226  = \$63 [27];
-  assign \$227  = \$63 [28];
-  assign \row_skew_2_1.p0  = \$63 [7:0];
-  assign \row_skew_2_1.p1  = \$63 [15:8];
-  assign \row_skew_2_1.p2  = \$63 [23:16];
-  assign \row_skew_2_1.valid  = \$63 [24];
-  assign \row_skew_2_1.mode  = \$63 [28:25];
-  assign \row_skew_2_1.mode.kind  = \$63 [26:25];
-  assign \row_skew_2_1.mode.first  = \$63 [27];
-  assign \row_skew_2_1.mode.issue  = \$63 [28];
-  assign \$228  = \$67 [7:0];
-  assign \$229  = \$67 [15:8];
-  assign \$230  = \$67 [23:16];
-  assign \$231  = \$67 [24];
-  assign \$232  = \$67 [28:25];
-  assign \$233  = \$67 [26:25];
-  assign \$234  = \$67 [27];
-  assign \$235  = \$67 [28];
-  assign \row_skew_3_2.p0  = \$67 [7:0];
-  assign \row_skew_3_2.p1  = \$67 [15:8];
-  assign \row_skew_3_2.p2  = \$67 [23:16];
-  assign \row_skew_3_2.valid  = \$67 [24];
-  assign \row_skew_3_2.mode  = \$67 [28:25];
-  assign \row_skew_3_2.mode.kind  = \$67 [26:25];
-  assign \row_skew_3_2.mode.first  = \$67 [27];
-  assign \row_skew_3_2.mode.issue  = \$67 [28];
+  assign tag = { \$153 , \$154 , \$155  };
+  assign \row_edge_0.p0  = row_edge_0[7:0];
+  assign \row_edge_0.p1  = row_edge_0[15:8];
+  assign \row_edge_0.p2  = row_edge_0[23:16];
+  assign \row_edge_0.s12  = row_edge_0[32:24];
+  assign \row_edge_0.valid  = row_edge_0[33];
+  assign \row_edge_0.mode  = row_edge_0[37:34];
+  assign \row_edge_0.mode.kind  = row_edge_0[35:34];
+  assign \row_edge_0.mode.first  = row_edge_0[36];
+  assign \row_edge_0.mode.issue  = row_edge_0[37];
+  assign \row[0]  = row[28:0];
+  assign \row[0].p0  = row[7:0];
+  assign \row[0].p1  = row[15:8];
+  assign \row[0].p2  = row[23:16];
+  assign \row[0].valid  = row[24];
+  assign \row[0].mode  = row[28:25];
+  assign \row[0].mode.kind  = row[26:25];
+  assign \row[0].mode.first  = row[27];
+  assign \row[0].mode.issue  = row[28];
+  assign \row[1]  = row[57:29];
+  assign \row[1].p0  = row[36:29];
+  assign \row[1].p1  = row[44:37];
+  assign \row[1].p2  = row[52:45];
+  assign \row[1].valid  = row[53];
+  assign \row[1].mode  = row[57:54];
+  assign \row[1].mode.kind  = row[55:54];
+  assign \row[1].mode.first  = row[56];
+  assign \row[1].mode.issue  = row[57];
+  assign \row[2]  = row[86:58];
+  assign \row[2].p0  = row[65:58];
+  assign \row[2].p1  = row[73:66];
+  assign \row[2].p2  = row[81:74];
+  assign \row[2].valid  = row[82];
+  assign \row[2].mode  = row[86:83];
+  assign \row[2].mode.kind  = row[84:83];
+  assign \row[2].mode.first  = row[85];
+  assign \row[2].mode.issue  = row[86];
+  assign \row[3]  = row[115:87];
+  assign \row[3].p0  = row[94:87];
+  assign \row[3].p1  = row[102:95];
+  assign \row[3].p2  = row[110:103];
+  assign \row[3].valid  = row[111];
+  assign \row[3].mode  = row[115:112];
+  assign \row[3].mode.kind  = row[113:112];
+  assign \row[3].mode.first  = row[114];
+  assign \row[3].mode.issue  = row[115];
+  assign \$180  = row_edge_0[7:0];
+  assign \$181  = row_edge_0[15:8];
+  assign \$182  = row_edge_0[23:16];
+  assign \$183  = row_edge_0[32:24];
+  assign \$184  = row_edge_0[33];
+  assign \$185  = row_edge_0[37:34];
+  assign \$186  = row_edge_0[35:34];
+  assign \$187  = row_edge_0[36];
+  assign \$188  = row_edge_0[37];
+  assign \row_edge_1.p0  = row_edge_1[7:0];
+  assign \row_edge_1.p1  = row_edge_1[15:8];
+  assign \row_edge_1.p2  = row_edge_1[23:16];
+  assign \row_edge_1.s12  = row_edge_1[32:24];
+  assign \row_edge_1.valid  = row_edge_1[33];
+  assign \row_edge_1.mode  = row_edge_1[37:34];
+  assign \row_edge_1.mode.kind  = row_edge_1[35:34];
+  assign \row_edge_1.mode.first  = row_edge_1[36];
+  assign \row_edge_1.mode.issue  = row_edge_1[37];
+  assign \$189  = \$65 [7:0];
+  assign \$190  = \$65 [15:8];
+  assign \$191  = \$65 [23:16];
+  assign \$192  = \$65 [32:24];
+  assign \$193  = \$65 [33];
+  assign \$194  = \$65 [37:34];
+  assign \$195  = \$65 [35:34];
+  assign \$196  = \$65 [36];
+  assign \$197  = \$65 [37];
+  assign \row_skew_1_0.p0  = \$65 [7:0];
+  assign \row_skew_1_0.p1  = \$65 [15:8];
+  assign \row_skew_1_0.p2  = \$65 [23:16];
+  assign \row_skew_1_0.s12  = \$65 [32:24];
+  assign \row_skew_1_0.valid  = \$65 [33];
+  assign \row_skew_1_0.mode  = \$65 [37:34];
+  assign \row_skew_1_0.mode.kind  = \$65 [35:34];
+  assign \row_skew_1_0.mode.first  = \$65 [36];
+  assign \row_skew_1_0.mode.issue  = \$65 [37];
+  assign \row_edge_2.p0  = row_edge_2[7:0];
+  assign \row_edge_2.p1  = row_edge_2[15:8];
+  assign \row_edge_2.p2  = row_edge_2[23:16];
+  assign \row_edge_2.s12  = row_edge_2[32:24];
+  assign \row_edge_2.valid  = row_edge_2[33];
+  assign \row_edge_2.mode  = row_edge_2[37:34];
+  assign \row_edge_2.mode.kind  = row_edge_2[35:34];
+  assign \row_edge_2.mode.first  = row_edge_2[36];
+  assign \row_edge_2.mode.issue  = row_edge_2[37];
+  assign \$198  = \$68 [7:0];
+  assign \$199  = \$68 [15:8];
+  assign \$200  = \$68 [23:16];
+  assign \$201  = \$68 [32:24];
+  assign \$202  = \$68 [33];
+  assign \$203  = \$68 [37:34];
+  assign \$204  = \$68 [35:34];
+  assign \$205  = \$68 [36];
+  assign \$206  = \$68 [37];
+  assign \row_skew_2_1.p0  = \$68 [7:0];
+  assign \row_skew_2_1.p1  = \$68 [15:8];
+  assign \row_skew_2_1.p2  = \$68 [23:16];
+  assign \row_skew_2_1.s12  = \$68 [32:24];
+  assign \row_skew_2_1.valid  = \$68 [33];
+  assign \row_skew_2_1.mode  = \$68 [37:34];
+  assign \row_skew_2_1.mode.kind  = \$68 [35:34];
+  assign \row_skew_2_1.mode.first  = \$68 [36];
+  assign \row_skew_2_1.mode.issue  = \$68 [37];
+  assign \row_edge_3.p0  = row_edge_3[7:0];
+  assign \row_edge_3.p1  = row_edge_3[15:8];
+  assign \row_edge_3.p2  = row_edge_3[23:16];
+  assign \row_edge_3.s12  = row_edge_3[32:24];
+  assign \row_edge_3.valid  = row_edge_3[33];
+  assign \row_edge_3.mode  = row_edge_3[37:34];
+  assign \row_edge_3.mode.kind  = row_edge_3[35:34];
+  assign \row_edge_3.mode.first  = row_edge_3[36];
+  assign \row_edge_3.mode.issue  = row_edge_3[37];
+  assign \$207  = \$72 [7:0];
+  assign \$208  = \$72 [15:8];
+  assign \$209  = \$72 [23:16];
+  assign \$210  = \$72 [32:24];
+  assign \$211  = \$72 [33];
+  assign \$212  = \$72 [37:34];
+  assign \$213  = \$72 [35:34];
+  assign \$214  = \$72 [36];
+  assign \$215  = \$72 [37];
+  assign \row_skew_3_2.p0  = \$72 [7:0];
+  assign \row_skew_3_2.p1  = \$72 [15:8];
+  assign \row_skew_3_2.p2  = \$72 [23:16];
+  assign \row_skew_3_2.s12  = \$72 [32:24];
+  assign \row_skew_3_2.valid  = \$72 [33];
+  assign \row_skew_3_2.mode  = \$72 [37:34];
+  assign \row_skew_3_2.mode.kind  = \$72 [35:34];
+  assign \row_skew_3_2.mode.first  = \$72 [36];
+  assign \row_skew_3_2.mode.issue  = \$72 [37];
   assign \col[0]  = col[28:0];
   assign \col[0].v0  = col[7:0];
   assign \col[0].v1  = col[15:8];
@@ -3077,358 +3202,385 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
   assign \col_word_0.op  = col_word_0[9:8];
   assign \col_word_0.lo_sel  = col_word_0[12:10];
   assign \col_word_0.hi_sel  = col_word_0[15:13];
-  assign \$236  = col_word_0[7:0];
-  assign \$237  = col_word_0[9:8];
-  assign \$238  = col_word_0[12:10];
-  assign \$239  = col_word_0[15:13];
+  assign \$216  = col_word_0[7:0];
+  assign \$217  = col_word_0[9:8];
+  assign \$218  = col_word_0[12:10];
+  assign \$219  = col_word_0[15:13];
   assign \col_word_1.b  = col_word_1[7:0];
   assign \col_word_1.op  = col_word_1[9:8];
   assign \col_word_1.lo_sel  = col_word_1[12:10];
   assign \col_word_1.hi_sel  = col_word_1[15:13];
-  assign \$240  = \$69 [7:0];
-  assign \$241  = \$69 [9:8];
-  assign \$242  = \$69 [12:10];
-  assign \$243  = \$69 [15:13];
-  assign \col_skew_1_0.b  = \$69 [7:0];
-  assign \col_skew_1_0.op  = \$69 [9:8];
-  assign \col_skew_1_0.lo_sel  = \$69 [12:10];
-  assign \col_skew_1_0.hi_sel  = \$69 [15:13];
+  assign \$220  = \$74 [7:0];
+  assign \$221  = \$74 [9:8];
+  assign \$222  = \$74 [12:10];
+  assign \$223  = \$74 [15:13];
+  assign \col_skew_1_0.b  = \$74 [7:0];
+  assign \col_skew_1_0.op  = \$74 [9:8];
+  assign \col_skew_1_0.lo_sel  = \$74 [12:10];
+  assign \col_skew_1_0.hi_sel  = \$74 [15:13];
   assign \col_word_2.b  = col_word_2[7:0];
   assign \col_word_2.op  = col_word_2[9:8];
   assign \col_word_2.lo_sel  = col_word_2[12:10];
   assign \col_word_2.hi_sel  = col_word_2[15:13];
-  assign \$244  = \$72 [7:0];
-  assign \$245  = \$72 [9:8];
-  assign \$246  = \$72 [12:10];
-  assign \$247  = \$72 [15:13];
-  assign \col_skew_2_1.b  = \$72 [7:0];
-  assign \col_skew_2_1.op  = \$72 [9:8];
-  assign \col_skew_2_1.lo_sel  = \$72 [12:10];
-  assign \col_skew_2_1.hi_sel  = \$72 [15:13];
+  assign \$224  = \$77 [7:0];
+  assign \$225  = \$77 [9:8];
+  assign \$226  = \$77 [12:10];
+  assign \$227  = \$77 [15:13];
+  assign \col_skew_2_1.b  = \$77 [7:0];
+  assign \col_skew_2_1.op  = \$77 [9:8];
+  assign \col_skew_2_1.lo_sel  = \$77 [12:10];
+  assign \col_skew_2_1.hi_sel  = \$77 [15:13];
   assign \col_word_3.b  = col_word_3[7:0];
   assign \col_word_3.op  = col_word_3[9:8];
   assign \col_word_3.lo_sel  = col_word_3[12:10];
   assign \col_word_3.hi_sel  = col_word_3[15:13];
-  assign \$248  = \$76 [7:0];
-  assign \$249  = \$76 [9:8];
-  assign \$250  = \$76 [12:10];
-  assign \$251  = \$76 [15:13];
-  assign \col_skew_3_2.b  = \$76 [7:0];
-  assign \col_skew_3_2.op  = \$76 [9:8];
-  assign \col_skew_3_2.lo_sel  = \$76 [12:10];
-  assign \col_skew_3_2.hi_sel  = \$76 [15:13];
-  assign \$252  = \$107 [7:0];
-  assign \$253  = \$107 [15:8];
-  assign \$254  = \$107 [23:16];
-  assign \$255  = \$107 [24];
-  assign \$256  = \$107 [28:25];
-  assign \$257  = \$107 [26:25];
-  assign \$258  = \$107 [27];
-  assign \$259  = \$107 [28];
-  assign \row_out.p0  = \$107 [7:0];
-  assign \row_out.p1  = \$107 [15:8];
-  assign \row_out.p2  = \$107 [23:16];
-  assign \row_out.valid  = \$107 [24];
-  assign \row_out.mode  = \$107 [28:25];
-  assign \row_out.mode.kind  = \$107 [26:25];
-  assign \row_out.mode.first  = \$107 [27];
-  assign \row_out.mode.issue  = \$107 [28];
-  assign \$260  = \$106 [7:0];
-  assign \$261  = \$106 [9:8];
-  assign \$262  = \$106 [12:10];
-  assign \$263  = \$106 [15:13];
-  assign \col_out.b  = \$106 [7:0];
-  assign \col_out.op  = \$106 [9:8];
-  assign \col_out.lo_sel  = \$106 [12:10];
-  assign \col_out.hi_sel  = \$106 [15:13];
-  assign \$264  = \$110 [7:0];
-  assign \$265  = \$110 [15:8];
-  assign \$266  = \$110 [23:16];
-  assign \$267  = \$110 [24];
-  assign \$268  = \$110 [28:25];
-  assign \$269  = \$110 [26:25];
-  assign \$270  = \$110 [27];
-  assign \$271  = \$110 [28];
-  assign \$272  = \$110 [7:0];
-  assign \$273  = \$110 [15:8];
-  assign \$274  = \$110 [23:16];
-  assign \$275  = \$110 [24];
-  assign \$276  = \$110 [28:25];
-  assign \$277  = \$110 [26:25];
-  assign \$278  = \$110 [27];
-  assign \$279  = \$110 [28];
-  assign \$280  = \$108 [7:0];
-  assign \$281  = \$108 [9:8];
-  assign \$282  = \$108 [12:10];
-  assign \$283  = \$108 [15:13];
-  assign \$284  = \$108 [7:0];
-  assign \$285  = \$108 [9:8];
-  assign \$286  = \$108 [12:10];
-  assign \$287  = \$108 [15:13];
-  assign \$288  = \$113 [7:0];
-  assign \$289  = \$113 [15:8];
-  assign \$290  = \$113 [23:16];
-  assign \$291  = \$113 [24];
-  assign \$292  = \$113 [28:25];
-  assign \$293  = \$113 [26:25];
-  assign \$294  = \$113 [27];
-  assign \$295  = \$113 [28];
-  assign \$296  = \$113 [7:0];
-  assign \$297  = \$113 [15:8];
-  assign \$298  = \$113 [23:16];
-  assign \$299  = \$113 [24];
-  assign \$300  = \$113 [28:25];
-  assign \$301  = \$113 [26:25];
-  assign \$302  = \$113 [27];
-  assign \$303  = \$113 [28];
-  assign \$304  = \$111 [7:0];
-  assign \$305  = \$111 [9:8];
-  assign \$306  = \$111 [12:10];
-  assign \$307  = \$111 [15:13];
-  assign \$308  = \$111 [7:0];
-  assign \$309  = \$111 [9:8];
-  assign \$310  = \$111 [12:10];
-  assign \$311  = \$111 [15:13];
-  assign \$312  = \$114 [7:0];
-  assign \$313  = \$114 [9:8];
-  assign \$314  = \$114 [12:10];
-  assign \$315  = \$114 [15:13];
-  assign \$316  = \$114 [7:0];
-  assign \$317  = \$114 [9:8];
-  assign \$318  = \$114 [12:10];
-  assign \$319  = \$114 [15:13];
-  assign \$320  = \$118 [7:0];
-  assign \$321  = \$118 [15:8];
-  assign \$322  = \$118 [23:16];
-  assign \$323  = \$118 [24];
-  assign \$324  = \$118 [28:25];
-  assign \$325  = \$118 [26:25];
-  assign \$326  = \$118 [27];
-  assign \$327  = \$118 [28];
-  assign \$328  = \$118 [7:0];
-  assign \$329  = \$118 [15:8];
-  assign \$330  = \$118 [23:16];
-  assign \$331  = \$118 [24];
-  assign \$332  = \$118 [28:25];
-  assign \$333  = \$118 [26:25];
-  assign \$334  = \$118 [27];
-  assign \$335  = \$118 [28];
-  assign \$336  = \$116 [7:0];
-  assign \$337  = \$116 [9:8];
-  assign \$338  = \$116 [12:10];
-  assign \$339  = \$116 [15:13];
-  assign \$340  = \$116 [7:0];
-  assign \$341  = \$116 [9:8];
-  assign \$342  = \$116 [12:10];
-  assign \$343  = \$116 [15:13];
-  assign \$344  = \$121 [7:0];
-  assign \$345  = \$121 [15:8];
-  assign \$346  = \$121 [23:16];
-  assign \$347  = \$121 [24];
-  assign \$348  = \$121 [28:25];
-  assign \$349  = \$121 [26:25];
-  assign \$350  = \$121 [27];
-  assign \$351  = \$121 [28];
-  assign \$352  = \$121 [7:0];
-  assign \$353  = \$121 [15:8];
-  assign \$354  = \$121 [23:16];
-  assign \$355  = \$121 [24];
-  assign \$356  = \$121 [28:25];
-  assign \$357  = \$121 [26:25];
-  assign \$358  = \$121 [27];
-  assign \$359  = \$121 [28];
-  assign \$360  = \$119 [7:0];
-  assign \$361  = \$119 [9:8];
-  assign \$362  = \$119 [12:10];
-  assign \$363  = \$119 [15:13];
-  assign \$364  = \$119 [7:0];
-  assign \$365  = \$119 [9:8];
-  assign \$366  = \$119 [12:10];
-  assign \$367  = \$119 [15:13];
-  assign \$368  = \$124 [7:0];
-  assign \$369  = \$124 [15:8];
-  assign \$370  = \$124 [23:16];
-  assign \$371  = \$124 [24];
-  assign \$372  = \$124 [28:25];
-  assign \$373  = \$124 [26:25];
-  assign \$374  = \$124 [27];
-  assign \$375  = \$124 [28];
-  assign \$376  = \$124 [7:0];
-  assign \$377  = \$124 [15:8];
-  assign \$378  = \$124 [23:16];
-  assign \$379  = \$124 [24];
-  assign \$380  = \$124 [28:25];
-  assign \$381  = \$124 [26:25];
-  assign \$382  = \$124 [27];
-  assign \$383  = \$124 [28];
-  assign \$384  = \$122 [7:0];
-  assign \$385  = \$122 [9:8];
-  assign \$386  = \$122 [12:10];
-  assign \$387  = \$122 [15:13];
-  assign \$388  = \$122 [7:0];
-  assign \$389  = \$122 [9:8];
-  assign \$390  = \$122 [12:10];
-  assign \$391  = \$122 [15:13];
-  assign \$392  = \$125 [7:0];
-  assign \$393  = \$125 [9:8];
-  assign \$394  = \$125 [12:10];
-  assign \$395  = \$125 [15:13];
-  assign \$396  = \$125 [7:0];
-  assign \$397  = \$125 [9:8];
-  assign \$398  = \$125 [12:10];
-  assign \$399  = \$125 [15:13];
-  assign \$400  = \$129 [7:0];
-  assign \$401  = \$129 [15:8];
-  assign \$402  = \$129 [23:16];
-  assign \$403  = \$129 [24];
-  assign \$404  = \$129 [28:25];
-  assign \$405  = \$129 [26:25];
-  assign \$406  = \$129 [27];
-  assign \$407  = \$129 [28];
-  assign \$408  = \$129 [7:0];
-  assign \$409  = \$129 [15:8];
-  assign \$410  = \$129 [23:16];
-  assign \$411  = \$129 [24];
-  assign \$412  = \$129 [28:25];
-  assign \$413  = \$129 [26:25];
-  assign \$414  = \$129 [27];
-  assign \$415  = \$129 [28];
-  assign \$416  = \$127 [7:0];
-  assign \$417  = \$127 [9:8];
-  assign \$418  = \$127 [12:10];
-  assign \$419  = \$127 [15:13];
-  assign \$420  = \$127 [7:0];
-  assign \$421  = \$127 [9:8];
-  assign \$422  = \$127 [12:10];
-  assign \$423  = \$127 [15:13];
-  assign \$424  = \$132 [7:0];
-  assign \$425  = \$132 [15:8];
-  assign \$426  = \$132 [23:16];
-  assign \$427  = \$132 [24];
-  assign \$428  = \$132 [28:25];
-  assign \$429  = \$132 [26:25];
-  assign \$430  = \$132 [27];
-  assign \$431  = \$132 [28];
-  assign \$432  = \$132 [7:0];
-  assign \$433  = \$132 [15:8];
-  assign \$434  = \$132 [23:16];
-  assign \$435  = \$132 [24];
-  assign \$436  = \$132 [28:25];
-  assign \$437  = \$132 [26:25];
-  assign \$438  = \$132 [27];
-  assign \$439  = \$132 [28];
-  assign \$440  = \$130 [7:0];
-  assign \$441  = \$130 [9:8];
-  assign \$442  = \$130 [12:10];
-  assign \$443  = \$130 [15:13];
-  assign \$444  = \$130 [7:0];
-  assign \$445  = \$130 [9:8];
-  assign \$446  = \$130 [12:10];
-  assign \$447  = \$130 [15:13];
-  assign \$448  = \$135 [7:0];
-  assign \$449  = \$135 [15:8];
-  assign \$450  = \$135 [23:16];
-  assign \$451  = \$135 [24];
-  assign \$452  = \$135 [28:25];
-  assign \$453  = \$135 [26:25];
-  assign \$454  = \$135 [27];
-  assign \$455  = \$135 [28];
-  assign \$456  = \$135 [7:0];
-  assign \$457  = \$135 [15:8];
-  assign \$458  = \$135 [23:16];
-  assign \$459  = \$135 [24];
-  assign \$460  = \$135 [28:25];
-  assign \$461  = \$135 [26:25];
-  assign \$462  = \$135 [27];
-  assign \$463  = \$135 [28];
-  assign \$464  = \$133 [7:0];
-  assign \$465  = \$133 [9:8];
-  assign \$466  = \$133 [12:10];
-  assign \$467  = \$133 [15:13];
-  assign \$468  = \$133 [7:0];
-  assign \$469  = \$133 [9:8];
-  assign \$470  = \$133 [12:10];
-  assign \$471  = \$133 [15:13];
-  assign \$472  = \$136 [7:0];
-  assign \$473  = \$136 [9:8];
-  assign \$474  = \$136 [12:10];
-  assign \$475  = \$136 [15:13];
-  assign \$476  = \$136 [7:0];
-  assign \$477  = \$136 [9:8];
-  assign \$478  = \$136 [12:10];
-  assign \$479  = \$136 [15:13];
-  assign \$480  = \$139 [7:0];
-  assign \$481  = \$139 [15:8];
-  assign \$482  = \$139 [23:16];
-  assign \$483  = \$139 [24];
-  assign \$484  = \$139 [28:25];
-  assign \$485  = \$139 [26:25];
-  assign \$486  = \$139 [27];
-  assign \$487  = \$139 [28];
-  assign \$488  = \$139 [7:0];
-  assign \$489  = \$139 [15:8];
-  assign \$490  = \$139 [23:16];
-  assign \$491  = \$139 [24];
-  assign \$492  = \$139 [28:25];
-  assign \$493  = \$139 [26:25];
-  assign \$494  = \$139 [27];
-  assign \$495  = \$139 [28];
-  assign \$496  = \$141 [7:0];
-  assign \$497  = \$141 [15:8];
-  assign \$498  = \$141 [23:16];
-  assign \$499  = \$141 [24];
-  assign \$500  = \$141 [28:25];
-  assign \$501  = \$141 [26:25];
-  assign \$502  = \$141 [27];
-  assign \$503  = \$141 [28];
-  assign \$504  = \$141 [7:0];
-  assign \$505  = \$141 [15:8];
-  assign \$506  = \$141 [23:16];
-  assign \$507  = \$141 [24];
-  assign \$508  = \$141 [28:25];
-  assign \$509  = \$141 [26:25];
-  assign \$510  = \$141 [27];
-  assign \$511  = \$141 [28];
-  assign \$512  = \$143 [7:0];
-  assign \$513  = \$143 [15:8];
-  assign \$514  = \$143 [23:16];
-  assign \$515  = \$143 [24];
-  assign \$516  = \$143 [28:25];
-  assign \$517  = \$143 [26:25];
-  assign \$518  = \$143 [27];
-  assign \$519  = \$143 [28];
-  assign \$520  = \$143 [7:0];
-  assign \$521  = \$143 [15:8];
-  assign \$522  = \$143 [23:16];
-  assign \$523  = \$143 [24];
-  assign \$524  = \$143 [28:25];
-  assign \$525  = \$143 [26:25];
-  assign \$526  = \$143 [27];
-  assign \$527  = \$143 [28];
+  assign \$228  = \$81 [7:0];
+  assign \$229  = \$81 [9:8];
+  assign \$230  = \$81 [12:10];
+  assign \$231  = \$81 [15:13];
+  assign \col_skew_3_2.b  = \$81 [7:0];
+  assign \col_skew_3_2.op  = \$81 [9:8];
+  assign \col_skew_3_2.lo_sel  = \$81 [12:10];
+  assign \col_skew_3_2.hi_sel  = \$81 [15:13];
+  assign \$232  = \$110 [7:0];
+  assign \$233  = \$110 [15:8];
+  assign \$234  = \$110 [23:16];
+  assign \$235  = \$110 [32:24];
+  assign \$236  = \$110 [33];
+  assign \$237  = \$110 [37:34];
+  assign \$238  = \$110 [35:34];
+  assign \$239  = \$110 [36];
+  assign \$240  = \$110 [37];
+  assign \row_out.p0  = \$110 [7:0];
+  assign \row_out.p1  = \$110 [15:8];
+  assign \row_out.p2  = \$110 [23:16];
+  assign \row_out.s12  = \$110 [32:24];
+  assign \row_out.valid  = \$110 [33];
+  assign \row_out.mode  = \$110 [37:34];
+  assign \row_out.mode.kind  = \$110 [35:34];
+  assign \row_out.mode.first  = \$110 [36];
+  assign \row_out.mode.issue  = \$110 [37];
+  assign \$241  = \$109 [7:0];
+  assign \$242  = \$109 [9:8];
+  assign \$243  = \$109 [12:10];
+  assign \$244  = \$109 [15:13];
+  assign \col_out.b  = \$109 [7:0];
+  assign \col_out.op  = \$109 [9:8];
+  assign \col_out.lo_sel  = \$109 [12:10];
+  assign \col_out.hi_sel  = \$109 [15:13];
+  assign \$245  = \$113 [7:0];
+  assign \$246  = \$113 [15:8];
+  assign \$247  = \$113 [23:16];
+  assign \$248  = \$113 [32:24];
+  assign \$249  = \$113 [33];
+  assign \$250  = \$113 [37:34];
+  assign \$251  = \$113 [35:34];
+  assign \$252  = \$113 [36];
+  assign \$253  = \$113 [37];
+  assign \$254  = \$113 [7:0];
+  assign \$255  = \$113 [15:8];
+  assign \$256  = \$113 [23:16];
+  assign \$257  = \$113 [32:24];
+  assign \$258  = \$113 [33];
+  assign \$259  = \$113 [37:34];
+  assign \$260  = \$113 [35:34];
+  assign \$261  = \$113 [36];
+  assign \$262  = \$113 [37];
+  assign \$263  = \$111 [7:0];
+  assign \$264  = \$111 [9:8];
+  assign \$265  = \$111 [12:10];
+  assign \$266  = \$111 [15:13];
+  assign \$267  = \$111 [7:0];
+  assign \$268  = \$111 [9:8];
+  assign \$269  = \$111 [12:10];
+  assign \$270  = \$111 [15:13];
+  assign \$271  = \$116 [7:0];
+  assign \$272  = \$116 [15:8];
+  assign \$273  = \$116 [23:16];
+  assign \$274  = \$116 [32:24];
+  assign \$275  = \$116 [33];
+  assign \$276  = \$116 [37:34];
+  assign \$277  = \$116 [35:34];
+  assign \$278  = \$116 [36];
+  assign \$279  = \$116 [37];
+  assign \$280  = \$116 [7:0];
+  assign \$281  = \$116 [15:8];
+  assign \$282  = \$116 [23:16];
+  assign \$283  = \$116 [32:24];
+  assign \$284  = \$116 [33];
+  assign \$285  = \$116 [37:34];
+  assign \$286  = \$116 [35:34];
+  assign \$287  = \$116 [36];
+  assign \$288  = \$116 [37];
+  assign \$289  = \$114 [7:0];
+  assign \$290  = \$114 [9:8];
+  assign \$291  = \$114 [12:10];
+  assign \$292  = \$114 [15:13];
+  assign \$293  = \$114 [7:0];
+  assign \$294  = \$114 [9:8];
+  assign \$295  = \$114 [12:10];
+  assign \$296  = \$114 [15:13];
+  assign \$297  = \$117 [7:0];
+  assign \$298  = \$117 [9:8];
+  assign \$299  = \$117 [12:10];
+  assign \$300  = \$117 [15:13];
+  assign \$301  = \$117 [7:0];
+  assign \$302  = \$117 [9:8];
+  assign \$303  = \$117 [12:10];
+  assign \$304  = \$117 [15:13];
+  assign \$305  = \$121 [7:0];
+  assign \$306  = \$121 [15:8];
+  assign \$307  = \$121 [23:16];
+  assign \$308  = \$121 [32:24];
+  assign \$309  = \$121 [33];
+  assign \$310  = \$121 [37:34];
+  assign \$311  = \$121 [35:34];
+  assign \$312  = \$121 [36];
+  assign \$313  = \$121 [37];
+  assign \$314  = \$121 [7:0];
+  assign \$315  = \$121 [15:8];
+  assign \$316  = \$121 [23:16];
+  assign \$317  = \$121 [32:24];
+  assign \$318  = \$121 [33];
+  assign \$319  = \$121 [37:34];
+  assign \$320  = \$121 [35:34];
+  assign \$321  = \$121 [36];
+  assign \$322  = \$121 [37];
+  assign \$323  = \$119 [7:0];
+  assign \$324  = \$119 [9:8];
+  assign \$325  = \$119 [12:10];
+  assign \$326  = \$119 [15:13];
+  assign \$327  = \$119 [7:0];
+  assign \$328  = \$119 [9:8];
+  assign \$329  = \$119 [12:10];
+  assign \$330  = \$119 [15:13];
+  assign \$331  = \$124 [7:0];
+  assign \$332  = \$124 [15:8];
+  assign \$333  = \$124 [23:16];
+  assign \$334  = \$124 [32:24];
+  assign \$335  = \$124 [33];
+  assign \$336  = \$124 [37:34];
+  assign \$337  = \$124 [35:34];
+  assign \$338  = \$124 [36];
+  assign \$339  = \$124 [37];
+  assign \$340  = \$124 [7:0];
+  assign \$341  = \$124 [15:8];
+  assign \$342  = \$124 [23:16];
+  assign \$343  = \$124 [32:24];
+  assign \$344  = \$124 [33];
+  assign \$345  = \$124 [37:34];
+  assign \$346  = \$124 [35:34];
+  assign \$347  = \$124 [36];
+  assign \$348  = \$124 [37];
+  assign \$349  = \$122 [7:0];
+  assign \$350  = \$122 [9:8];
+  assign \$351  = \$122 [12:10];
+  assign \$352  = \$122 [15:13];
+  assign \$353  = \$122 [7:0];
+  assign \$354  = \$122 [9:8];
+  assign \$355  = \$122 [12:10];
+  assign \$356  = \$122 [15:13];
+  assign \$357  = \$127 [7:0];
+  assign \$358  = \$127 [15:8];
+  assign \$359  = \$127 [23:16];
+  assign \$360  = \$127 [32:24];
+  assign \$361  = \$127 [33];
+  assign \$362  = \$127 [37:34];
+  assign \$363  = \$127 [35:34];
+  assign \$364  = \$127 [36];
+  assign \$365  = \$127 [37];
+  assign \$366  = \$127 [7:0];
+  assign \$367  = \$127 [15:8];
+  assign \$368  = \$127 [23:16];
+  assign \$369  = \$127 [32:24];
+  assign \$370  = \$127 [33];
+  assign \$371  = \$127 [37:34];
+  assign \$372  = \$127 [35:34];
+  assign \$373  = \$127 [36];
+  assign \$374  = \$127 [37];
+  assign \$375  = \$125 [7:0];
+  assign \$376  = \$125 [9:8];
+  assign \$377  = \$125 [12:10];
+  assign \$378  = \$125 [15:13];
+  assign \$379  = \$125 [7:0];
+  assign \$380  = \$125 [9:8];
+  assign \$381  = \$125 [12:10];
+  assign \$382  = \$125 [15:13];
+  assign \$383  = \$128 [7:0];
+  assign \$384  = \$128 [9:8];
+  assign \$385  = \$128 [12:10];
+  assign \$386  = \$128 [15:13];
+  assign \$387  = \$128 [7:0];
+  assign \$388  = \$128 [9:8];
+  assign \$389  = \$128 [12:10];
+  assign \$390  = \$128 [15:13];
+  assign \$391  = \$132 [7:0];
+  assign \$392  = \$132 [15:8];
+  assign \$393  = \$132 [23:16];
+  assign \$394  = \$132 [32:24];
+  assign \$395  = \$132 [33];
+  assign \$396  = \$132 [37:34];
+  assign \$397  = \$132 [35:34];
+  assign \$398  = \$132 [36];
+  assign \$399  = \$132 [37];
+  assign \$400  = \$132 [7:0];
+  assign \$401  = \$132 [15:8];
+  assign \$402  = \$132 [23:16];
+  assign \$403  = \$132 [32:24];
+  assign \$404  = \$132 [33];
+  assign \$405  = \$132 [37:34];
+  assign \$406  = \$132 [35:34];
+  assign \$407  = \$132 [36];
+  assign \$408  = \$132 [37];
+  assign \$409  = \$130 [7:0];
+  assign \$410  = \$130 [9:8];
+  assign \$411  = \$130 [12:10];
+  assign \$412  = \$130 [15:13];
+  assign \$413  = \$130 [7:0];
+  assign \$414  = \$130 [9:8];
+  assign \$415  = \$130 [12:10];
+  assign \$416  = \$130 [15:13];
+  assign \$417  = \$135 [7:0];
+  assign \$418  = \$135 [15:8];
+  assign \$419  = \$135 [23:16];
+  assign \$420  = \$135 [32:24];
+  assign \$421  = \$135 [33];
+  assign \$422  = \$135 [37:34];
+  assign \$423  = \$135 [35:34];
+  assign \$424  = \$135 [36];
+  assign \$425  = \$135 [37];
+  assign \$426  = \$135 [7:0];
+  assign \$427  = \$135 [15:8];
+  assign \$428  = \$135 [23:16];
+  assign \$429  = \$135 [32:24];
+  assign \$430  = \$135 [33];
+  assign \$431  = \$135 [37:34];
+  assign \$432  = \$135 [35:34];
+  assign \$433  = \$135 [36];
+  assign \$434  = \$135 [37];
+  assign \$435  = \$133 [7:0];
+  assign \$436  = \$133 [9:8];
+  assign \$437  = \$133 [12:10];
+  assign \$438  = \$133 [15:13];
+  assign \$439  = \$133 [7:0];
+  assign \$440  = \$133 [9:8];
+  assign \$441  = \$133 [12:10];
+  assign \$442  = \$133 [15:13];
+  assign \$443  = \$138 [7:0];
+  assign \$444  = \$138 [15:8];
+  assign \$445  = \$138 [23:16];
+  assign \$446  = \$138 [32:24];
+  assign \$447  = \$138 [33];
+  assign \$448  = \$138 [37:34];
+  assign \$449  = \$138 [35:34];
+  assign \$450  = \$138 [36];
+  assign \$451  = \$138 [37];
+  assign \$452  = \$138 [7:0];
+  assign \$453  = \$138 [15:8];
+  assign \$454  = \$138 [23:16];
+  assign \$455  = \$138 [32:24];
+  assign \$456  = \$138 [33];
+  assign \$457  = \$138 [37:34];
+  assign \$458  = \$138 [35:34];
+  assign \$459  = \$138 [36];
+  assign \$460  = \$138 [37];
+  assign \$461  = \$136 [7:0];
+  assign \$462  = \$136 [9:8];
+  assign \$463  = \$136 [12:10];
+  assign \$464  = \$136 [15:13];
+  assign \$465  = \$136 [7:0];
+  assign \$466  = \$136 [9:8];
+  assign \$467  = \$136 [12:10];
+  assign \$468  = \$136 [15:13];
+  assign \$469  = \$139 [7:0];
+  assign \$470  = \$139 [9:8];
+  assign \$471  = \$139 [12:10];
+  assign \$472  = \$139 [15:13];
+  assign \$473  = \$139 [7:0];
+  assign \$474  = \$139 [9:8];
+  assign \$475  = \$139 [12:10];
+  assign \$476  = \$139 [15:13];
+  assign \$477  = \$142 [7:0];
+  assign \$478  = \$142 [15:8];
+  assign \$479  = \$142 [23:16];
+  assign \$480  = \$142 [32:24];
+  assign \$481  = \$142 [33];
+  assign \$482  = \$142 [37:34];
+  assign \$483  = \$142 [35:34];
+  assign \$484  = \$142 [36];
+  assign \$485  = \$142 [37];
+  assign \$486  = \$142 [7:0];
+  assign \$487  = \$142 [15:8];
+  assign \$488  = \$142 [23:16];
+  assign \$489  = \$142 [32:24];
+  assign \$490  = \$142 [33];
+  assign \$491  = \$142 [37:34];
+  assign \$492  = \$142 [35:34];
+  assign \$493  = \$142 [36];
+  assign \$494  = \$142 [37];
+  assign \$495  = \$144 [7:0];
+  assign \$496  = \$144 [15:8];
+  assign \$497  = \$144 [23:16];
+  assign \$498  = \$144 [32:24];
+  assign \$499  = \$144 [33];
+  assign \$500  = \$144 [37:34];
+  assign \$501  = \$144 [35:34];
+  assign \$502  = \$144 [36];
+  assign \$503  = \$144 [37];
+  assign \$504  = \$144 [7:0];
+  assign \$505  = \$144 [15:8];
+  assign \$506  = \$144 [23:16];
+  assign \$507  = \$144 [32:24];
+  assign \$508  = \$144 [33];
+  assign \$509  = \$144 [37:34];
+  assign \$510  = \$144 [35:34];
+  assign \$511  = \$144 [36];
+  assign \$512  = \$144 [37];
+  assign \$513  = \$146 [7:0];
+  assign \$514  = \$146 [15:8];
+  assign \$515  = \$146 [23:16];
+  assign \$516  = \$146 [32:24];
+  assign \$517  = \$146 [33];
+  assign \$518  = \$146 [37:34];
+  assign \$519  = \$146 [35:34];
+  assign \$520  = \$146 [36];
+  assign \$521  = \$146 [37];
+  assign \$522  = \$146 [7:0];
+  assign \$523  = \$146 [15:8];
+  assign \$524  = \$146 [23:16];
+  assign \$525  = \$146 [32:24];
+  assign \$526  = \$146 [33];
+  assign \$527  = \$146 [37:34];
+  assign \$528  = \$146 [35:34];
+  assign \$529  = \$146 [36];
+  assign \$530  = \$146 [37];
   assign \row_skew_2_0.p0  = row_skew_2_0[7:0];
   assign \row_skew_2_0.p1  = row_skew_2_0[15:8];
   assign \row_skew_2_0.p2  = row_skew_2_0[23:16];
-  assign \row_skew_2_0.valid  = row_skew_2_0[24];
-  assign \row_skew_2_0.mode  = row_skew_2_0[28:25];
-  assign \row_skew_2_0.mode.kind  = row_skew_2_0[26:25];
-  assign \row_skew_2_0.mode.first  = row_skew_2_0[27];
-  assign \row_skew_2_0.mode.issue  = row_skew_2_0[28];
+  assign \row_skew_2_0.s12  = row_skew_2_0[32:24];
+  assign \row_skew_2_0.valid  = row_skew_2_0[33];
+  assign \row_skew_2_0.mode  = row_skew_2_0[37:34];
+  assign \row_skew_2_0.mode.kind  = row_skew_2_0[35:34];
+  assign \row_skew_2_0.mode.first  = row_skew_2_0[36];
+  assign \row_skew_2_0.mode.issue  = row_skew_2_0[37];
   assign \row_skew_3_0.p0  = row_skew_3_0[7:0];
   assign \row_skew_3_0.p1  = row_skew_3_0[15:8];
   assign \row_skew_3_0.p2  = row_skew_3_0[23:16];
-  assign \row_skew_3_0.valid  = row_skew_3_0[24];
-  assign \row_skew_3_0.mode  = row_skew_3_0[28:25];
-  assign \row_skew_3_0.mode.kind  = row_skew_3_0[26:25];
-  assign \row_skew_3_0.mode.first  = row_skew_3_0[27];
-  assign \row_skew_3_0.mode.issue  = row_skew_3_0[28];
+  assign \row_skew_3_0.s12  = row_skew_3_0[32:24];
+  assign \row_skew_3_0.valid  = row_skew_3_0[33];
+  assign \row_skew_3_0.mode  = row_skew_3_0[37:34];
+  assign \row_skew_3_0.mode.kind  = row_skew_3_0[35:34];
+  assign \row_skew_3_0.mode.first  = row_skew_3_0[36];
+  assign \row_skew_3_0.mode.issue  = row_skew_3_0[37];
   assign \row_skew_3_1.p0  = row_skew_3_1[7:0];
   assign \row_skew_3_1.p1  = row_skew_3_1[15:8];
   assign \row_skew_3_1.p2  = row_skew_3_1[23:16];
-  assign \row_skew_3_1.valid  = row_skew_3_1[24];
-  assign \row_skew_3_1.mode  = row_skew_3_1[28:25];
-  assign \row_skew_3_1.mode.kind  = row_skew_3_1[26:25];
-  assign \row_skew_3_1.mode.first  = row_skew_3_1[27];
-  assign \row_skew_3_1.mode.issue  = row_skew_3_1[28];
+  assign \row_skew_3_1.s12  = row_skew_3_1[32:24];
+  assign \row_skew_3_1.valid  = row_skew_3_1[33];
+  assign \row_skew_3_1.mode  = row_skew_3_1[37:34];
+  assign \row_skew_3_1.mode.kind  = row_skew_3_1[35:34];
+  assign \row_skew_3_1.mode.first  = row_skew_3_1[36];
+  assign \row_skew_3_1.mode.issue  = row_skew_3_1[37];
   assign \col_skew_2_0.b  = col_skew_2_0[7:0];
   assign \col_skew_2_0.op  = col_skew_2_0[9:8];
   assign \col_skew_2_0.lo_sel  = col_skew_2_0[12:10];
@@ -3464,49 +3616,70 @@ module \pv_engine.array (\$1 , \$150 , \$151 , \$152 , busy_count, clk, col, dra
   assign col_word_3[15:13] = col_hi_sel_3;
   assign col_word_3[12:10] = col_lo_sel_3;
   assign col_word_3[9:8] = col_op_3;
-  assign col_word_3[7:0] = \$22 [7:0];
+  assign col_word_3[7:0] = \$27 [7:0];
   assign col_word_2[15:13] = col_hi_sel_2;
   assign col_word_2[12:10] = col_lo_sel_2;
   assign col_word_2[9:8] = col_op_2;
-  assign col_word_2[7:0] = \$15 [7:0];
+  assign col_word_2[7:0] = \$20 [7:0];
   assign col_word_1[15:13] = col_hi_sel_1;
   assign col_word_1[12:10] = col_lo_sel_1;
   assign col_word_1[9:8] = col_op_1;
-  assign col_word_1[7:0] = \$8 [7:0];
+  assign col_word_1[7:0] = \$13 [7:0];
   assign col_word_0[15:13] = col_hi_sel_0;
   assign col_word_0[12:10] = col_lo_sel_0;
   assign col_word_0[9:8] = col_op_0;
-  assign col_word_0[7:0] = \$105 [7:0];
+  assign col_word_0[7:0] = \$6 [7:0];
+  assign row_edge_3[37:34] = row[115:112];
+  assign row_edge_3[33] = row[111];
+  assign row_edge_3[32:24] = \$107 ;
+  assign row_edge_3[23:16] = row[110:103];
+  assign row_edge_3[15:8] = row[102:95];
+  assign row_edge_3[7:0] = row[94:87];
+  assign row_edge_2[37:34] = row[86:83];
+  assign row_edge_2[33] = row[82];
+  assign row_edge_2[32:24] = \$106 ;
+  assign row_edge_2[23:16] = row[81:74];
+  assign row_edge_2[15:8] = row[73:66];
+  assign row_edge_2[7:0] = row[65:58];
+  assign row_edge_1[37:34] = row[57:54];
+  assign row_edge_1[33] = row[53];
+  assign row_edge_1[32:24] = \$105 ;
+  assign row_edge_1[23:16] = row[52:45];
+  assign row_edge_1[15:8] = row[44:37];
+  assign row_edge_1[7:0] = row[36:29];
+  assign row_edge_0[37:34] = row[28:25];
+  assign row_edge_0[33] = row[24];
+  assign row_edge_0[32:24] = \$104 ;
+  assign row_edge_0[23:16] = row[23:16];
+  assign row_edge_0[15:8] = row[15:8];
+  assign row_edge_0[7:0] = row[7:0];
 endmodule
 
 module \pv_engine.array.pe_0_0 (busy, clk, col, col_out, drained, row, row_out, rst);
-  wire [24:0] \$1 ;
+  wire [23:0] \$1 ;
   wire [8:0] \$10 ;
   wire [7:0] \$11 ;
-  wire [9:0] \$12 ;
-  wire [7:0] \$13 ;
-  wire [10:0] \$14 ;
+  wire [8:0] \$12 ;
+  wire \$13 ;
+  wire [14:0] \$14 ;
   wire \$15 ;
-  wire [14:0] \$16 ;
+  wire \$16 ;
   wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [23:0] \$2 ;
-  wire [22:0] \$20 ;
-  wire [22:0] \$21 ;
-  wire [23:0] \$22 ;
-  reg [28:0] \$23 ;
-  reg [15:0] \$24 ;
-  reg [23:0] \$25 ;
-  reg [23:0] \$26 ;
-  reg \$27 ;
-  reg \$28  = 0;
-  wire [7:0] \$3 ;
-  wire [8:0] \$4 ;
+  wire [22:0] \$18 ;
+  wire [22:0] \$19 ;
+  wire [24:0] \$2 ;
+  reg [37:0] \$20 ;
+  reg [15:0] \$21 ;
+  reg [23:0] \$22 ;
+  reg [23:0] \$23 ;
+  reg \$24 ;
+  reg \$25  = 0;
+  wire [25:0] \$3 ;
+  wire [22:0] \$4 ;
   wire [7:0] \$5 ;
-  wire [9:0] \$6 ;
+  wire [8:0] \$6 ;
   wire [7:0] \$7 ;
-  wire [10:0] \$8 ;
+  wire [8:0] \$8 ;
   wire [7:0] \$9 ;
   wire [7:0] \col.b ;
   wire [2:0] \col.hi_sel ;
@@ -3523,6 +3696,7 @@ module \pv_engine.array.pe_0_0 (busy, clk, col, col_out, drained, row, row_out, 
   wire [7:0] \row.p0 ;
   wire [7:0] \row.p1 ;
   wire [7:0] \row.p2 ;
+  wire [8:0] \row.s12 ;
   wire \row.valid ;
   wire [3:0] \row_out.mode ;
   wire \row_out.mode.first ;
@@ -3531,6 +3705,7 @@ module \pv_engine.array.pe_0_0 (busy, clk, col, col_out, drained, row, row_out, 
   wire [7:0] \row_out.p0 ;
   wire [7:0] \row_out.p1 ;
   wire [7:0] \row_out.p2 ;
+  wire [8:0] \row_out.s12 ;
   wire \row_out.valid ;
   output busy;
   reg busy = 1'h0;
@@ -3547,117 +3722,113 @@ module \pv_engine.array.pe_0_0 (busy, clk, col, col_out, drained, row, row_out, 
   reg [23:0] drained = 24'h000000;
   wire [4:0] nib;
   reg [23:0] r0 = 24'h000000;
-  input [28:0] row;
-  wire [28:0] row;
-  output [28:0] row_out;
-  reg [28:0] row_out = 29'h00000000;
+  input [37:0] row;
+  wire [37:0] row;
+  output [37:0] row_out;
+  reg [37:0] row_out = 38'h0000000000;
   input rst;
   wire rst;
   wire [13:0] t0;
+  wire [13:0] t0g;
   wire [15:0] t1;
-  wire [19:0] term;
+  wire [19:0] t1g;
   wire work;
   wire [9:0] x_hi;
   wire [9:0] x_lo;
-  assign \$1  = $signed(r0) + $signed(\$2 [19:0]);
-  assign \$3  = col[10] ? row[7:0] : 8'h00;
-  assign \$4  = 1'h0 + \$3 ;
-  assign \$5  = col[11] ? row[15:8] : 8'h00;
-  assign \$6  = \$4  + \$5 ;
+  assign \$1  = row[36] ? 24'h000000 : r0;
+  assign \$2  = $signed(\$1 ) + $signed({ 1'h0, t0g });
+  assign \$3  = $signed(\$2 ) + $signed(\$4 [19:0]);
+  assign \$5  = col[10] ? row[7:0] : 8'h00;
+  assign \$6  = col[12] ? row[32:24] : { 1'h0, row[15:8] };
   assign \$7  = col[12] ? row[23:16] : 8'h00;
-  assign \$8  = \$6  + \$7 ;
+  assign \$8  = col[11] ? \$6  : { 1'h0, \$7  };
+  assign x_lo = \$5  + \$8 ;
   assign \$9  = col[13] ? row[7:0] : 8'h00;
-  assign \$10  = 1'h0 + \$9 ;
-  assign \$11  = col[14] ? row[15:8] : 8'h00;
-  assign \$12  = \$10  + \$11 ;
-  assign \$13  = col[15] ? row[23:16] : 8'h00;
-  assign \$14  = \$12  + \$13 ;
-  assign t0 = \$8 [9:0] * col[3:0];
-  assign \$15  = col[9:8] == 1'h1;
-  assign nib = \$15  ? { col[7], col[7:4] } : { 1'h0, col[7:4] };
-  assign \$16  = $signed({ 1'h0, \$14 [9:0] }) * $signed(nib);
-  assign \$17  = row[24] & row[28];
-  assign \$18  = | col[9:8];
-  assign work = \$17  & \$18 ;
-  assign \$19  = col[9:8] == 1'h1;
-  assign \$20  = \$19  ? \$21  : { \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16  };
-  assign \$22  = $signed({ 1'h0, t0 }) + $signed(\$20 );
-  assign \$2  = work ? \$22  : 24'h000000;
+  assign \$10  = col[15] ? row[32:24] : { 1'h0, row[15:8] };
+  assign \$11  = col[15] ? row[23:16] : 8'h00;
+  assign \$12  = col[14] ? \$10  : { 1'h0, \$11  };
+  assign x_hi = \$9  + \$12 ;
+  assign t0 = x_lo * col[3:0];
+  assign \$13  = col[9:8] == 1'h1;
+  assign nib = \$13  ? { col[7], col[7:4] } : { 1'h0, col[7:4] };
+  assign \$14  = $signed({ 1'h0, x_hi }) * $signed(nib);
+  assign \$15  = row[33] & row[37];
+  assign \$16  = | col[9:8];
+  assign work = \$15  & \$16 ;
+  assign t0g = work ? t0 : 14'h0000;
+  assign \$17  = col[9:8] == 1'h1;
+  assign \$18  = \$17  ? \$19  : { \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14  };
+  assign \$4  = work ? \$18  : 23'h000000;
   always @(posedge clk)
-    row_out <= \$23 ;
+    row_out <= \$20 ;
   always @(posedge clk)
-    col_out <= \$24 ;
+    col_out <= \$21 ;
   always @(posedge clk)
-    drained <= \$25 ;
+    r0 <= \$22 ;
   always @(posedge clk)
-    r0 <= \$26 ;
+    drained <= \$23 ;
   always @(posedge clk)
-    busy <= \$27 ;
+    busy <= \$24 ;
   always @* begin
-    if (\$28 ) begin end
-    \$23  = row;
+    if (\$25 ) begin end
+    \$20  = row;
     if (rst) begin
-      \$23  = 29'h00000000;
+      \$20  = 38'h0000000000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    \$24  = col;
+    if (\$25 ) begin end
+    \$21  = col;
     if (rst) begin
-      \$24  = 16'h0000;
+      \$21  = 16'h0000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    \$25  = drained;
-    if (row[27]) begin
-      \$25  = r0;
-    end
+    if (\$25 ) begin end
+    \$22  = \$3 [23:0];
     if (rst) begin
-      \$25  = 24'h000000;
+      \$22  = 24'h000000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    (* full_case = 32'd1 *)
-    if (row[27]) begin
-      \$26  = { \$2 [19], \$2 [19], \$2 [19], \$2 [19], \$2 [19:0] };
-    end else begin
-      \$26  = \$1 [23:0];
+    if (\$25 ) begin end
+    \$23  = drained;
+    if (row[36]) begin
+      \$23  = r0;
     end
     if (rst) begin
-      \$26  = 24'h000000;
+      \$23  = 24'h000000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    \$27  = work;
+    if (\$25 ) begin end
+    \$24  = work;
     if (rst) begin
-      \$27  = 1'h0;
+      \$24  = 1'h0;
     end
   end
-  assign term = \$2 [19:0];
-  assign x_lo = \$8 [9:0];
-  assign x_hi = \$14 [9:0];
-  assign t1 = { \$16 [14], \$16  };
+  assign t1g = \$4 [19:0];
+  assign t1 = { \$14 [14], \$14  };
   assign drain__valid = 1'h1;
   assign drain__data = drained;
   assign \row_out.p0  = row_out[7:0];
   assign \row_out.p1  = row_out[15:8];
   assign \row_out.p2  = row_out[23:16];
-  assign \row_out.valid  = row_out[24];
-  assign \row_out.mode  = row_out[28:25];
-  assign \row_out.mode.kind  = row_out[26:25];
-  assign \row_out.mode.first  = row_out[27];
-  assign \row_out.mode.issue  = row_out[28];
+  assign \row_out.s12  = row_out[32:24];
+  assign \row_out.valid  = row_out[33];
+  assign \row_out.mode  = row_out[37:34];
+  assign \row_out.mode.kind  = row_out[35:34];
+  assign \row_out.mode.first  = row_out[36];
+  assign \row_out.mode.issue  = row_out[37];
   assign \row.p0  = row[7:0];
   assign \row.p1  = row[15:8];
   assign \row.p2  = row[23:16];
-  assign \row.valid  = row[24];
-  assign \row.mode  = row[28:25];
-  assign \row.mode.kind  = row[26:25];
-  assign \row.mode.first  = row[27];
-  assign \row.mode.issue  = row[28];
+  assign \row.s12  = row[32:24];
+  assign \row.valid  = row[33];
+  assign \row.mode  = row[37:34];
+  assign \row.mode.kind  = row[35:34];
+  assign \row.mode.first  = row[36];
+  assign \row.mode.issue  = row[37];
   assign \col_out.b  = col_out[7:0];
   assign \col_out.op  = col_out[9:8];
   assign \col_out.lo_sel  = col_out[12:10];
@@ -3666,37 +3837,34 @@ module \pv_engine.array.pe_0_0 (busy, clk, col, col_out, drained, row, row_out, 
   assign \col.op  = col[9:8];
   assign \col.lo_sel  = col[12:10];
   assign \col.hi_sel  = col[15:13];
-  assign \$21  = { \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 , 4'h0 };
+  assign \$19  = { \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 , 4'h0 };
 endmodule
 
 module \pv_engine.array.pe_0_3 (busy, clk, col, col_out, drained, row, rst);
-  wire [24:0] \$1 ;
+  wire [23:0] \$1 ;
   wire [8:0] \$10 ;
   wire [7:0] \$11 ;
-  wire [9:0] \$12 ;
-  wire [7:0] \$13 ;
-  wire [10:0] \$14 ;
+  wire [8:0] \$12 ;
+  wire \$13 ;
+  wire [14:0] \$14 ;
   wire \$15 ;
-  wire [14:0] \$16 ;
+  wire \$16 ;
   wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [23:0] \$2 ;
-  wire [22:0] \$20 ;
-  wire [22:0] \$21 ;
-  wire [23:0] \$22 ;
-  reg [28:0] \$23 ;
-  reg [15:0] \$24 ;
-  reg [23:0] \$25 ;
-  reg [23:0] \$26 ;
-  reg \$27 ;
-  reg \$28  = 0;
-  wire [7:0] \$3 ;
-  wire [8:0] \$4 ;
+  wire [22:0] \$18 ;
+  wire [22:0] \$19 ;
+  wire [24:0] \$2 ;
+  reg [37:0] \$20 ;
+  reg [15:0] \$21 ;
+  reg [23:0] \$22 ;
+  reg [23:0] \$23 ;
+  reg \$24 ;
+  reg \$25  = 0;
+  wire [25:0] \$3 ;
+  wire [22:0] \$4 ;
   wire [7:0] \$5 ;
-  wire [9:0] \$6 ;
+  wire [8:0] \$6 ;
   wire [7:0] \$7 ;
-  wire [10:0] \$8 ;
+  wire [8:0] \$8 ;
   wire [7:0] \$9 ;
   wire [7:0] \col.b ;
   wire [2:0] \col.hi_sel ;
@@ -3713,6 +3881,7 @@ module \pv_engine.array.pe_0_3 (busy, clk, col, col_out, drained, row, rst);
   wire [7:0] \row.p0 ;
   wire [7:0] \row.p1 ;
   wire [7:0] \row.p2 ;
+  wire [8:0] \row.s12 ;
   wire \row.valid ;
   wire [3:0] \row_out.mode ;
   wire \row_out.mode.first ;
@@ -3721,6 +3890,7 @@ module \pv_engine.array.pe_0_3 (busy, clk, col, col_out, drained, row, rst);
   wire [7:0] \row_out.p0 ;
   wire [7:0] \row_out.p1 ;
   wire [7:0] \row_out.p2 ;
+  wire [8:0] \row_out.s12 ;
   wire \row_out.valid ;
   output busy;
   reg busy = 1'h0;
@@ -3737,116 +3907,112 @@ module \pv_engine.array.pe_0_3 (busy, clk, col, col_out, drained, row, rst);
   reg [23:0] drained = 24'h000000;
   wire [4:0] nib;
   reg [23:0] r0 = 24'h000000;
-  input [28:0] row;
-  wire [28:0] row;
-  reg [28:0] row_out = 29'h00000000;
+  input [37:0] row;
+  wire [37:0] row;
+  reg [37:0] row_out = 38'h0000000000;
   input rst;
   wire rst;
   wire [13:0] t0;
+  wire [13:0] t0g;
   wire [15:0] t1;
-  wire [19:0] term;
+  wire [19:0] t1g;
   wire work;
   wire [9:0] x_hi;
   wire [9:0] x_lo;
-  assign \$1  = $signed(r0) + $signed(\$2 [19:0]);
-  assign \$3  = col[10] ? row[7:0] : 8'h00;
-  assign \$4  = 1'h0 + \$3 ;
-  assign \$5  = col[11] ? row[15:8] : 8'h00;
-  assign \$6  = \$4  + \$5 ;
+  assign \$1  = row[36] ? 24'h000000 : r0;
+  assign \$2  = $signed(\$1 ) + $signed({ 1'h0, t0g });
+  assign \$3  = $signed(\$2 ) + $signed(\$4 [19:0]);
+  assign \$5  = col[10] ? row[7:0] : 8'h00;
+  assign \$6  = col[12] ? row[32:24] : { 1'h0, row[15:8] };
   assign \$7  = col[12] ? row[23:16] : 8'h00;
-  assign \$8  = \$6  + \$7 ;
+  assign \$8  = col[11] ? \$6  : { 1'h0, \$7  };
+  assign x_lo = \$5  + \$8 ;
   assign \$9  = col[13] ? row[7:0] : 8'h00;
-  assign \$10  = 1'h0 + \$9 ;
-  assign \$11  = col[14] ? row[15:8] : 8'h00;
-  assign \$12  = \$10  + \$11 ;
-  assign \$13  = col[15] ? row[23:16] : 8'h00;
-  assign \$14  = \$12  + \$13 ;
-  assign t0 = \$8 [9:0] * col[3:0];
-  assign \$15  = col[9:8] == 1'h1;
-  assign nib = \$15  ? { col[7], col[7:4] } : { 1'h0, col[7:4] };
-  assign \$16  = $signed({ 1'h0, \$14 [9:0] }) * $signed(nib);
-  assign \$17  = row[24] & row[28];
-  assign \$18  = | col[9:8];
-  assign work = \$17  & \$18 ;
-  assign \$19  = col[9:8] == 1'h1;
-  assign \$20  = \$19  ? \$21  : { \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16  };
-  assign \$22  = $signed({ 1'h0, t0 }) + $signed(\$20 );
-  assign \$2  = work ? \$22  : 24'h000000;
+  assign \$10  = col[15] ? row[32:24] : { 1'h0, row[15:8] };
+  assign \$11  = col[15] ? row[23:16] : 8'h00;
+  assign \$12  = col[14] ? \$10  : { 1'h0, \$11  };
+  assign x_hi = \$9  + \$12 ;
+  assign t0 = x_lo * col[3:0];
+  assign \$13  = col[9:8] == 1'h1;
+  assign nib = \$13  ? { col[7], col[7:4] } : { 1'h0, col[7:4] };
+  assign \$14  = $signed({ 1'h0, x_hi }) * $signed(nib);
+  assign \$15  = row[33] & row[37];
+  assign \$16  = | col[9:8];
+  assign work = \$15  & \$16 ;
+  assign t0g = work ? t0 : 14'h0000;
+  assign \$17  = col[9:8] == 1'h1;
+  assign \$18  = \$17  ? \$19  : { \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14  };
+  assign \$4  = work ? \$18  : 23'h000000;
   always @(posedge clk)
-    row_out <= \$23 ;
+    row_out <= \$20 ;
   always @(posedge clk)
-    col_out <= \$24 ;
+    col_out <= \$21 ;
   always @(posedge clk)
-    drained <= \$25 ;
+    r0 <= \$22 ;
   always @(posedge clk)
-    r0 <= \$26 ;
+    drained <= \$23 ;
   always @(posedge clk)
-    busy <= \$27 ;
+    busy <= \$24 ;
   always @* begin
-    if (\$28 ) begin end
-    \$23  = row;
+    if (\$25 ) begin end
+    \$20  = row;
     if (rst) begin
-      \$23  = 29'h00000000;
+      \$20  = 38'h0000000000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    \$24  = col;
+    if (\$25 ) begin end
+    \$21  = col;
     if (rst) begin
-      \$24  = 16'h0000;
+      \$21  = 16'h0000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    \$25  = drained;
-    if (row[27]) begin
-      \$25  = r0;
-    end
+    if (\$25 ) begin end
+    \$22  = \$3 [23:0];
     if (rst) begin
-      \$25  = 24'h000000;
+      \$22  = 24'h000000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    (* full_case = 32'd1 *)
-    if (row[27]) begin
-      \$26  = { \$2 [19], \$2 [19], \$2 [19], \$2 [19], \$2 [19:0] };
-    end else begin
-      \$26  = \$1 [23:0];
+    if (\$25 ) begin end
+    \$23  = drained;
+    if (row[36]) begin
+      \$23  = r0;
     end
     if (rst) begin
-      \$26  = 24'h000000;
+      \$23  = 24'h000000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    \$27  = work;
+    if (\$25 ) begin end
+    \$24  = work;
     if (rst) begin
-      \$27  = 1'h0;
+      \$24  = 1'h0;
     end
   end
-  assign term = \$2 [19:0];
-  assign x_lo = \$8 [9:0];
-  assign x_hi = \$14 [9:0];
-  assign t1 = { \$16 [14], \$16  };
+  assign t1g = \$4 [19:0];
+  assign t1 = { \$14 [14], \$14  };
   assign drain__valid = 1'h1;
   assign drain__data = drained;
   assign \row_out.p0  = row_out[7:0];
   assign \row_out.p1  = row_out[15:8];
   assign \row_out.p2  = row_out[23:16];
-  assign \row_out.valid  = row_out[24];
-  assign \row_out.mode  = row_out[28:25];
-  assign \row_out.mode.kind  = row_out[26:25];
-  assign \row_out.mode.first  = row_out[27];
-  assign \row_out.mode.issue  = row_out[28];
+  assign \row_out.s12  = row_out[32:24];
+  assign \row_out.valid  = row_out[33];
+  assign \row_out.mode  = row_out[37:34];
+  assign \row_out.mode.kind  = row_out[35:34];
+  assign \row_out.mode.first  = row_out[36];
+  assign \row_out.mode.issue  = row_out[37];
   assign \row.p0  = row[7:0];
   assign \row.p1  = row[15:8];
   assign \row.p2  = row[23:16];
-  assign \row.valid  = row[24];
-  assign \row.mode  = row[28:25];
-  assign \row.mode.kind  = row[26:25];
-  assign \row.mode.first  = row[27];
-  assign \row.mode.issue  = row[28];
+  assign \row.s12  = row[32:24];
+  assign \row.valid  = row[33];
+  assign \row.mode  = row[37:34];
+  assign \row.mode.kind  = row[35:34];
+  assign \row.mode.first  = row[36];
+  assign \row.mode.issue  = row[37];
   assign \col_out.b  = col_out[7:0];
   assign \col_out.op  = col_out[9:8];
   assign \col_out.lo_sel  = col_out[12:10];
@@ -3855,37 +4021,34 @@ module \pv_engine.array.pe_0_3 (busy, clk, col, col_out, drained, row, rst);
   assign \col.op  = col[9:8];
   assign \col.lo_sel  = col[12:10];
   assign \col.hi_sel  = col[15:13];
-  assign \$21  = { \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 , 4'h0 };
+  assign \$19  = { \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 , 4'h0 };
 endmodule
 
 module \pv_engine.array.pe_3_0 (busy, clk, col, drained, row, row_out, rst);
-  wire [24:0] \$1 ;
+  wire [23:0] \$1 ;
   wire [8:0] \$10 ;
   wire [7:0] \$11 ;
-  wire [9:0] \$12 ;
-  wire [7:0] \$13 ;
-  wire [10:0] \$14 ;
+  wire [8:0] \$12 ;
+  wire \$13 ;
+  wire [14:0] \$14 ;
   wire \$15 ;
-  wire [14:0] \$16 ;
+  wire \$16 ;
   wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [23:0] \$2 ;
-  wire [22:0] \$20 ;
-  wire [22:0] \$21 ;
-  wire [23:0] \$22 ;
-  reg [28:0] \$23 ;
-  reg [15:0] \$24 ;
-  reg [23:0] \$25 ;
-  reg [23:0] \$26 ;
-  reg \$27 ;
-  reg \$28  = 0;
-  wire [7:0] \$3 ;
-  wire [8:0] \$4 ;
+  wire [22:0] \$18 ;
+  wire [22:0] \$19 ;
+  wire [24:0] \$2 ;
+  reg [37:0] \$20 ;
+  reg [15:0] \$21 ;
+  reg [23:0] \$22 ;
+  reg [23:0] \$23 ;
+  reg \$24 ;
+  reg \$25  = 0;
+  wire [25:0] \$3 ;
+  wire [22:0] \$4 ;
   wire [7:0] \$5 ;
-  wire [9:0] \$6 ;
+  wire [8:0] \$6 ;
   wire [7:0] \$7 ;
-  wire [10:0] \$8 ;
+  wire [8:0] \$8 ;
   wire [7:0] \$9 ;
   wire [7:0] \col.b ;
   wire [2:0] \col.hi_sel ;
@@ -3902,6 +4065,7 @@ module \pv_engine.array.pe_3_0 (busy, clk, col, drained, row, row_out, rst);
   wire [7:0] \row.p0 ;
   wire [7:0] \row.p1 ;
   wire [7:0] \row.p2 ;
+  wire [8:0] \row.s12 ;
   wire \row.valid ;
   wire [3:0] \row_out.mode ;
   wire \row_out.mode.first ;
@@ -3910,6 +4074,7 @@ module \pv_engine.array.pe_3_0 (busy, clk, col, drained, row, row_out, rst);
   wire [7:0] \row_out.p0 ;
   wire [7:0] \row_out.p1 ;
   wire [7:0] \row_out.p2 ;
+  wire [8:0] \row_out.s12 ;
   wire \row_out.valid ;
   output busy;
   reg busy = 1'h0;
@@ -3925,117 +4090,113 @@ module \pv_engine.array.pe_3_0 (busy, clk, col, drained, row, row_out, rst);
   reg [23:0] drained = 24'h000000;
   wire [4:0] nib;
   reg [23:0] r0 = 24'h000000;
-  input [28:0] row;
-  wire [28:0] row;
-  output [28:0] row_out;
-  reg [28:0] row_out = 29'h00000000;
+  input [37:0] row;
+  wire [37:0] row;
+  output [37:0] row_out;
+  reg [37:0] row_out = 38'h0000000000;
   input rst;
   wire rst;
   wire [13:0] t0;
+  wire [13:0] t0g;
   wire [15:0] t1;
-  wire [19:0] term;
+  wire [19:0] t1g;
   wire work;
   wire [9:0] x_hi;
   wire [9:0] x_lo;
-  assign \$1  = $signed(r0) + $signed(\$2 [19:0]);
-  assign \$3  = col[10] ? row[7:0] : 8'h00;
-  assign \$4  = 1'h0 + \$3 ;
-  assign \$5  = col[11] ? row[15:8] : 8'h00;
-  assign \$6  = \$4  + \$5 ;
+  assign \$1  = row[36] ? 24'h000000 : r0;
+  assign \$2  = $signed(\$1 ) + $signed({ 1'h0, t0g });
+  assign \$3  = $signed(\$2 ) + $signed(\$4 [19:0]);
+  assign \$5  = col[10] ? row[7:0] : 8'h00;
+  assign \$6  = col[12] ? row[32:24] : { 1'h0, row[15:8] };
   assign \$7  = col[12] ? row[23:16] : 8'h00;
-  assign \$8  = \$6  + \$7 ;
+  assign \$8  = col[11] ? \$6  : { 1'h0, \$7  };
+  assign x_lo = \$5  + \$8 ;
   assign \$9  = col[13] ? row[7:0] : 8'h00;
-  assign \$10  = 1'h0 + \$9 ;
-  assign \$11  = col[14] ? row[15:8] : 8'h00;
-  assign \$12  = \$10  + \$11 ;
-  assign \$13  = col[15] ? row[23:16] : 8'h00;
-  assign \$14  = \$12  + \$13 ;
-  assign t0 = \$8 [9:0] * col[3:0];
-  assign \$15  = col[9:8] == 1'h1;
-  assign nib = \$15  ? { col[7], col[7:4] } : { 1'h0, col[7:4] };
-  assign \$16  = $signed({ 1'h0, \$14 [9:0] }) * $signed(nib);
-  assign \$17  = row[24] & row[28];
-  assign \$18  = | col[9:8];
-  assign work = \$17  & \$18 ;
-  assign \$19  = col[9:8] == 1'h1;
-  assign \$20  = \$19  ? \$21  : { \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16  };
-  assign \$22  = $signed({ 1'h0, t0 }) + $signed(\$20 );
-  assign \$2  = work ? \$22  : 24'h000000;
+  assign \$10  = col[15] ? row[32:24] : { 1'h0, row[15:8] };
+  assign \$11  = col[15] ? row[23:16] : 8'h00;
+  assign \$12  = col[14] ? \$10  : { 1'h0, \$11  };
+  assign x_hi = \$9  + \$12 ;
+  assign t0 = x_lo * col[3:0];
+  assign \$13  = col[9:8] == 1'h1;
+  assign nib = \$13  ? { col[7], col[7:4] } : { 1'h0, col[7:4] };
+  assign \$14  = $signed({ 1'h0, x_hi }) * $signed(nib);
+  assign \$15  = row[33] & row[37];
+  assign \$16  = | col[9:8];
+  assign work = \$15  & \$16 ;
+  assign t0g = work ? t0 : 14'h0000;
+  assign \$17  = col[9:8] == 1'h1;
+  assign \$18  = \$17  ? \$19  : { \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14  };
+  assign \$4  = work ? \$18  : 23'h000000;
   always @(posedge clk)
-    row_out <= \$23 ;
+    row_out <= \$20 ;
   always @(posedge clk)
-    col_out <= \$24 ;
+    col_out <= \$21 ;
   always @(posedge clk)
-    drained <= \$25 ;
+    r0 <= \$22 ;
   always @(posedge clk)
-    r0 <= \$26 ;
+    drained <= \$23 ;
   always @(posedge clk)
-    busy <= \$27 ;
+    busy <= \$24 ;
   always @* begin
-    if (\$28 ) begin end
-    \$23  = row;
+    if (\$25 ) begin end
+    \$20  = row;
     if (rst) begin
-      \$23  = 29'h00000000;
+      \$20  = 38'h0000000000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    \$24  = col;
+    if (\$25 ) begin end
+    \$21  = col;
     if (rst) begin
-      \$24  = 16'h0000;
+      \$21  = 16'h0000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    \$25  = drained;
-    if (row[27]) begin
-      \$25  = r0;
-    end
+    if (\$25 ) begin end
+    \$22  = \$3 [23:0];
     if (rst) begin
-      \$25  = 24'h000000;
+      \$22  = 24'h000000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    (* full_case = 32'd1 *)
-    if (row[27]) begin
-      \$26  = { \$2 [19], \$2 [19], \$2 [19], \$2 [19], \$2 [19:0] };
-    end else begin
-      \$26  = \$1 [23:0];
+    if (\$25 ) begin end
+    \$23  = drained;
+    if (row[36]) begin
+      \$23  = r0;
     end
     if (rst) begin
-      \$26  = 24'h000000;
+      \$23  = 24'h000000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    \$27  = work;
+    if (\$25 ) begin end
+    \$24  = work;
     if (rst) begin
-      \$27  = 1'h0;
+      \$24  = 1'h0;
     end
   end
-  assign term = \$2 [19:0];
-  assign x_lo = \$8 [9:0];
-  assign x_hi = \$14 [9:0];
-  assign t1 = { \$16 [14], \$16  };
+  assign t1g = \$4 [19:0];
+  assign t1 = { \$14 [14], \$14  };
   assign drain__valid = 1'h1;
   assign drain__data = drained;
   assign \row_out.p0  = row_out[7:0];
   assign \row_out.p1  = row_out[15:8];
   assign \row_out.p2  = row_out[23:16];
-  assign \row_out.valid  = row_out[24];
-  assign \row_out.mode  = row_out[28:25];
-  assign \row_out.mode.kind  = row_out[26:25];
-  assign \row_out.mode.first  = row_out[27];
-  assign \row_out.mode.issue  = row_out[28];
+  assign \row_out.s12  = row_out[32:24];
+  assign \row_out.valid  = row_out[33];
+  assign \row_out.mode  = row_out[37:34];
+  assign \row_out.mode.kind  = row_out[35:34];
+  assign \row_out.mode.first  = row_out[36];
+  assign \row_out.mode.issue  = row_out[37];
   assign \row.p0  = row[7:0];
   assign \row.p1  = row[15:8];
   assign \row.p2  = row[23:16];
-  assign \row.valid  = row[24];
-  assign \row.mode  = row[28:25];
-  assign \row.mode.kind  = row[26:25];
-  assign \row.mode.first  = row[27];
-  assign \row.mode.issue  = row[28];
+  assign \row.s12  = row[32:24];
+  assign \row.valid  = row[33];
+  assign \row.mode  = row[37:34];
+  assign \row.mode.kind  = row[35:34];
+  assign \row.mode.first  = row[36];
+  assign \row.mode.issue  = row[37];
   assign \col_out.b  = col_out[7:0];
   assign \col_out.op  = col_out[9:8];
   assign \col_out.lo_sel  = col_out[12:10];
@@ -4044,37 +4205,34 @@ module \pv_engine.array.pe_3_0 (busy, clk, col, drained, row, row_out, rst);
   assign \col.op  = col[9:8];
   assign \col.lo_sel  = col[12:10];
   assign \col.hi_sel  = col[15:13];
-  assign \$21  = { \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 , 4'h0 };
+  assign \$19  = { \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 , 4'h0 };
 endmodule
 
 module \pv_engine.array.pe_3_3 (busy, clk, col, drained, row, rst);
-  wire [24:0] \$1 ;
+  wire [23:0] \$1 ;
   wire [8:0] \$10 ;
   wire [7:0] \$11 ;
-  wire [9:0] \$12 ;
-  wire [7:0] \$13 ;
-  wire [10:0] \$14 ;
+  wire [8:0] \$12 ;
+  wire \$13 ;
+  wire [14:0] \$14 ;
   wire \$15 ;
-  wire [14:0] \$16 ;
+  wire \$16 ;
   wire \$17 ;
-  wire \$18 ;
-  wire \$19 ;
-  wire [23:0] \$2 ;
-  wire [22:0] \$20 ;
-  wire [22:0] \$21 ;
-  wire [23:0] \$22 ;
-  reg [28:0] \$23 ;
-  reg [15:0] \$24 ;
-  reg [23:0] \$25 ;
-  reg [23:0] \$26 ;
-  reg \$27 ;
-  reg \$28  = 0;
-  wire [7:0] \$3 ;
-  wire [8:0] \$4 ;
+  wire [22:0] \$18 ;
+  wire [22:0] \$19 ;
+  wire [24:0] \$2 ;
+  reg [37:0] \$20 ;
+  reg [15:0] \$21 ;
+  reg [23:0] \$22 ;
+  reg [23:0] \$23 ;
+  reg \$24 ;
+  reg \$25  = 0;
+  wire [25:0] \$3 ;
+  wire [22:0] \$4 ;
   wire [7:0] \$5 ;
-  wire [9:0] \$6 ;
+  wire [8:0] \$6 ;
   wire [7:0] \$7 ;
-  wire [10:0] \$8 ;
+  wire [8:0] \$8 ;
   wire [7:0] \$9 ;
   wire [7:0] \col.b ;
   wire [2:0] \col.hi_sel ;
@@ -4091,6 +4249,7 @@ module \pv_engine.array.pe_3_3 (busy, clk, col, drained, row, rst);
   wire [7:0] \row.p0 ;
   wire [7:0] \row.p1 ;
   wire [7:0] \row.p2 ;
+  wire [8:0] \row.s12 ;
   wire \row.valid ;
   wire [3:0] \row_out.mode ;
   wire \row_out.mode.first ;
@@ -4099,6 +4258,7 @@ module \pv_engine.array.pe_3_3 (busy, clk, col, drained, row, rst);
   wire [7:0] \row_out.p0 ;
   wire [7:0] \row_out.p1 ;
   wire [7:0] \row_out.p2 ;
+  wire [8:0] \row_out.s12 ;
   wire \row_out.valid ;
   output busy;
   reg busy = 1'h0;
@@ -4114,116 +4274,112 @@ module \pv_engine.array.pe_3_3 (busy, clk, col, drained, row, rst);
   reg [23:0] drained = 24'h000000;
   wire [4:0] nib;
   reg [23:0] r0 = 24'h000000;
-  input [28:0] row;
-  wire [28:0] row;
-  reg [28:0] row_out = 29'h00000000;
+  input [37:0] row;
+  wire [37:0] row;
+  reg [37:0] row_out = 38'h0000000000;
   input rst;
   wire rst;
   wire [13:0] t0;
+  wire [13:0] t0g;
   wire [15:0] t1;
-  wire [19:0] term;
+  wire [19:0] t1g;
   wire work;
   wire [9:0] x_hi;
   wire [9:0] x_lo;
-  assign \$1  = $signed(r0) + $signed(\$2 [19:0]);
-  assign \$3  = col[10] ? row[7:0] : 8'h00;
-  assign \$4  = 1'h0 + \$3 ;
-  assign \$5  = col[11] ? row[15:8] : 8'h00;
-  assign \$6  = \$4  + \$5 ;
+  assign \$1  = row[36] ? 24'h000000 : r0;
+  assign \$2  = $signed(\$1 ) + $signed({ 1'h0, t0g });
+  assign \$3  = $signed(\$2 ) + $signed(\$4 [19:0]);
+  assign \$5  = col[10] ? row[7:0] : 8'h00;
+  assign \$6  = col[12] ? row[32:24] : { 1'h0, row[15:8] };
   assign \$7  = col[12] ? row[23:16] : 8'h00;
-  assign \$8  = \$6  + \$7 ;
+  assign \$8  = col[11] ? \$6  : { 1'h0, \$7  };
+  assign x_lo = \$5  + \$8 ;
   assign \$9  = col[13] ? row[7:0] : 8'h00;
-  assign \$10  = 1'h0 + \$9 ;
-  assign \$11  = col[14] ? row[15:8] : 8'h00;
-  assign \$12  = \$10  + \$11 ;
-  assign \$13  = col[15] ? row[23:16] : 8'h00;
-  assign \$14  = \$12  + \$13 ;
-  assign t0 = \$8 [9:0] * col[3:0];
-  assign \$15  = col[9:8] == 1'h1;
-  assign nib = \$15  ? { col[7], col[7:4] } : { 1'h0, col[7:4] };
-  assign \$16  = $signed({ 1'h0, \$14 [9:0] }) * $signed(nib);
-  assign \$17  = row[24] & row[28];
-  assign \$18  = | col[9:8];
-  assign work = \$17  & \$18 ;
-  assign \$19  = col[9:8] == 1'h1;
-  assign \$20  = \$19  ? \$21  : { \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16  };
-  assign \$22  = $signed({ 1'h0, t0 }) + $signed(\$20 );
-  assign \$2  = work ? \$22  : 24'h000000;
+  assign \$10  = col[15] ? row[32:24] : { 1'h0, row[15:8] };
+  assign \$11  = col[15] ? row[23:16] : 8'h00;
+  assign \$12  = col[14] ? \$10  : { 1'h0, \$11  };
+  assign x_hi = \$9  + \$12 ;
+  assign t0 = x_lo * col[3:0];
+  assign \$13  = col[9:8] == 1'h1;
+  assign nib = \$13  ? { col[7], col[7:4] } : { 1'h0, col[7:4] };
+  assign \$14  = $signed({ 1'h0, x_hi }) * $signed(nib);
+  assign \$15  = row[33] & row[37];
+  assign \$16  = | col[9:8];
+  assign work = \$15  & \$16 ;
+  assign t0g = work ? t0 : 14'h0000;
+  assign \$17  = col[9:8] == 1'h1;
+  assign \$18  = \$17  ? \$19  : { \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14  };
+  assign \$4  = work ? \$18  : 23'h000000;
   always @(posedge clk)
-    row_out <= \$23 ;
+    row_out <= \$20 ;
   always @(posedge clk)
-    col_out <= \$24 ;
+    col_out <= \$21 ;
   always @(posedge clk)
-    drained <= \$25 ;
+    r0 <= \$22 ;
   always @(posedge clk)
-    r0 <= \$26 ;
+    drained <= \$23 ;
   always @(posedge clk)
-    busy <= \$27 ;
+    busy <= \$24 ;
   always @* begin
-    if (\$28 ) begin end
-    \$23  = row;
+    if (\$25 ) begin end
+    \$20  = row;
     if (rst) begin
-      \$23  = 29'h00000000;
+      \$20  = 38'h0000000000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    \$24  = col;
+    if (\$25 ) begin end
+    \$21  = col;
     if (rst) begin
-      \$24  = 16'h0000;
+      \$21  = 16'h0000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    \$25  = drained;
-    if (row[27]) begin
-      \$25  = r0;
-    end
+    if (\$25 ) begin end
+    \$22  = \$3 [23:0];
     if (rst) begin
-      \$25  = 24'h000000;
+      \$22  = 24'h000000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    (* full_case = 32'd1 *)
-    if (row[27]) begin
-      \$26  = { \$2 [19], \$2 [19], \$2 [19], \$2 [19], \$2 [19:0] };
-    end else begin
-      \$26  = \$1 [23:0];
+    if (\$25 ) begin end
+    \$23  = drained;
+    if (row[36]) begin
+      \$23  = r0;
     end
     if (rst) begin
-      \$26  = 24'h000000;
+      \$23  = 24'h000000;
     end
   end
   always @* begin
-    if (\$28 ) begin end
-    \$27  = work;
+    if (\$25 ) begin end
+    \$24  = work;
     if (rst) begin
-      \$27  = 1'h0;
+      \$24  = 1'h0;
     end
   end
-  assign term = \$2 [19:0];
-  assign x_lo = \$8 [9:0];
-  assign x_hi = \$14 [9:0];
-  assign t1 = { \$16 [14], \$16  };
+  assign t1g = \$4 [19:0];
+  assign t1 = { \$14 [14], \$14  };
   assign drain__valid = 1'h1;
   assign drain__data = drained;
   assign \row_out.p0  = row_out[7:0];
   assign \row_out.p1  = row_out[15:8];
   assign \row_out.p2  = row_out[23:16];
-  assign \row_out.valid  = row_out[24];
-  assign \row_out.mode  = row_out[28:25];
-  assign \row_out.mode.kind  = row_out[26:25];
-  assign \row_out.mode.first  = row_out[27];
-  assign \row_out.mode.issue  = row_out[28];
+  assign \row_out.s12  = row_out[32:24];
+  assign \row_out.valid  = row_out[33];
+  assign \row_out.mode  = row_out[37:34];
+  assign \row_out.mode.kind  = row_out[35:34];
+  assign \row_out.mode.first  = row_out[36];
+  assign \row_out.mode.issue  = row_out[37];
   assign \row.p0  = row[7:0];
   assign \row.p1  = row[15:8];
   assign \row.p2  = row[23:16];
-  assign \row.valid  = row[24];
-  assign \row.mode  = row[28:25];
-  assign \row.mode.kind  = row[26:25];
-  assign \row.mode.first  = row[27];
-  assign \row.mode.issue  = row[28];
+  assign \row.s12  = row[32:24];
+  assign \row.valid  = row[33];
+  assign \row.mode  = row[37:34];
+  assign \row.mode.kind  = row[35:34];
+  assign \row.mode.first  = row[36];
+  assign \row.mode.issue  = row[37];
   assign \col_out.b  = col_out[7:0];
   assign \col_out.op  = col_out[9:8];
   assign \col_out.lo_sel  = col_out[12:10];
@@ -4232,7 +4388,7 @@ module \pv_engine.array.pe_3_3 (busy, clk, col, drained, row, rst);
   assign \col.op  = col[9:8];
   assign \col.lo_sel  = col[12:10];
   assign \col.hi_sel  = col[15:13];
-  assign \$21  = { \$16 [14], \$16 [14], \$16 [14], \$16 [14], \$16 , 4'h0 };
+  assign \$19  = { \$14 [14], \$14 [14], \$14 [14], \$14 [14], \$14 , 4'h0 };
 endmodule
 
 module \pv_engine.codes (\$1 , \$175 , \$176 , \$177 , \$178 , \$179 , \$180 , \$181 , \$182 , \$26 , c1_0, c1_1, c1_2, c1_3, c2_0, c2_1, c2_2, c2_3, m0, m1, m2, w3);

@@ -9,12 +9,16 @@ the word is decoded once per column at the top edge (:class:`PvArray`, from
 the cell (:class:`PvCell`) has no decoder:
 
 * pre-adders: ``x_lo`` / ``x_hi`` = sum of the p lanes selected by ``lo_sel`` / ``hi_sel``
-  (unsigned, 10 bits: up to 3 * 255);
+  (unsigned, 10 bits: up to 3 * 255); the left edge adds a fourth lane ``s12 = p1 + p2``
+  once per row, so that each pre-adder is one 2-input adder (``p0`` or 0, plus ``s12``,
+  ``p1``, ``p2`` or 0);
 * the ReusePE's two 4-bit multiplier halves with the row operand widened to 10 unsigned bits:
   ``t0 = x_lo * b[3:0]``; ``t1 = 16 * x_hi * signed(b[7:4])`` (MUL) or ``x_hi * b[7:4]``
   (PAIR: a second unsigned low nibble);
 * one accumulator R0 (``acc_width``, wrapping) and a drain register: a step with
   ``mode.first`` loads the drain register with R0 and restarts R0 from the step's term.
+  R0 takes ``base + t0 + t1`` in one expression (base R0 or 0), not ``t0 + t1`` first: the
+  synthesis then merges the two additions (0.9 ns shorter in the 4 x 4 array).
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.pe.layouts import DrainSignature
 
 
-__all__ = ["pv_mode_layout", "pv_row_layout", "pv_col_layout", "pv_cell_col_layout",
+__all__ = ["pv_mode_layout", "pv_row_layout", "pv_cell_row_layout", "pv_col_layout",
+           "pv_cell_col_layout",
            "pv_decode_tables", "PvCell", "PvArray"]
 
 #: ``mode.kind`` of a step that issues no unit (a bubble or the final drain step).
@@ -49,6 +54,14 @@ def pv_row_layout() -> data.StructLayout:
     padding row) and the mode."""
     return data.StructLayout({"p0": unsigned(8), "p1": unsigned(8), "p2": unsigned(8),
                               "valid": unsigned(1), "mode": pv_mode_layout()})
+
+
+def pv_cell_row_layout() -> data.StructLayout:
+    """What a cell receives of its row: the step row plus ``s12 = p1 + p2`` (the left edge's
+    one adder per row)."""
+    return data.StructLayout({"p0": unsigned(8), "p1": unsigned(8), "p2": unsigned(8),
+                              "s12": unsigned(9), "valid": unsigned(1),
+                              "mode": pv_mode_layout()})
 
 
 def pv_col_layout() -> data.StructLayout:
@@ -92,9 +105,9 @@ class PvCell(wiring.Component):
     def __init__(self, config: KaleidoConfig):
         self.config = config
         super().__init__({
-            "row": In(pv_row_layout()),
+            "row": In(pv_cell_row_layout()),
             "col": In(pv_cell_col_layout()),
-            "row_out": Out(pv_row_layout()),
+            "row_out": Out(pv_cell_row_layout()),
             "col_out": Out(pv_cell_col_layout()),
             "drain": Out(DrainSignature(config.acc_width)),
             "busy": Out(1),
@@ -105,13 +118,13 @@ class PvCell(wiring.Component):
         row, col = self.row, self.col
         aw = self.config.acc_width
         m.d.sync += [self.row_out.eq(row), self.col_out.eq(col)]
-        lanes = (row.p0, row.p1, row.p2)
         x_lo = Signal(unsigned(10))
         x_hi = Signal(unsigned(10))
-        m.d.comb += [
-            x_lo.eq(sum(Mux(col.lo_sel[k], lanes[k], 0) for k in range(3))),
-            x_hi.eq(sum(Mux(col.hi_sel[k], lanes[k], 0) for k in range(3))),
-        ]
+
+        def pre_add(sel):
+            rest = Mux(sel[1], Mux(sel[2], row.s12, row.p1), Mux(sel[2], row.p2, 0))
+            return Mux(sel[0], row.p0, 0) + rest
+        m.d.comb += [x_lo.eq(pre_add(col.lo_sel)), x_hi.eq(pre_add(col.hi_sel))]
         mul = col.op == OP_MUL
         t0 = Signal(unsigned(14))
         t1 = Signal(signed(16))
@@ -121,16 +134,16 @@ class PvCell(wiring.Component):
             nib.eq(Mux(mul, col.b[4:].as_signed(), col.b[4:])),
             t1.eq(x_hi * nib),
         ]
-        term = Signal(signed(20))
         work = Signal()
-        m.d.comb += [work.eq(row.valid & row.mode.issue & (col.op != OP_IDLE)),
-                     term.eq(Mux(work, t0 + Mux(mul, t1 << 4, t1), 0))]
+        m.d.comb += work.eq(row.valid & row.mode.issue & (col.op != OP_IDLE))
+        t0g = Signal(unsigned(14))
+        t1g = Signal(signed(20))
+        m.d.comb += [t0g.eq(Mux(work, t0, 0)), t1g.eq(Mux(work, Mux(mul, t1 << 4, t1), 0))]
         r0 = Signal(signed(aw))
         drained = Signal(signed(aw))
+        m.d.sync += r0.eq(Mux(row.mode.first, 0, r0) + t0g + t1g)
         with m.If(row.mode.first):
-            m.d.sync += [drained.eq(r0), r0.eq(term)]
-        with m.Else():
-            m.d.sync += r0.eq(r0 + term)
+            m.d.sync += drained.eq(r0)
         m.d.sync += self.busy.eq(work)
         m.d.comb += [self.drain.valid.eq(1), self.drain.data.eq(drained)]
         return m
@@ -155,7 +168,8 @@ def _array_docs() -> dict:
 
 class PvArray(_ArrayBase):
     """R x C :class:`PvCell` with the PEArray's edge skew and drain read-out
-    (``kaleido_hw/array/array.py``); the top edge decodes each column's word once.
+    (``kaleido_hw/array/array.py``); the top edge decodes each column's word once, the left
+    edge adds ``p1 + p2`` once per row.
 
     Parameters
     ----------
@@ -171,6 +185,16 @@ class PvArray(_ArrayBase):
     def __init__(self, config: KaleidoConfig, tag_width: int = 8):
         super().__init__(config, tag_width, cell=PvCell, row_layout=pv_row_layout(),
                          col_layout=pv_col_layout())
+
+    def _cell_row_layout(self):
+        return pv_cell_row_layout()
+
+    def _row_edge(self, m, i, step_row):
+        out = Signal(pv_cell_row_layout(), name=f"row_edge_{i}")
+        m.d.comb += [out.p0.eq(step_row.p0), out.p1.eq(step_row.p1), out.p2.eq(step_row.p2),
+                     out.s12.eq(step_row.p1 + step_row.p2), out.valid.eq(step_row.valid),
+                     out.mode.eq(step_row.mode)]
+        return out
 
     def _cell_col_layout(self):
         return pv_cell_col_layout()
