@@ -237,3 +237,28 @@ def test_column_decode_every_entry():
         want += [term, 0]    # the entry's term, then (next entry's first step) an empty R0
     # got[0]: the reset R0 drained by the first entry; no first step drains after the last
     assert got == [0] + want[:-1]
+
+
+def test_random_runs_on_another_build():
+    """Random runs on a 3 x 2 build with 40 keys (not a power of two) and a 21-bit
+    accumulator (O wraps): random grids, axes, windows, thresholds, reuse and dense, queries
+    up to the maximum, under heavier stream gaps and back-pressure."""
+    config = KaleidoConfig(rows=3, cols=2, engine_max_tokens=40, engine_max_head_dim=8,
+                           acc_width=21)
+    rng = np.random.default_rng(100)
+    jobs = []
+    for k in range(10):
+        while True:
+            dims = [int(x) for x in rng.integers(1, 6, 3)]
+            if np.prod(dims) <= config.engine_max_tokens:
+                break
+        grid = golden.VideoGrid(*dims)
+        q = int(rng.integers(1, 41)) if k % 3 == 0 else int(rng.integers(1, 8))
+        d = int(rng.integers(1, 9))
+        full_bits = int(rng.integers(4, 8))
+        bits = (full_bits, int(rng.integers(3, full_bits)))
+        jobs.append(_job(rng, grid, q, d, int(rng.integers(0, 3)), int(rng.integers(2, 4)),
+                         reuse=bool(rng.random() < 0.8), smooth=k % 3 != 2, bits=bits))
+    outs = run_jobs(config, jobs, seed=5, valid_prob=0.5, ready_prob=0.5)
+    for job, out in zip(jobs, outs):
+        _check(job, out, config)
