@@ -4,15 +4,15 @@
 The host writes P and V through two streams, sets ``cfg`` and pulses ``start``; the block
 computes the window codes of V on chip (:class:`~kaleido_hw.engine.window_code_unit.WindowCodeUnit`,
 one lane per column), walks the blocks (:class:`~kaleido_hw.engine.pv_sequencer.PvSequencer`)
-on a :class:`~kaleido_hw.array.pv_cell.PvArray`, writes the drained outputs to the O buffer
-and then streams O out row-major on ``o`` (valid/ready). One run covers one direction group:
+on a :class:`~kaleido_hw.array.pv_cell.PvArray`; the drained outputs go to the O buffer
+(:class:`~kaleido_hw.engine.pv_buffer.PvOutBuffer`), which then streams O out row-major on
+``o`` (valid/ready). One run covers one direction group:
 every channel of V reuses along ``cfg.axis`` (a head with several directions is one run per
 group, each on its channels).
 
 Storage (``amaranth.lib.memory``): P is ``R`` queries per word (word ``rb * K + key``, K the
 power of two above ``engine_max_tokens - 1``), V ``C`` channels per word (``cb * K + key``);
-each has three read ports (a unit's members). O is one bank per column, word
-``cb * Q + query``.
+each has three read ports (a unit's members). O: one bank per column (``pv_buffer``).
 
 Counters (``cnt``, reset at ``start``) equal ``golden.engine.pv.pv_counters(...,
 arrays=1)``: cycles from the accepting ``start`` (cycle 0) to the cycle ``done`` is first 1,
@@ -28,6 +28,7 @@ from amaranth.lib.wiring import In, Out
 from kaleido_hw.array.pv_cell import PvArray
 from kaleido_hw.bitops import bits_for
 from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.engine.pv_buffer import PvOutBuffer
 from kaleido_hw.engine.pv_sequencer import PvSequencer
 from kaleido_hw.engine.window_code_unit import WindowCodeUnit
 
@@ -233,21 +234,13 @@ class PvEngine(wiring.Component):
                          col.valid.eq(cvalid[j])]
         m.d.comb += arr.tag.eq(Cat(seq.tag_valid, seq.tag_rb, seq.tag_cb))
 
-        # -- O buffer: one bank per column, written by the drain read-out ----------------------
-        qk = bits_for(self.max_queries - 1)
-        banks = [memory.Memory(shape=signed(aw), depth=self.ncb_max << qk, init=[])
-                 for _ in range(C)]
-        for j, bank in enumerate(banks):
-            m.submodules[f"obank{j}"] = bank
-            wp = bank.write_port()
-            rec = arr.drain[j]
-            tag_valid = rec.tag[0]
-            tag_rb = rec.tag[1:1 + bw]
-            tag_cb = rec.tag[1 + bw:1 + 2 * bw]
-            q = Signal(bw + bits_for(R), name=f"drain_q{j}")
-            m.d.comb += [q.eq(tag_rb * R + rec.row),
-                         wp.en.eq(rec.valid & tag_valid & (q < run.queries)),
-                         wp.addr.eq(Cat(q[:qk], tag_cb)), wp.data.eq(rec.data)]
+        # -- O buffer: the drained outputs in, O out ---------------------------------------------
+        m.submodules.obuf = obuf = PvOutBuffer(R, C, aw, self.max_queries, self.max_channels,
+                                               bw)
+        m.d.comb += [obuf.drain.eq(arr.drain), obuf.queries.eq(run.queries),
+                     obuf.channels.eq(run.channels), obuf.start.eq(seq.finished),
+                     reading.eq(obuf.reading)]
+        wiring.connect(m, wiring.flipped(self.o), obuf.o)
 
         # -- end of run, counters -----------------------------------------------------------------
         with m.If(self.busy):
@@ -261,36 +254,6 @@ class PvEngine(wiring.Component):
                          cnt.bubbles.eq(cnt.bubbles + seq.inc_bubble),
                          cnt.blocks.eq(cnt.blocks + seq.inc_block),
                          cnt.steps.eq(cnt.steps + (seq.step & ~(seq.first & ~seq.issue)))]
-        # -- O read-out, row-major, after the run ---------------------------------------------
-        rq = Signal(self.qw)
-        rc = Signal(self.cw)
         with m.If(seq.finished):
-            m.d.sync += [self.busy.eq(0), self.done.eq(1), reading.eq(1), rq.eq(0), rc.eq(0)]
-        rports = [bank.read_port(domain="sync", transparent_for=()) for bank in banks]
-        out = self.o
-        pending_last = Signal()
-        sel = Signal(range(C))
-        advance = ~out.valid | out.ready
-        more = reading & (rq < run.queries)
-        col_now = Signal(self.cw)
-        m.d.comb += col_now.eq(rc)
-        for j, rp in enumerate(rports):
-            m.d.comb += [rp.en.eq(advance),
-                         rp.addr.eq(Cat(rq[:qk], (col_now // C)[:bits_for(self.ncb_max - 1)]))]
-        m.d.comb += [out.payload.data.eq(Mux(sel == 0, rports[0].data, 0))]
-        for j in range(1, C):
-            with m.If(sel == j):
-                m.d.comb += out.payload.data.eq(rports[j].data)
-        m.d.comb += out.payload.last.eq(pending_last)
-        with m.If(advance):
-            m.d.sync += [out.valid.eq(more), sel.eq(col_now % C)]
-            with m.If(more):
-                last_c = rc + 1 == run.channels
-                m.d.sync += pending_last.eq(last_c & (rq + 1 == run.queries))
-                with m.If(last_c):
-                    m.d.sync += [rc.eq(0), rq.eq(rq + 1)]
-                with m.Else():
-                    m.d.sync += rc.eq(rc + 1)
-            with m.Elif(reading & ~more):
-                m.d.sync += reading.eq(0)
+            m.d.sync += [self.busy.eq(0), self.done.eq(1)]
         return m
