@@ -35,7 +35,7 @@ from simlib import StreamSource, seeds_requested, start_clock_and_reset
 
 from golden import ChannelGroups, make_qkv
 from golden.numerics import _as_groups
-from golden.engine.core_model import CORE_COUNTERS, core_counters
+from golden.engine.core_model import CORE_COUNTERS, BenchMemory, core_counters, core_cycles
 from golden.engine.program import Memory, ProgramError, run_program
 from kaleido_hw.engine.host import plan_head, write_operands
 
@@ -170,6 +170,29 @@ async def test_head(dut):
         dut._log.info(f"grid {GRID} box {plan.box} variant {plan.variant}: {len(plan.commands)} "
                       f"commands, {cycles} cycles, compute {c['compute']}, mem_wait "
                       f"{c['mem_wait']}, engine {c['engine_cycles']}")
+
+
+@cocotb.test()
+async def test_timing(dut):
+    """A small head with commands back to back and an AxiRam without pauses: ``cycles`` and
+    ``mem_wait`` equal the exact model (``core_cycles`` with ``BenchMemory.axi_ram``), which
+    holds while every token's request is one AXI burst."""
+    plan, mem = _plan((2, 3, 5))              # boxes with padding on the small builds
+    if plan.groups.head_dim > 8 * CFG.axi_max_burst:
+        raise AssertionError(f"the timing check needs head_dim <= 8 * axi_max_burst "
+                             f"({8 * CFG.axi_max_burst}), got {plan.groups.head_dim}")
+    ram = _ram(dut, plan.memory_size, random.Random(0), pause=0)
+    _idle_inputs(dut)
+    await start_clock_and_reset(dut)
+    gold = Memory(plan.memory_size)
+    gold.data[:] = mem.data
+    result = run_program(plan.commands, gold, plan.limits, engine=True)
+    ram.write(0, mem.data.tobytes())
+    await _run(dut, [c.encode() for c in plan.commands], gap=0)
+    assert int(dut.error.value) == 0
+    c = _counters(dut)
+    want = core_cycles(plan.commands, result, BenchMemory.axi_ram(CFG))
+    assert {n: c[n] for n in want} == want, f"RTL {c}, model {want}"
 
 
 @cocotb.test()
