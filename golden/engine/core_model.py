@@ -32,7 +32,8 @@ import numpy as np
 __all__ = ["COMPUTE_OVERHEAD", "DECODE_CYCLES", "ARITH_CYCLES", "CORE_COUNTERS",
            "core_counters", "MemoryTiming", "memory_cycles", "core_time", "STORE_OVERHEAD",
            "FENCE_CYCLES", "AXI_RAM_LATENCY", "BenchMemory", "load_run_cycles",
-           "command_cycles", "core_cycles"]
+           "command_cycles", "core_cycles", "PAPER_DRAM_GBPS", "PAPER_CLOCK_GHZ",
+           "head_traffic", "dram_cycles"]
 
 #: Cycles a COMPUTE costs beyond the engine's own ``cycles``: the start pulse and the cycle
 #: in which the core sees ``done``.
@@ -248,3 +249,40 @@ def core_cycles(commands, result, memory: BenchMemory = BenchMemory()) -> dict:
     total = sum(command_cycles(commands, result, memory))
     comp = core_counters(result)["compute"]
     return {"cycles": total, "compute": comp, "mem_wait": total - comp}
+
+
+# -- DRAM at paper scale -------------------------------------------------------------------------
+
+#: The paper's off-chip memory (Sec. 6): 16 DDR5-6400 channels of 64 bits,
+#: 16 * 6.4e9 transfers/s * 8 bytes = 819.2 GB/s at peak.
+PAPER_DRAM_GBPS = 16 * 6.4 * 8
+#: The paper's clock (GHz).
+PAPER_CLOCK_GHZ = 1.0
+
+
+def head_traffic(n_tokens: int, head_dim: int, *, fused: bool) -> dict:
+    """DRAM bytes of one attention head whose operands each cross the memory port once
+    (they fit the on-chip buffers: at 720p, N = 118,800 and d = 128, Q, K and V are 15.2 MB
+    each against the paper's 64 MB global buffer).
+
+    ``fused=False`` is what this core's programs do: Q and K in (int8), every S value out
+    (int32, ``N**2 * 4`` bytes). ``fused=True`` is a whole head with S kept on chip (row
+    blocks of S through softmax into P @ V, issue 16): Q, K, V in, O out as int32.
+    Returns ``read``, ``written`` and ``total`` bytes."""
+    for name, v in (("n_tokens", n_tokens), ("head_dim", head_dim)):
+        if not (isinstance(v, (int, np.integer)) and v >= 1):
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    n, d = int(n_tokens), int(head_dim)
+    read = (3 if fused else 2) * n * d
+    written = n * d * 4 if fused else n * n * 4
+    return {"read": read, "written": written, "total": read + written}
+
+
+def dram_cycles(nbytes: int, gbytes_per_s: float = PAPER_DRAM_GBPS,
+                clock_ghz: float = PAPER_CLOCK_GHZ) -> int:
+    """Cycles at ``clock_ghz`` that ``nbytes`` need at a sustained ``gbytes_per_s`` (the
+    peak: a lower bound of the real transfer time)."""
+    if gbytes_per_s <= 0 or clock_ghz <= 0:
+        raise ValueError(f"gbytes_per_s and clock_ghz must be > 0, got {gbytes_per_s}, "
+                         f"{clock_ghz}")
+    return int(np.ceil(nbytes / gbytes_per_s * clock_ghz))

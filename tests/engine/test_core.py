@@ -199,3 +199,26 @@ def test_core_bus_error():
 def test_core_config_errors():
     with pytest.raises(ConfigError, match="engine_max_tokens must be at most 362"):
         check_core_config(KaleidoConfig(engine_max_tokens=400))
+
+
+def test_head_traffic_at_paper_scale():
+    """One 720p head at the paper's 819.2 GB/s and 1 GHz: storing S in full (this core's
+    programs) costs 56 GB and about 69 M cycles, ten times the full variant's compute;
+    keeping S on chip leaves Q, K, V in and O out, about 130 k cycles."""
+    from golden.engine.core_model import dram_cycles, head_traffic
+    from kaleido_hw.reports.engine_report import format_memory, paper_memory
+    n, d = 33 * 45 * 80, 128
+    s_out, fused = head_traffic(n, d, fused=False), head_traffic(n, d, fused=True)
+    assert s_out == {"read": 2 * n * d, "written": 4 * n * n, "total": 2 * n * d + 4 * n * n}
+    assert fused["total"] == 3 * n * d + 4 * n * d
+    assert dram_cycles(s_out["total"]) == 68_950_407        # ceil(bytes / 819.2)
+    assert dram_cycles(819) == 1 and dram_cycles(820) == 2
+    assert dram_cycles(1000, gbytes_per_s=1.0, clock_ghz=2.0) == 2000
+    m = paper_memory(n, d)
+    assert m == {"dram_cycles_s_out": 68_950_407, "dram_cycles_fused": 129_938}
+    table = format_memory([{"variant": "full", "cycles": 6_800_000, **m}])
+    assert "| full | 6,800,000 | 68,950,407 | 10.14x | 129,938 | 0.0191x |" in table
+    with pytest.raises(ValueError, match="head_dim must be an integer >= 1"):
+        head_traffic(n, 0, fused=True)
+    with pytest.raises(ValueError, match="gbytes_per_s and clock_ghz must be > 0"):
+        dram_cycles(1, gbytes_per_s=0)
