@@ -141,6 +141,25 @@ async def _clear(dut):
     assert not int(dut.error.value), "the core did not leave its error state"
 
 
+async def _run_head(dut, ram, plan, mem, **run_kw):
+    """Reset, load the memory, run the plan's commands; check that no error was raised and
+    that the memory equals the interpreter's byte for byte. Returns the interpreter's result
+    (with the engine model's counters), the core's counters and the cycles until idle."""
+    _idle_inputs(dut)
+    await start_clock_and_reset(dut)
+    gold = Memory(plan.memory_size)
+    gold.data[:] = mem.data
+    result = run_program(plan.commands, gold, plan.limits, engine=True)
+    ram.write(0, mem.data.tobytes())
+    cycles = await _run(dut, [c.encode() for c in plan.commands], **run_kw)
+    assert int(dut.error.value) == 0, f"error {int(dut.error.value)} at command " \
+                                      f"{int(dut.error_command.value)}"
+    got = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
+    bad = np.flatnonzero(got != gold.data)
+    assert bad.size == 0, f"{bad.size} bytes differ from the interpreter's, first at {bad[0]}"
+    return result, _counters(dut), cycles
+
+
 @cocotb.test()
 async def test_head(dut):
     """A head through the AXI memory: memory and counters equal to the models."""
@@ -151,19 +170,7 @@ async def test_head(dut):
         if ram is None:
             # Before the first reset: the AXI models drive their outputs from reset on.
             ram = _ram(dut, plan.memory_size, rng)
-        _idle_inputs(dut)
-        await start_clock_and_reset(dut)
-        gold = Memory(plan.memory_size)
-        gold.data[:] = mem.data
-        result = run_program(plan.commands, gold, plan.limits, engine=True)
-        ram.write(0, mem.data.tobytes())
-        cycles = await _run(dut, [c.encode() for c in plan.commands], rng=rng)
-        assert int(dut.error.value) == 0, f"error {int(dut.error.value)} at command " \
-                                          f"{int(dut.error_command.value)}"
-        got = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
-        bad = np.flatnonzero(got != gold.data)
-        assert bad.size == 0, f"{bad.size} bytes differ from the interpreter's, first at {bad[0]}"
-        c = _counters(dut)
+        result, c, cycles = await _run_head(dut, ram, plan, mem, rng=rng)
         want = core_counters(result)
         assert {n: c[n] for n in want} == want
         assert c["cycles"] == c["compute"] + c["mem_wait"]
@@ -182,15 +189,7 @@ async def test_timing(dut):
         raise AssertionError(f"the timing check needs head_dim <= 8 * axi_max_burst "
                              f"({8 * CFG.axi_max_burst}), got {plan.groups.head_dim}")
     ram = _ram(dut, plan.memory_size, random.Random(0), pause=0)
-    _idle_inputs(dut)
-    await start_clock_and_reset(dut)
-    gold = Memory(plan.memory_size)
-    gold.data[:] = mem.data
-    result = run_program(plan.commands, gold, plan.limits, engine=True)
-    ram.write(0, mem.data.tobytes())
-    await _run(dut, [c.encode() for c in plan.commands], gap=0)
-    assert int(dut.error.value) == 0
-    c = _counters(dut)
+    result, c, _ = await _run_head(dut, ram, plan, mem, gap=0)
     want = core_cycles(plan.commands, result, BenchMemory.axi_ram(CFG))
     assert {n: c[n] for n in want} == want, f"RTL {c}, model {want}"
 
