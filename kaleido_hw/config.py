@@ -85,11 +85,12 @@ class KaleidoConfig:
     PE array
         rows, cols : int
             PEs per array (output-stationary, R x C), 1..16 each (powers of two for the
-            TileEngine, whose accumulation buffer addresses by shifts).
+            attention engine, whose accumulation buffer addresses by shifts).
         engine_max_tokens : int
-            Tokens (T*H*W) the TileEngine's Q/K memories and accumulation buffer hold, 2..1024.
+            Tokens (T*H*W) of one box the engine's Q/K memories and accumulation buffer
+            hold, 2..1024 (at most 362 for the engine core).
         engine_max_head_dim : int
-            Channels per token the TileEngine holds, a multiple of 8 in 8..256.
+            Channels per token the engine holds, a multiple of 8 in 8..256.
         linear_max_in, linear_max_out : int
             Input channels C_in and output features C_out the LinearEngine holds
             (``docs/linear.md``, "RTL"), multiples of 8 in 8..256.

@@ -22,14 +22,14 @@ WAIVERS = REPO / "kaleido_hw" / "flow" / "lint_waivers.vlt"
 SIMULATORS = ("verilator", "icarus")
 #: Extra Verilator arguments of a bench: the engines' large C++ models build in about a
 #: minute at gcc -O0 instead of ten at the default -Os (the vector unit's in 30 s, not 70).
-VERILATOR_ARGS = {"engine/tile": ["-CFLAGS", "-O0"], "engine/kaleido": ["-CFLAGS", "-O0"],
+VERILATOR_ARGS = {"engine/kaleido": ["-CFLAGS", "-O0"],
                   "engine/linear": ["-CFLAGS", "-O0"], "engine/plain": ["-CFLAGS", "-O0"],
                   "vector/softmax": ["-CFLAGS", "-O0"], "engine/pv": ["-CFLAGS", "-O0"]}
 #: Every cocotb bench, ``sim/<block>/<bench>/test_*.py``, and the top in ``rtl_out/`` it
 #: drives (``make regress`` runs each on both simulators with N seeds).
 BENCHES = {"pe/reuse": "kaleido_pe", "pe/baseline": "baseline_pe",
            "dispatch/scheduler": "cluster_scheduler", "dispatch/matcher": "merge_matcher",
-           "example": "baseline_pe", "engine/tile": "tile_engine",
+           "example": "baseline_pe",
            "engine/kaleido": "kaleido_engine", "engine/linear": "linear_engine",
            "engine/plain": "plain_engine", "engine/core": "kaleido_core",
            "vector/softmax": "vector_unit", "engine/pv": "pv_engine"}

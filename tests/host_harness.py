@@ -1,11 +1,11 @@
 """The engine tops' host protocol in the Amaranth simulator (async testbench steps), shared by
-the TileEngine, KaleidoEngine and LinearEngine tests: operand writes while idle, the
+the KaleidoEngine and LinearEngine tests: operand writes while idle, the
 configuration ports and the ``start`` pulse, and a bounded wait for ``done``.
 """
 
 from __future__ import annotations
 
-from kaleido_hw.engine.tile_engine import operand_writes
+from kaleido_hw.engine.host_port import operand_writes
 
 
 async def write_operand(ctx, dut, sel: int, matrix, index: str = "token"):

@@ -35,8 +35,11 @@ registers, tile 3 cannot take a reuse from pass 0, so when both followers are FU
 recomputes the anchor product in pass 1 (one multiply the oracle counts as free): this and
 the HALF/HALF case of tile 2 are where the hardware falls short of the oracle's count.
 
-Everything here is plain numpy: it is the reference the RTL's ``TileEngine`` must match in S
-(bit for bit) and in every counter (cycle for cycle).
+Everything here is plain numpy. :func:`tile_engine` and :func:`tile_counters` run the schedule
+on one array over whole channel groups; the engine (``golden.engine.model``) runs the same
+decode table and passes chunk by chunk on P arrays, and with one array, variant ``pe`` and
+chunks as wide as the groups its counters equal :func:`tile_counters`
+(``tests/engine/test_engine_model.py``), which is how the engine's RTL holds this model.
 """
 
 from __future__ import annotations
@@ -282,7 +285,7 @@ def tile_engine(q, k, grid, groups, full_bits: int = 5, half_bits: int = 3, reus
 
 @dataclass
 class TileCounters:
-    """Counters of one TileEngine run (the RTL's performance counters)."""
+    """Counters of one single-array run (the engine's performance counters on one array)."""
     cycles: int = 0
     busy_pe_cycles: int = 0
     issued: list = field(default_factory=lambda: [0] * PASSES)
@@ -334,7 +337,7 @@ _CHUNK = 1 << 22
 
 def tile_counters(q, k, grid, groups, rows: int = 4, cols: int = 4, full_bits: int = 5,
                   half_bits: int = 3, reuse: bool = True, timing=None) -> TileCounters:
-    """Counters of one TileEngine run, vectorized over tile quads.
+    """Counters of one single-array run, vectorized over tile quads.
 
     Per group and pass, a channel step of a quad is issued iff some (row code, column code)
     pair occurring in it has a non-idle decode entry: a function of the quad's row code set
@@ -389,8 +392,8 @@ def tile_counters(q, k, grid, groups, rows: int = 4, cols: int = 4, full_bits: i
 
 @dataclass(frozen=True)
 class Timing:
-    """Fixed latencies of the TileEngine pipeline (``docs/array.md``, "Timing and the
-    cycle model").
+    """Fixed latencies of the single-array pipeline (``docs/array.md``, "Timing and the
+    cycle model"), which the engine's arrays keep within a chunk.
 
     Cycle 0 is the cycle ``start`` is accepted; ``cycles`` counts the cycles after it up to
     and including the one before ``done`` rises.

@@ -7,24 +7,33 @@ Exact (the RTL must equal them for any memory timing and back-pressure): ``comma
 per-array work counter summed over COMPUTEs and arrays, and ``compute`` (the cycles the
 core spends in COMPUTEs: the engine's cycles plus :data:`COMPUTE_OVERHEAD` per COMPUTE).
 
-Modelled: the core's memory time. The core runs its commands one after another (one bank
-per side), so every cycle outside a COMPUTE is a cycle the arrays wait for memory
-(``mem_wait``). :func:`memory_cycles` gives the cycles of every LOAD and STORE for a memory
-of a given latency and bandwidth; at one beat per cycle and a fixed latency it is a lower
-bound of the bench's measurement (the DMA adds its own pipeline stages), and at paper scale
-it states what the loads and stores cost against the compute.
+Exact for the bench's memory: ``cycles`` and ``mem_wait`` (:func:`core_cycles`, per command
+:func:`command_cycles`) for commands offered back to back against a memory of fixed latency
+that returns one beat per cycle with a limit of requests in flight (:class:`BenchMemory`: the
+behavioural memory of the Amaranth bench, and with :meth:`BenchMemory.axi_ram` the AxiDma
+against cocotbext-axi's AxiRam without pauses). The core runs its commands one after another
+(one bank per side), so every cycle outside a COMPUTE is a cycle the arrays wait for memory.
+
+Modelled: the memory time for a stated bandwidth (:func:`memory_cycles`, :func:`core_time`,
+``MemoryTiming.from_bandwidth``): what the loads and stores of a head cost against the
+compute at paper scale, where a DRAM's bandwidth, not one beat per cycle, bounds them.
 
 Plain numpy; no hardware imports.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 __all__ = ["COMPUTE_OVERHEAD", "DECODE_CYCLES", "ARITH_CYCLES", "CORE_COUNTERS",
-           "core_counters", "MemoryTiming", "memory_cycles", "core_time"]
+           "core_counters", "MemoryTiming", "memory_cycles", "core_time", "STORE_OVERHEAD",
+           "FENCE_CYCLES", "AXI_RAM_LATENCY", "BenchMemory", "load_run_cycles",
+           "command_cycles", "core_cycles", "PAPER_DRAM_GBPS", "PAPER_CLOCK_GHZ",
+           "head_traffic", "dram_cycles"]
 
 #: Cycles a COMPUTE costs beyond the engine's own ``cycles``: the start pulse and the cycle
 #: in which the core sees ``done``.
@@ -83,7 +92,9 @@ def memory_cycles(result, timing: MemoryTiming = MemoryTiming()) -> dict:
     a LOAD walks every token of its box (one cycle per token's beat, padding included) after
     the decode and address cycles and the first beat's latency; a STORE takes the engine's
     read-out of one S value per cycle (``box_tokens**2``; its ``box_tokens**2 / 2`` beats
-    need half the memory bandwidth). Returns ``load``, ``store`` and ``total``."""
+    need half the memory bandwidth). Returns ``load``, ``store`` and ``total``. An estimate
+    for any bandwidth: it leaves out the limit of requests in flight and a few cycles per
+    command that :func:`command_cycles` counts exactly for one beat per cycle."""
     cfg = result.config
     bt = int(np.prod(cfg.box))
     beats_tok = -(-cfg.head_dim // 8)
@@ -107,3 +118,171 @@ def core_time(result, timing: MemoryTiming = MemoryTiming()) -> dict:
     mem = memory_cycles(result, timing)["total"]
     return {"compute": comp, "memory": mem, "total": comp + mem,
             "wait_share": mem / (comp + mem)}
+
+
+# -- exact cycles for the bench's memory -------------------------------------------------------
+
+#: Cycles of a STORE beyond its decode and its ``box_tokens**2`` S values (one per cycle):
+#: the write request, the engine's two-cycle read-out latency and the cycle that returns to
+#: idle. An odd count adds the cycle of its last, half-empty beat.
+STORE_OVERHEAD = 4
+#: Latency of the AxiDma + cocotbext-axi AxiRam read path without pauses, as the bench
+#: measures it (:meth:`BenchMemory.axi_ram`).
+AXI_RAM_LATENCY = 2
+#: Cycles of a FENCE when nothing is in flight: the decode and one cycle in FENCE.
+FENCE_CYCLES = 2
+
+
+@dataclass(frozen=True)
+class BenchMemory:
+    """The memory of the core's Amaranth bench (``tests/engine/core_harness.py`` without
+    random gaps or stalls), for which :func:`core_cycles` is exact: the first beat of a read
+    request accepted in cycle ``i`` is valid in cycle ``i + 1 + latency``, then one beat per
+    cycle in request order; at most ``outstanding`` requests are in flight (a request stops
+    counting the cycle after its last beat); write requests and write beats are always
+    accepted, and the DMA is idle as soon as the last write beat is taken."""
+    latency: int = 3
+    outstanding: int = 4
+
+    @classmethod
+    def axi_ram(cls, config) -> "BenchMemory":
+        """The core's AxiDma against cocotbext-axi's ``AxiRam`` without pauses (the cocotb
+        bench ``sim/engine/core`` with ``pause=0``), measured: it behaves as latency 2 with
+        ``axi_max_outstanding`` requests in flight while every token's request is one burst
+        and a request never waits for a burst slot (``head_dim <= 8 * axi_max_burst``, the
+        DMA defaults 16 / 4; the bench's ``test_timing`` checks it). Smaller bursts or fewer
+        outstanding bursts add DMA cycles this model does not have."""
+        return cls(AXI_RAM_LATENCY, config.axi_max_outstanding)
+
+    def __post_init__(self):
+        if not (isinstance(self.latency, int) and self.latency >= 0):
+            raise ValueError(f"BenchMemory.latency must be an integer >= 0, got {self.latency!r}")
+        if not (isinstance(self.outstanding, int) and self.outstanding >= 1):
+            raise ValueError(f"BenchMemory.outstanding must be an integer >= 1, got "
+                             f"{self.outstanding!r}")
+
+
+@lru_cache(maxsize=4096)
+def load_run_cycles(real: tuple, beats_per_token: int, latency: int, outstanding: int) -> int:
+    """Cycles of a LOAD's walk (state LD_RUN) over a box whose tokens, in box order, are
+    inside the grid where ``real`` is true: the request walker asks for one request of
+    ``beats_per_token`` beats per inside token (when fewer than ``outstanding`` are in
+    flight) and steps over a padding token in one cycle; the write walker takes one beat per
+    cycle of an inside token when the memory has it, and writes a padding token's
+    ``beats_per_token`` zero beats in as many cycles. The walk ends the cycle after the last
+    write. One loop iteration per cycle (the walk is at most a few thousand cycles; boxes of
+    one shape share the result)."""
+    n = len(real)
+    reads = deque()                       # [beats left, cycle of the first valid beat]
+    rk = wk = lane = 0
+    cycle = 0
+    while wk < n:
+        new = None
+        if rk < n:
+            if not real[rk]:
+                rk += 1
+            elif len(reads) < outstanding:
+                new = [beats_per_token, cycle + 1 + latency]
+                rk += 1
+        take = True
+        popped = False
+        if real[wk]:
+            take = bool(reads) and reads[0][1] <= cycle
+            popped = take
+        if take:
+            lane += 1
+            if lane == beats_per_token:
+                lane, wk = 0, wk + 1
+        if new is not None:
+            reads.append(new)
+        if popped:
+            reads[0][0] -= 1
+            if reads[0][0] == 0:
+                reads.popleft()
+        cycle += 1
+    return cycle + 1
+
+
+def command_cycles(commands, result, memory: BenchMemory = BenchMemory()) -> list[int]:
+    """Cycles of every command of a program that ran without error (``result`` of
+    ``run_program(commands, ..., engine=True)``) on the core with :class:`BenchMemory`
+    ``memory`` and commands offered back to back: from the command's decode cycle to the
+    cycle before the next command's decode. Their sum is the core's ``cycles`` counter."""
+    from golden.engine.commands import Command, decode
+    from golden.engine.program import box_coords
+
+    blocks = iter(result.blocks)
+    cfg = None
+    out = []
+    for cmd in commands:
+        c = decode(cmd.encode() if isinstance(cmd, Command) else cmd)
+        name = c.NAME
+        cycles = DECODE_CYCLES
+        if name == "CONFIG":
+            cfg = c
+        elif name == "GROUPS":
+            cycles += len(c.groups)
+        elif name == "STRIDES":
+            cycles += ARITH_CYCLES
+        elif name == "LOAD":
+            coords = box_coords(c.origin, cfg.box)
+            real = tuple(bool(r) for r in (coords < np.asarray(cfg.grid)[None, :]).all(axis=1))
+            cycles += ARITH_CYCLES + load_run_cycles(real, -(-cfg.head_dim // 8),
+                                                     memory.latency, memory.outstanding)
+        elif name == "COMPUTE":
+            b = next(blocks)
+            if b.engine is None:
+                raise ValueError("command_cycles needs run_program(..., engine=True)")
+            cycles += int(b.engine.cycles) + COMPUTE_OVERHEAD
+        elif name == "STORE":
+            n = int(np.prod(cfg.box))
+            cycles += STORE_OVERHEAD + n * n + (n * n) % 2
+        else:                             # FENCE
+            cycles = FENCE_CYCLES
+        out.append(cycles)
+    return out
+
+
+def core_cycles(commands, result, memory: BenchMemory = BenchMemory()) -> dict:
+    """The core's ``cycles``, ``compute`` and ``mem_wait`` counters, exact for a program
+    run back to back against :class:`BenchMemory` (see :func:`command_cycles`)."""
+    total = sum(command_cycles(commands, result, memory))
+    comp = core_counters(result)["compute"]
+    return {"cycles": total, "compute": comp, "mem_wait": total - comp}
+
+
+# -- DRAM at paper scale -------------------------------------------------------------------------
+
+#: The paper's off-chip memory (Sec. 6): 16 DDR5-6400 channels of 64 bits,
+#: 16 * 6.4e9 transfers/s * 8 bytes = 819.2 GB/s at peak.
+PAPER_DRAM_GBPS = 16 * 6.4 * 8
+#: The paper's clock (GHz).
+PAPER_CLOCK_GHZ = 1.0
+
+
+def head_traffic(n_tokens: int, head_dim: int, *, fused: bool) -> dict:
+    """DRAM bytes of one attention head whose operands each cross the memory port once
+    (they fit the on-chip buffers: at 720p, N = 118,800 and d = 128, Q, K and V are 15.2 MB
+    each against the paper's 64 MB global buffer).
+
+    ``fused=False`` is what this core's programs do: Q and K in (int8), every S value out
+    (int32, ``N**2 * 4`` bytes). ``fused=True`` is a whole head with S kept on chip (row
+    blocks of S through softmax into P @ V, issue 16): Q, K, V in, O out as int32.
+    Returns ``read``, ``written`` and ``total`` bytes."""
+    for name, v in (("n_tokens", n_tokens), ("head_dim", head_dim)):
+        if not (isinstance(v, (int, np.integer)) and v >= 1):
+            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+    n, d = int(n_tokens), int(head_dim)
+    read = (3 if fused else 2) * n * d
+    written = n * d * 4 if fused else n * n * 4
+    return {"read": read, "written": written, "total": read + written}
+
+
+def dram_cycles(nbytes: int, gbytes_per_s: float = PAPER_DRAM_GBPS,
+                clock_ghz: float = PAPER_CLOCK_GHZ) -> int:
+    """Cycles at ``clock_ghz`` that ``nbytes`` need at a sustained ``gbytes_per_s`` (the
+    peak: a lower bound of the real transfer time)."""
+    if gbytes_per_s <= 0 or clock_ghz <= 0:
+        raise ValueError(f"gbytes_per_s and clock_ghz must be > 0, got {gbytes_per_s}, "
+                         f"{clock_ghz}")
+    return int(np.ceil(nbytes / gbytes_per_s * clock_ghz))

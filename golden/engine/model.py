@@ -124,7 +124,7 @@ class EngineParams:
 class EngineTiming:
     """Fixed latencies of the engine's pipeline (``docs/engine.md``, "Timing").
 
-    - ``load_base``, ``tail_base``: as the TileEngine's (``golden.array.schedule.Timing``).
+    - ``load_base``, ``tail_base``: as the single-array pipeline's (``golden.array.schedule.Timing``).
     - ``pre_base``: the scheduler pre-pass of a chunk of U units takes
       ``(ceil(U/E) + 2) * E + pre_base`` cycles: one unit per cycle in (padded to whole
       batches), then the last batch's E reads and E outputs, plus ``pre_base`` cycles of

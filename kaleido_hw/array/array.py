@@ -1,4 +1,4 @@
-"""The output-stationary PE array of the TileEngine (``docs/array.md``, "Drain path and
+"""The output-stationary PE array of the engines (``docs/array.md``, "Drain path and
 its cost").
 
 :class:`PEArray` is R x C :class:`~kaleido_hw.array.tile_cell.TileCell` (decoder + ReusePE);

@@ -5,7 +5,7 @@ table") and the PE cell of the LinearEngine's array.
 ReusePE control word; the table is built from ``golden.engine.linear.DECODE`` (the contract's
 tables A/F1/F2; ``tests/engine/test_linear_engine.py`` proves every entry exact), so it is written
 once. :class:`LinearCell` is a decoder in front of a :class:`~kaleido_hw.pe.pe.ReusePE`, with the
-row and column data forwarded registered and undecoded, as the TileEngine's ``TileCell``:
+row and column data forwarded registered and undecoded, as the attention engine's ``TileCell``:
 every PE decodes with its own row's codes.
 """
 

@@ -1,8 +1,8 @@
 """Sequencer of one array of the multi-array engine (``docs/engine.md``, "Arrays and their
 work" and section "RTL").
 
-:class:`ArraySequencer` is the TileSequencer's loader / double-buffered slot / stepper
-(``docs/array.md``, "Sequencer") with these changes:
+:class:`ArraySequencer` is the single-array loader / double-buffered slot / stepper of
+``docs/array.md`` ("Sequencer") with these changes:
 
 * it runs **chunk by chunk**: the engine's controller hands it a chunk (group, list of
   at most W channels, plane) with a ``go`` pulse; the stepper issues only the
@@ -47,7 +47,7 @@ from kaleido_hw.dispatch.slot_unit import SlotUnit
 from kaleido_hw.engine.code_unit import CodeUnit, work_bitmap
 from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, chunk_layout, engine_run_layout,
                                               engine_tag_layout)
-from kaleido_hw.engine.tile_sequencer import COUNTER_WIDTH, counters_layout
+from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, counters_layout
 from kaleido_hw.stall_inject import array_stream, stall_gate
 
 
@@ -165,8 +165,8 @@ class ArraySequencer(wiring.Component):
     every array's. With ``chunk.last`` the sequencer then emits the final (drain-only) step
     and ``finished`` (registered, one cycle, with that step).
     ``q_*``/``k_*``: synchronous read ports of this array's copy of the Q and K memories.
-    ``row``, ``col``, ``tag`` (registered): the step for the PE array, as in the
-    TileSequencer (``tag`` = :func:`engine_tag_layout`); with the matcher built
+    ``row``, ``col``, ``tag`` (registered): the step for the PE array (``docs/array.md``;
+    ``tag`` = :func:`engine_tag_layout`); with the matcher built
     (``engine_dispatcher`` "matcher" or "full") in the merged layouts of
     :class:`~kaleido_hw.dispatch.merged_cell.MergedCell`. ``merged`` (out): issued two-channel
     slots. ``stepping`` (out): a step (issued channel or bubble) leaves this cycle.
@@ -174,7 +174,7 @@ class ArraySequencer(wiring.Component):
     dispatcher was not ready; never without stall injection). ``counters``: valid after
     ``finished``.
 
-    Timing within a chunk is the TileSequencer's: quad 0's reads start with ``go``, a quad's
+    Timing within a chunk is the single array's: quad 0's reads start with ``go``, a quad's
     steps follow its swap, a swap needs ``2*max(R, C) + 1`` cycles since the previous one; the
     array's last step is ``T = gap + sum_{n<m} max(s_n, gap) + s_m`` cycles after ``go``.
 

@@ -36,12 +36,11 @@ from amaranth.lib.wiring import In, Out
 from golden.engine import commands as cmds
 from golden.engine.core_model import CORE_COUNTERS
 from kaleido_hw.config import ConfigError, KaleidoConfig
-from kaleido_hw.engine.acc_buffer import S_WIDTH
 from kaleido_hw.engine.core_walk import BoxWalker
 from kaleido_hw.engine.dma import BEATS_WIDTH, request_layout
 from kaleido_hw.engine.kaleido_engine import ARRAY_COUNTERS, KaleidoEngine
-from kaleido_hw.engine.tile_engine import WRITE_BYTES
-from kaleido_hw.engine.tile_sequencer import COUNTER_WIDTH
+from kaleido_hw.engine.host_port import WRITE_BYTES
+from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, S_WIDTH
 
 __all__ = ["CoreController", "CORE_COUNTERS", "check_core_config"]
 

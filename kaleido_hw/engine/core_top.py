@@ -22,7 +22,7 @@ from golden.engine.commands import ERROR_CODES
 from golden.engine.core_model import CORE_COUNTERS
 from kaleido_hw.engine.dma import AXI_PORT_DOCS, AxiDma
 from kaleido_hw.engine.kaleido_engine import _ARRAY_COUNTER_DOCS
-from kaleido_hw.engine.tile_engine import WRITE_BYTES
+from kaleido_hw.engine.host_port import WRITE_BYTES
 
 __all__ = ["KaleidoCore"]
 

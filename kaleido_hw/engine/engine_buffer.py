@@ -13,8 +13,8 @@ carries). No two array columns share a bank, every word of a plane is written on
 no arbitration, no read-modify-write, no clearing.
 
 Read-out: S streams row-major (Q token i, then K token k) on ``s``. For each group the unit
-of k along the group's direction is kept by counters as k advances (as in the TileEngine's
-buffer); without a scheduler the position of a unit is the unit itself, with it the plane's
+of k along the group's direction is kept by counters as k advances (no divider);
+without a scheduler the position of a unit is the unit itself, with it the plane's
 inverse order gives it (one read per plane, one pipeline stage). Every plane reads the
 address of its chunk's group in all its banks; the registered bank selects pick the words,
 and the sum over the planes written in this run is ``s.payload``.
@@ -30,9 +30,9 @@ from kaleido_hw.array.layouts import drain_port_layout
 from kaleido_hw.bitops import bits_for
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.order_unit import OrderReadSignature
-from kaleido_hw.engine.acc_buffer import S_WIDTH
 from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, engine_run_layout,
                                               engine_tag_layout, plane_info_layout)
+from kaleido_hw.engine.tile_layouts import S_WIDTH
 
 
 __all__ = ["EngineBuffer", "pick"]
@@ -122,7 +122,7 @@ class EngineBuffer(wiring.Component):
                     m.d.comb += [wp.addr.eq(addr), wp.data.eq(rec.data),
                                  wp.en.eq(we & (tag.plane == k))]
 
-        # -- read-out counters (as the TileEngine's buffer) --------------------------------------
+        # -- read-out counters ------------------------------------------------------------------
         sw = t.size_width
         i = Signal(sw)
         tt, y, x = Signal(sw), Signal(sw), Signal(sw)

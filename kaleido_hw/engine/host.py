@@ -137,7 +137,8 @@ def command_order(n_boxes: int, banks: int = 2) -> list:
 class HeadAddrs:
     """Byte addresses of one head in memory: Q and K tensors (token (0, 0, 0)) with their
     byte strides (token, y, t; the same for both), and the S region, where block (qi, ki) is
-    at ``s + (qi * n_boxes + ki) * box_tokens**2 * 4``."""
+    at ``s + (qi * n_boxes + ki) * pitch``, ``pitch`` the block's ``box_tokens**2 * 4`` bytes
+    rounded up to the 16-byte alignment of STORE (:attr:`HeadPlan.block_pitch`)."""
     q: int
     k: int
     s: int
@@ -199,9 +200,16 @@ class HeadPlan:
         return self.box_tokens ** 2 * 4
 
     @property
+    def block_pitch(self) -> int:
+        """Bytes from one S block's address to the next: :attr:`block_bytes` rounded up to
+        the 16-byte alignment a STORE address needs (an odd ``box_tokens**2`` also ends with
+        a half-empty 64-bit beat, which the pitch covers)."""
+        return _align(self.block_bytes)
+
+    @property
     def memory_size(self) -> int:
         """Bytes of memory the plan touches (end of the S region)."""
-        return _align(self.addrs.s_end(self.n_boxes ** 2, self.block_bytes))
+        return self.addrs.s_end(self.n_boxes ** 2, self.block_pitch)
 
     def origin(self, i: int) -> tuple:
         """Grid origin of box ``i`` (boxes in t-major, x-fastest order)."""
@@ -210,7 +218,7 @@ class HeadPlan:
 
     def s_address(self, qi: int, ki: int) -> int:
         """Address of S block (qi, ki)."""
-        return self.addrs.s + (qi * self.n_boxes + ki) * self.block_bytes
+        return self.addrs.s + (qi * self.n_boxes + ki) * self.block_pitch
 
 
 def _variant(limits: CoreLimits, variant):

@@ -8,7 +8,7 @@ hands them to the arrays, and waits at the barrier between chunks); the
 :class:`~kaleido_hw.engine.engine_buffer.EngineBuffer` (one plane per chunk, ``P*C`` banks); the
 host interface and the counters.
 
-Host protocol (as the TileEngine's): write Q and K (``wr``) while idle; drive ``cfg`` and
+Host protocol (:mod:`kaleido_hw.engine.host_port`): write Q and K (``wr``) while idle; drive ``cfg`` and
 pulse ``start``; the configuration is checked and latched in that cycle. If it cannot run,
 ``done`` rises at once with a non-zero ``error`` mask; otherwise ``busy`` stays high until
 ``done``. Then the counters (``cnt``) are valid and a ``read`` pulse streams S (row-major,
@@ -40,16 +40,14 @@ from kaleido_hw.bitops import lowest_set, popcount
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.merged_cell import MergedCell, merged_col_layout, merged_row_layout
 from kaleido_hw.dispatch.order_unit import OrderUnit
-from kaleido_hw.engine.acc_buffer import S_WIDTH
 from kaleido_hw.engine.array_sequencer import ArraySequencer, unit_tokens
 from kaleido_hw.engine.code_unit import CodeUnit
 from kaleido_hw.engine.engine_buffer import EngineBuffer
 from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, chunk_layout, engine_run_layout,
                                               engine_tag_layout, plane_info_layout)
-from kaleido_hw.engine.tile_engine import WRITE_BYTES, check_run
-from kaleido_hw.engine.tile_engine import engine_ports as tile_ports
-from kaleido_hw.engine.tile_engine import operand_writes
-from kaleido_hw.engine.tile_sequencer import COUNTER_WIDTH
+from kaleido_hw.engine.host_port import WRITE_BYTES, check_run, operand_writes
+from kaleido_hw.engine.host_port import engine_ports as tile_ports
+from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, S_WIDTH
 from kaleido_hw.stall_inject import STREAM_IDS, stall_gate
 
 
@@ -662,7 +660,7 @@ def check_engine_run(config: KaleidoConfig, grid, groups, full_bits: int = 5,
 def engine_ports(config: KaleidoConfig, grid, groups, full_bits: int = 5, half_bits: int = 3,
                  variant: str = "pe") -> dict:
     """Values of the ``cfg__*`` ports for one run (after :func:`check_engine_run`): the
-    TileEngine's encoding (:func:`kaleido_hw.engine.tile_engine.engine_ports`) plus the dispatcher
+    shared encoding (:func:`kaleido_hw.engine.host_port.engine_ports`) plus the dispatcher
     bits of ``variant``."""
     check_engine_run(config, grid, groups, full_bits, half_bits, variant)
     reuse, schedule, match = VARIANTS[variant]

@@ -20,13 +20,13 @@ from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.layouts import drain_port_layout
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.engine.acc_buffer import S_WIDTH
 from kaleido_hw.engine.linear_layouts import LinearGeometry, linear_run_layout, linear_tag_layout
+from kaleido_hw.engine.tile_layouts import S_WIDTH
 
 
 __all__ = ["LinearBuffer", "Y_WIDTH"]
 
-#: Width of the Y read-out stream (signed), as the TileEngine's S.
+#: Width of the Y read-out stream (signed), as the attention engine's S.
 Y_WIDTH = S_WIDTH
 
 

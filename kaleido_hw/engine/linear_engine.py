@@ -15,7 +15,7 @@ group barrier (the next group's loads start two cycles after the last array's la
 the group) and the end of the run (the last drain wave leaves after the last array's final
 drain step). Arrays without a column block are not started.
 
-Host protocol (as the TileEngine's): write X and W (``wr``) while idle; drive ``cfg`` and
+Host protocol (:mod:`kaleido_hw.engine.host_port`): write X and W (``wr``) while idle; drive ``cfg`` and
 pulse ``start``; the configuration is checked and latched in that cycle. If the hardware
 cannot run it, ``done`` rises at once with a non-zero ``error`` mask (:data:`ERROR_BITS`);
 otherwise ``busy`` stays high until ``done``. Then the counters (``cnt``) are valid
@@ -25,7 +25,7 @@ on ``y`` with valid/ready. With ``cfg.reuse = 0`` the same hardware computes the
 ``X @ W`` (dense).
 
 The Python helpers at the end (:func:`linear_ports`, :func:`check_linear_run`, and
-``operand_writes`` of the TileEngine for X and W) encode a run for the benches and reject
+``host_port.operand_writes`` for X and W) encode a run for the benches and reject
 what the hardware cannot do before any simulation starts.
 """
 
@@ -44,8 +44,8 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.linear_buffer import Y_WIDTH, LinearBuffer
 from kaleido_hw.engine.linear_layouts import LinearGeometry, linear_run_layout, linear_tag_layout
 from kaleido_hw.engine.linear_sequencer import LinearSequencer, linear_counters_layout
-from kaleido_hw.engine.tile_engine import WRITE_BYTES, operand_writes
-from kaleido_hw.engine.tile_sequencer import COUNTER_WIDTH
+from kaleido_hw.engine.host_port import WRITE_BYTES, operand_writes
+from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH
 
 
 __all__ = ["LinearEngine", "ERROR_BITS", "COUNTER_NAMES", "ARRAY_COUNTER_NAMES", "counter_names",

@@ -39,7 +39,7 @@ from kaleido_hw.bitops import bits_for, lowest_set, popcount
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.linear_layouts import (BUBBLE, LinearGeometry, linear_run_layout,
                                               linear_tag_layout)
-from kaleido_hw.engine.tile_sequencer import COUNTER_WIDTH, group_walk
+from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH
 from kaleido_hw.engine.window_code_unit import WindowCodeUnit
 from kaleido_hw.pe.layouts import Drain
 
@@ -47,6 +47,25 @@ from kaleido_hw.pe.layouts import Drain
 __all__ = ["LinearSequencer", "linear_counters_layout"]
 
 AXIS_T, AXIS_Y, AXIS_X = 0, 1, 2
+
+
+def group_walk(m: Module, gsize, group: Signal):
+    """The walk over channel groups 0, 1, 2 (t, y, x) that skips empty ones: ``(first_group,
+    has_next, next_group)`` for the group register ``group``, from the group sizes ``gsize``
+    of the run (``first_group`` is 2 when every group is empty)."""
+    nonempty = [gsize[g] != 0 for g in range(3)]
+    first_group = Mux(nonempty[0], 0, Mux(nonempty[1], 1, 2))
+    has_next = Signal()
+    next_group = Signal(2)
+    with m.Switch(group):
+        with m.Case(0):
+            m.d.comb += [has_next.eq(nonempty[1] | nonempty[2]),
+                         next_group.eq(Mux(nonempty[1], 1, 2))]
+        with m.Case(1):
+            m.d.comb += [has_next.eq(nonempty[2]), next_group.eq(2)]
+        with m.Default():
+            m.d.comb += [has_next.eq(0), next_group.eq(2)]
+    return first_group, has_next, next_group
 
 
 def linear_counters_layout() -> data.StructLayout:

@@ -1,10 +1,8 @@
-"""Geometry and data layouts shared by the blocks of the single-array engine (``docs/array.md``):
-the :class:`~kaleido_hw.engine.tile_sequencer.TileSequencer`, the :class:`~kaleido_hw.array.array.PEArray`,
-the :class:`~kaleido_hw.engine.acc_buffer.AccumulationBuffer` and the
-:class:`~kaleido_hw.engine.tile_engine.TileEngine`.
-
-Layouts pack from bit 0 in declaration order (``amaranth.lib.data``), so a packed port can be
-decoded by hand from the tables in ``docs/array.md``.
+"""The geometry of one PE array's tile (R x C PEs, the token and channel limits, the
+accumulator width) and the widths every engine block shares: the 32-bit counters, their
+per-pass layout, and the signed 32-bit S / Y read-out. The multi-array engine's geometry
+(:class:`~kaleido_hw.engine.engine_layouts.KaleidoGeometry`) and the linear engine's build on
+:class:`EngineGeometry`.
 """
 
 from __future__ import annotations
@@ -18,7 +16,19 @@ from kaleido_hw.bitops import bits_for
 from kaleido_hw.config import ConfigError, KaleidoConfig, min_acc_width
 
 
-__all__ = ["EngineGeometry", "run_config_layout", "drain_tag_layout"]
+__all__ = ["EngineGeometry", "COUNTER_WIDTH", "S_WIDTH", "counters_layout"]
+
+#: Width of every performance counter.
+COUNTER_WIDTH = 32
+#: Width of the S (and Y) read-out streams (signed).
+S_WIDTH = 32
+
+
+def counters_layout() -> data.StructLayout:
+    """A sequencer's counters: channel steps issued / skipped per pass, bubbles, quads."""
+    w = unsigned(COUNTER_WIDTH)
+    return data.StructLayout({"issued": data.ArrayLayout(w, 4), "skipped": data.ArrayLayout(w, 4),
+                              "bubbles": w, "quads": w})
 
 
 def _is_pow2(v: int) -> bool:
@@ -49,7 +59,7 @@ class EngineGeometry:
                 v = getattr(config, key)
                 if not _is_pow2(v):
                     raise ConfigError(
-                        f"{key} must be a power of two (1, 2, 4, 8 or 16) for the TileEngine "
+                        f"{key} must be a power of two (1, 2, 4, 8 or 16) for the engine "
                         f"(its accumulation buffer addresses by shifts), got {v}")
         return cls(config.rows, config.cols, config.engine_max_tokens,
                    config.engine_max_head_dim, config.acc_width)
@@ -118,35 +128,3 @@ class EngineGeometry:
     def bank_addr_width(self) -> int:
         """Bits of a bank address."""
         return bits_for(self.bank_depth - 1)
-
-
-def drain_tag_layout(geo: EngineGeometry) -> data.StructLayout:
-    """Where the tile drained by a pass's first step goes in the accumulation buffer.
-
-    ``plane``: the channel group; ``cb``: column block of the quad; ``kf``: the tile's
-    columns are K followers; ``rtok[i]``: Q token of row i; ``rwe``/``cwe``: which rows and
-    columns hold a real result (padding units and absent followers are not written).
-    """
-    return data.StructLayout({
-        "plane": unsigned(2),
-        "cb": unsigned(geo.cb_width),
-        "kf": unsigned(1),
-        "rtok": data.ArrayLayout(unsigned(geo.tok_width), geo.rows),
-        "rwe": unsigned(geo.rows),
-        "cwe": unsigned(geo.cols),
-    })
-
-
-def run_config_layout(geo: EngineGeometry) -> data.StructLayout:
-    """The configuration of one run, latched at start (derived values included)."""
-    sw = geo.size_width
-    return data.StructLayout({
-        "t": unsigned(sw), "h": unsigned(sw), "w": unsigned(sw),
-        "hw": unsigned(sw), "n": unsigned(sw),
-        "dirs": data.ArrayLayout(unsigned(2), 3),
-        "gmask": data.ArrayLayout(unsigned(geo.max_dim), 3),
-        "gsize": data.ArrayLayout(unsigned(geo.dim_width), 3),
-        "full_mask": unsigned(8),
-        "half_mask": unsigned(8),
-        "reuse": unsigned(1),
-    })

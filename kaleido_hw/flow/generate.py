@@ -66,7 +66,6 @@ TOPS: list[Top] = [
     Top("baseline_pe", "kaleido_hw.pe.pe:BaselinePE", "plain 8-bit MAC PE: the area/timing reference"),
     Top("pe_array", "kaleido_hw.array.array:PEArray", "R x C reuse-aware PE array: per-PE tile decoders, edge skew, drain read-out"),
     Top("baseline_array", "kaleido_hw.array.array:BaselineArray", "R x C BaselinePE array with the PEArray's ports: the dense reference"),
-    Top("tile_engine", "kaleido_hw.engine.tile_engine:TileEngine", "single-array engine: sequencer, on-chip codes, PE array, accumulation buffer, host interface, counters", in_rtl_out=False),
     Top("cluster_scheduler", "kaleido_hw.dispatch.scheduler:ClusterScheduler", "data dispatcher: Hamming-distance clustering scheduler"),
     Top("merge_matcher", "kaleido_hw.dispatch.matcher:MergeMatcher", "data dispatcher: greedy channel merge matcher of one PE array"),
     Top("merged_array", "kaleido_hw.dispatch.merged_array:MergedArray", "R x C MergedCell array (decoder that also runs matcher slots + ReusePE): the KaleidoEngine's array when the matcher is built"),

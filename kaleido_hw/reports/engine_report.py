@@ -11,7 +11,10 @@ From the engine's exact cycle model (``golden.engine.model.engine_counters``) on
   2 x 2 / 4 x 4 / 8 x 8 at a constant total of PEs, variants pe and full (and dense, the
   reference of every speedup);
 - ``paper`` (``--paper``): one 720p hunyuanvideo head (33x45x80, d = 128) on the paper's
-  128 x 128 arrays (P = 16,384 arrays of 4 x 4); minutes per variant.
+  128 x 128 arrays (P = 16,384 arrays of 4 x 4); minutes per variant. Beside the compute
+  cycles, the DRAM cycles of the head at the paper's 819.2 GB/s and 1 GHz
+  (``golden.engine.core_model.head_traffic``): with S stored in full as this core's programs
+  do, and with S kept on chip (a fused head: Q, K, V in, O out).
 - ``grids`` (``--only grids``): every preset on every grid of :data:`GRID_SWEEP`, dense, pe
   and full on P arrays: the full variant must never take more cycles than dense (the
   command exits 1 if it does); about 20 seconds.
@@ -26,6 +29,7 @@ import json
 import time
 from pathlib import Path
 
+from golden.engine.core_model import PAPER_CLOCK_GHZ, PAPER_DRAM_GBPS, dram_cycles, head_traffic
 from golden.engine.model import VARIANTS, EngineParams, engine_counters
 from golden.numerics import PRESETS, ChannelGroups, oracle_ops, reuse_masks
 from golden.workloads import grid_named, make_qkv
@@ -197,8 +201,34 @@ def paper(variants, seed: int = 0, config=None) -> list[dict]:
     for variant in order:
         c, sec = runs[variant]
         rows.append(_row("paper", head, params, variant, c, runs["dense"][0], sec,
-                         speedup_over_pe=pe_cycles / c.cycles if pe_cycles else None))
+                         speedup_over_pe=pe_cycles / c.cycles if pe_cycles else None,
+                         **paper_memory(head.grid.n, head.groups.head_dim)))
     return rows
+
+
+def paper_memory(n_tokens: int, head_dim: int) -> dict:
+    """DRAM cycles of one head at the paper's bandwidth and clock: ``dram_cycles_s_out``
+    (Q and K in, S out as int32: this core's programs) and ``dram_cycles_fused`` (S kept on
+    chip: Q, K, V in, O out)."""
+    return {f"dram_cycles_{name}": dram_cycles(head_traffic(n_tokens, head_dim,
+                                                            fused=fused)["total"])
+            for name, fused in (("s_out", False), ("fused", True))}
+
+
+def format_memory(rows: list[dict]) -> str:
+    """The paper section's compute against DRAM time, one line per variant."""
+    lines = [f"DRAM at {PAPER_DRAM_GBPS:.1f} GB/s (16 x DDR5-6400), {PAPER_CLOCK_GHZ:g} GHz: "
+             f"cycles of the head's transfers against its compute (S out: Q, K in and S out "
+             f"as int32; fused: S on chip, Q, K, V in and O out as int32)",
+             "| variant | compute cycles | DRAM, S out | DRAM / compute | DRAM, fused | "
+             "DRAM / compute |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        if "dram_cycles_s_out" not in r:
+            continue
+        lines.append(f"| {r['variant']} | {r['cycles']:,} | {r['dram_cycles_s_out']:,} | "
+                     f"{r['dram_cycles_s_out'] / r['cycles']:.2f}x | "
+                     f"{r['dram_cycles_fused']:,} | {r['dram_cycles_fused'] / r['cycles']:.4f}x |")
+    return "\n".join(lines)
 
 
 def grids(presets, arrays: int, seed: int = 0, config=None) -> list[dict]:
@@ -308,6 +338,8 @@ def run(args) -> int:
             part = paper(paper_variants, args.seed, cfg)
         print(f"\n## {name}\n")
         print(format_table(part))
+        if name == "paper":
+            print("\n" + format_memory(part))
         rows += part
     lines = targets(rows)
     if lines:

@@ -37,11 +37,11 @@ report             paper       what
                                flow is not installed)
 =================  ==========  ====================================================================
 
-Speedup is ``cycles(dense) / cycles(reuse)`` of ``golden.array.schedule.tile_counters`` on the same
-R x C array and data (the TileEngine's cycle model, ``docs/array.md``); PE utilization is
+Speedup is ``cycles(dense) / cycles(reuse)`` of the engine's cycle model on one R x C array
+without the dispatcher (``golden.engine.model.engine_counters`` with one array, variants
+``dense`` and ``pe``: the paper's Kaleido-pe) on the same data; PE utilization is
 ``busy PE-cycles / (R * C * cycles)``; hardware op reduction is ``1 - busy(reuse) /
-busy(dense)``. The multi-array engine, its ablation variants (paper Fig. 19) and multi-array
-scaling (Fig. 21/22) are not built yet (engine issue); these reports do not stand in for them.
+busy(dense)``. The multi-array engine with the dispatcher is in ``ablation`` and ``scaling``.
 
 ``--workload FILE.npz`` (int8 ``q``, ``k``, optional ``v`` and ``scale``; shape (N, d) with
 N = T*H*W of ``--grid`` and d the head_dim of ``--model``) runs every report that applies to one
@@ -64,8 +64,8 @@ from pathlib import Path
 
 import numpy as np
 
-from golden.array.schedule import tile_counters
 from golden.checks import as_int8, check_tokens
+from golden.engine.model import EngineParams, engine_counters
 from golden.numerics import (AXES, FULL, GROUP_NAMES, HALF, NONE, PRESETS, ChannelGroups,
                              VideoGrid, follower_mask, reuse_masks)
 from golden.quality import attention_quality
@@ -90,8 +90,9 @@ QUALITY_SCORES = 1 << 24
 S_TOKENS = 2048
 #: Frames shown side by side in the ``patterns`` group maps.
 MAP_FRAMES = 8
-ENGINE_NOTE = ("This report measures one R x C array of the TileEngine without the dispatcher "
-               "(cycle model golden.array.schedule.tile_counters), dense and reuse on the same array "
+ENGINE_NOTE = ("This report measures one R x C array of the engine without the dispatcher "
+               "(cycle model golden.engine.model.engine_counters, one array, variants dense and "
+               "pe), dense and reuse on the same array "
                "and data; the multi-array engine with the dispatcher is in the ablation and "
                "scaling reports (Fig. 19, 21/22).")
 
@@ -234,11 +235,13 @@ def load_workload(path, grid, preset: str) -> Source:
 
 def cycles_task(source: Source, rows: int, cols: int, full_bits: int, half_bits: int,
                 reuse: bool) -> dict:
-    """Counters of one TileEngine run (``golden.array.schedule.tile_counters``)."""
+    """Counters of one engine run on one R x C array without the dispatcher
+    (``golden.engine.model.engine_counters``, variant ``pe``, or ``dense`` without reuse)."""
     q, k, _, _ = source.load()
-    c = tile_counters(q, k, source.grid, ChannelGroups.from_preset(source.preset), rows, cols,
-                      full_bits, half_bits, reuse)
-    return {"cycles": int(c.cycles), "busy": int(c.busy_pe_cycles)}
+    c = engine_counters(q, k, source.grid, ChannelGroups.from_preset(source.preset),
+                        EngineParams(rows=rows, cols=cols, arrays=1),
+                        "pe" if reuse else "dense", full_bits, half_bits)
+    return {"cycles": int(c.cycles), "busy": int(c.busy_pe_cycles.sum())}
 
 
 def quality_task(source: Source, full_bits: int, half_bits: int) -> dict:
@@ -776,8 +779,8 @@ def report_motion(ctx: Context, plt) -> Result:
 
 
 def report_array_size(ctx: Context, plt) -> Result:
-    """Fig. 21 for one array: speedup of the TileEngine cycle model versus the array's
-    size (2x2, 4x4, 8x8)."""
+    """Fig. 21 for one array: speedup of the engine's cycle model on one array without the
+    dispatcher versus the array's size (2x2, 4x4, 8x8)."""
     s = ctx.settings
     r = Result("array-size")
     sources = ([ctx.workload] if ctx.workload is not None else

@@ -1,4 +1,4 @@
-"""What every engine top (``tile_engine``, ``kaleido_engine``, ``linear_engine``) shares on
+"""What every engine top (``kaleido_engine``, ``plain_engine``, ``linear_engine``) shares on
 the host side, for their cocotb benches: the generated configuration, byte-lane operand
 writes while idle, the ``cfg__*`` ports, the ``start``/``done`` handshake with the counters,
 and the read-out stream under random back-pressure.
@@ -21,7 +21,7 @@ from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from simlib import StreamSink, to_signed
 
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.engine.tile_engine import operand_writes
+from kaleido_hw.engine.host_port import operand_writes
 
 
 REPO = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from core_harness import run_core
 from golden import ChannelGroups
 from golden.engine.commands import (ERROR_CODES, Compute, Fence, Groups, Load, Store,
                                     Strides)
-from golden.engine.core_model import core_counters
+from golden.engine.core_model import BenchMemory, core_counters, core_cycles, load_run_cycles
 from golden.engine.program import Memory, ProgramError, run_program
 from golden.numerics import VideoGrid
 from kaleido_hw.config import ConfigError, KaleidoConfig
@@ -76,6 +76,44 @@ def test_core_head(cfg, grid, variant, kw):
     assert got == want
     c = out.counters
     assert c["cycles"] == c["compute"] + c["mem_wait"] and c["mem_wait"] > 0
+
+
+@pytest.mark.parametrize("grid, box, variant, latency, outstanding", [
+    ((2, 3, 5), None, "pe", 5, 4),        # padded boxes
+    ((2, 4, 4), None, "pe", 12, 2),       # the outstanding limit starves the walk
+    ((1, 3, 7), (1, 3, 5), "dense", 2, 3),  # odd box: half-empty last beat of a STORE
+], ids=["padded", "starved", "odd-box"])
+def test_core_cycles_are_exact_for_the_bench_memory(grid, box, variant, latency, outstanding):
+    """Commands back to back against a memory of fixed latency, one beat per cycle and an
+    outstanding limit: ``cycles`` and ``mem_wait`` equal ``core_cycles`` exactly (and so
+    does the bench's own count of the cycles until idle)."""
+    q, k = _head(grid, G16.head_dim, 0)
+    plan = plan_head(TINY, grid, G16.head_dim, groups=G16, banks=1, variant=variant, box=box,
+                     split_pairs=box is not None)
+    mem = Memory(plan.memory_size)
+    write_operands(mem, q, k, plan.addrs, grid)
+    gold = Memory(plan.memory_size)
+    gold.data[:] = mem.data
+    result = run_program(plan.commands, gold, plan.limits, engine=True)
+    out, data = _run_rtl(TINY, plan.commands, mem, latency=latency, outstanding=outstanding)
+    assert out.error == 0 and np.array_equal(data, gold.data)
+    want = core_cycles(plan.commands, result, BenchMemory(latency, outstanding))
+    assert {n: out.counters[n] for n in want} == want
+    assert out.cycles == want["cycles"] + 1       # the bench also counts the last, idle cycle
+
+
+def test_load_walk_closed_form():
+    """A walk the memory never starves (enough requests in flight) takes ``latency + 2``
+    cycles beyond one cycle per beat; padding costs one cycle per beat; a one-request limit
+    serialises the tokens."""
+    for n, bpt, lat in ((16, 2, 3), (64, 16, 8), (5, 1, 0)):
+        out = -(-(lat + 2) // bpt) + 1
+        assert load_run_cycles((True,) * n, bpt, lat, out) == lat + n * bpt + 2
+        assert load_run_cycles((False,) * n, bpt, lat, 1) == n * bpt + 1
+        # one request at a time: each token waits for its request's latency
+        assert load_run_cycles((True,) * n, bpt, lat, 1) == n * (lat + 1 + bpt) + 1
+    with pytest.raises(ValueError, match="BenchMemory.outstanding"):
+        BenchMemory(3, 0)
 
 
 def _tiny_program():
@@ -161,3 +199,26 @@ def test_core_bus_error():
 def test_core_config_errors():
     with pytest.raises(ConfigError, match="engine_max_tokens must be at most 362"):
         check_core_config(KaleidoConfig(engine_max_tokens=400))
+
+
+def test_head_traffic_at_paper_scale():
+    """One 720p head at the paper's 819.2 GB/s and 1 GHz: storing S in full (this core's
+    programs) costs 56 GB and about 69 M cycles, ten times the full variant's compute;
+    keeping S on chip leaves Q, K, V in and O out, about 130 k cycles."""
+    from golden.engine.core_model import dram_cycles, head_traffic
+    from kaleido_hw.reports.engine_report import format_memory, paper_memory
+    n, d = 33 * 45 * 80, 128
+    s_out, fused = head_traffic(n, d, fused=False), head_traffic(n, d, fused=True)
+    assert s_out == {"read": 2 * n * d, "written": 4 * n * n, "total": 2 * n * d + 4 * n * n}
+    assert fused["total"] == 3 * n * d + 4 * n * d
+    assert dram_cycles(s_out["total"]) == 68_950_407        # ceil(bytes / 819.2)
+    assert dram_cycles(819) == 1 and dram_cycles(820) == 2
+    assert dram_cycles(1000, gbytes_per_s=1.0, clock_ghz=2.0) == 2000
+    m = paper_memory(n, d)
+    assert m == {"dram_cycles_s_out": 68_950_407, "dram_cycles_fused": 129_938}
+    table = format_memory([{"variant": "full", "cycles": 6_800_000, **m}])
+    assert "| full | 6,800,000 | 68,950,407 | 10.14x | 129,938 | 0.0191x |" in table
+    with pytest.raises(ValueError, match="head_dim must be an integer >= 1"):
+        head_traffic(n, 0, fused=True)
+    with pytest.raises(ValueError, match="gbytes_per_s and clock_ghz must be > 0"):
+        dram_cycles(1, gbytes_per_s=0)

@@ -1,26 +1,23 @@
-"""Amaranth-simulator unit tests of the TileEngine's blocks (``docs/array.md``): the per-PE
-decoder against the golden decode table, the code unit against ``golden.reuse_masks``, the
-work bitmaps against the table, the accumulation buffer's address map and read-out under
-back-pressure, a whole run of a small engine, and the configuration errors. The cocotb
-benches (``tests/engine/test_engine_sim.py``) run the generated Verilog."""
+"""Amaranth-simulator unit tests of the blocks every engine array is built from
+(``docs/array.md``): the per-PE decoder against the golden decode table, the code unit
+against ``golden.reuse_masks``, the work bitmaps against the table; the configuration and
+host-port checks; and the single-array cycle model (``golden.array.schedule.tile_counters``)
+against a per-quad reference. Whole engines run in ``tests/engine/test_kaleido_engine.py``
+and their cocotb benches."""
 
 from __future__ import annotations
 
 import gc
 import itertools
-import random
 import warnings
 
 import numpy as np
 import pytest
 from amaranth.hdl import Module, Signal, UnusedElaboratable
 from amaranth.sim import Simulator
-from host_harness import configure_and_start, wait_done, write_operand
 
-from golden.array.schedule import (ABSENT, DECODE, Op, Sel, Split, _contributions, tile_counters,
-                                   units)
-from golden.numerics import (FULL, HALF, NONE, ChannelGroups, VideoGrid, attention_scores,
-                             reuse_masks)
+from golden.array.schedule import ABSENT, DECODE, Op, Sel, Split, _contributions, tile_counters
+from golden.numerics import FULL, HALF, NONE, ChannelGroups, VideoGrid, reuse_masks
 from golden.pe.model import Op as MOp
 from golden.pe.model import Part as MPart
 from golden.pe.model import PECtrl
@@ -28,11 +25,10 @@ from golden.pe.model import Split as MSplit
 from golden.pe.model import pe_contributions
 from kaleido_hw.array.tile_cell import PASS_ENTRY, TileDecoder, decode_entry
 from kaleido_hw.config import ConfigError, KaleidoConfig
-from kaleido_hw.engine.acc_buffer import AccumulationBuffer
 from kaleido_hw.engine.code_unit import CodeUnit, code_mask, work_bitmap
-from kaleido_hw.engine.tile_engine import (COUNTER_NAMES, ERROR_BITS, TileEngine, check_run,
-                                           engine_ports)
-from kaleido_hw.engine.tile_layouts import EngineGeometry, drain_tag_layout
+from kaleido_hw.engine.host_port import check_run, engine_ports
+from kaleido_hw.engine.kaleido_engine import ERROR_BITS, KaleidoEngine
+from kaleido_hw.engine.tile_layouts import EngineGeometry
 
 
 CODES = (FULL, HALF, NONE, ABSENT)
@@ -201,146 +197,6 @@ def test_work_bitmap_is_the_table():
     sim.run()
 
 
-# -- accumulation buffer -------------------------------------------------------------------------
-
-@pytest.mark.parametrize("grid,dirs", [(VideoGrid(3, 2, 2), (2, 0, 1)),
-                                       (VideoGrid(1, 3, 5), (1, 2, 2)),
-                                       (VideoGrid(3, 3, 1), (0, 1, 2))])
-def test_acc_buffer_address_map_and_readout(grid, dirs):
-    """Write every (i, k) of each plane at the address the drain path uses, through the C
-    column ports (bank = unit mod C), then read S under random back-pressure: each value is
-    the sum of the non-empty planes, row-major, nothing lost or repeated."""
-    cfg = KaleidoConfig(engine_max_tokens=16, engine_max_head_dim=8, rows=2, cols=2)
-    geo = EngineGeometry.from_config(cfg)
-    dut = AccumulationBuffer(cfg)
-    tag_layout = drain_tag_layout(geo)
-    n = grid.n
-    gsize = (3, 0, 5)                         # plane 1 is empty: its contents must not count
-    rng = np.random.default_rng(n)
-    planes = rng.integers(-(1 << 20), 1 << 20, (3, n, n))
-    want = sum(planes[g] for g in range(3) if gsize[g])
-    # (plane, i, k) -> (bank, cb, kf), from golden.array.schedule.units
-    writes = {j: [] for j in range(geo.cols)}
-    for g in range(3):
-        anchors, followers = units(grid, dirs[g])
-        for u, (a, f) in enumerate(zip(anchors, followers)):
-            for kf, k in ((0, a), (1, f)):
-                if k < 0:
-                    continue
-                for i in range(n):
-                    writes[u % geo.cols].append((g, i, u // geo.cols, kf, planes[g, i, k]))
-    writes[0].append((1, 0, 0, 0, 12345))      # garbage in the empty plane
-    order = rng.permutation(max(len(w) for w in writes.values()))
-    got = []
-
-    async def bench(ctx):
-        ctx.set(dut.cfg.t, grid.t)
-        ctx.set(dut.cfg.h, grid.h)
-        ctx.set(dut.cfg.w, grid.w)
-        ctx.set(dut.cfg.n, n)
-        for g in range(3):
-            ctx.set(dut.cfg.dirs[g], dirs[g])
-            ctx.set(dut.cfg.gsize[g], gsize[g])
-        for step in order:
-            for j in range(geo.cols):
-                rec = dut.wr[j]
-                if step < len(writes[j]):
-                    g, i, cb, kf, value = writes[j][step]
-                    tag = {"plane": g, "cb": cb, "kf": kf, "rtok": [0, i], "rwe": 0b10,
-                           "cwe": 1 << j}
-                    ctx.set(rec.valid, 1)
-                    ctx.set(rec.row, 1)
-                    ctx.set(rec.data, int(value))
-                    ctx.set(rec.tag, tag_layout.const(tag).as_value().value)
-                else:
-                    ctx.set(rec.valid, 0)
-            await ctx.tick()
-        for j in range(geo.cols):
-            ctx.set(dut.wr[j].valid, 0)
-        ctx.set(dut.read, 1)
-        await ctx.tick()
-        ctx.set(dut.read, 0)
-        stall = random.Random(n)
-        for _ in range(8 * n * n + 50):
-            ready = stall.random() > 0.4
-            ctx.set(dut.s.ready, ready)
-            await ctx.delay(1e-9)
-            if ready and ctx.get(dut.s.valid):
-                got.append(ctx.get(dut.s.payload))
-            await ctx.tick()
-        assert not ctx.get(dut.reading)
-
-    simulate(dut, bench)
-    assert len(got) == n * n
-    assert np.array_equal(np.array(got).reshape(n, n), want)
-
-
-# -- a whole run ---------------------------------------------------------------------------------
-
-def _run_engine(cfg, q, k, grid, groups, reuse=True, baseline=False):
-    dut = TileEngine(cfg, baseline=baseline)
-    ports = engine_ports(cfg, grid, groups, reuse=reuse)
-    out = {}
-
-    async def bench(ctx):
-        await write_operand(ctx, dut, 0, q)
-        await write_operand(ctx, dut, 1, k)
-        await configure_and_start(ctx, dut, ports)
-        await wait_done(ctx, dut, 1_000_000)
-        out["error"] = ctx.get(dut.error)
-        out["counters"] = {c: ctx.get(getattr(dut.cnt, c)) for c in COUNTER_NAMES}
-        ctx.set(dut.read, 1)
-        await ctx.tick()
-        ctx.set(dut.read, 0)
-        ctx.set(dut.s.ready, 1)
-        s = []
-        while len(s) < grid.n ** 2:
-            await ctx.delay(1e-9)
-            if ctx.get(dut.s.valid):
-                s.append(ctx.get(dut.s.payload))
-            await ctx.tick()
-        out["S"] = np.array(s).reshape(grid.n, grid.n)
-
-    simulate(dut, bench)
-    return out
-
-
-@pytest.mark.parametrize("rows,cols", [(2, 2), (1, 4)])
-def test_small_engine_run(rows, cols):
-    """A whole run of a small engine (odd grid, three directions, smooth data): S bit-exact and
-    every counter equal to the cycle model, with reuse and dense."""
-    cfg = KaleidoConfig(engine_max_tokens=16, engine_max_head_dim=8, rows=rows, cols=cols)
-    grid, groups = VideoGrid(2, 3, 2), ChannelGroups.from_sizes(2, 3, 3)
-    rng = np.random.default_rng(rows * 10 + cols)
-    q, k = (np.clip(np.cumsum(rng.integers(-4, 5, (grid.n, 8)), 0), -128, 127).astype(np.int8)
-            for _ in range(2))
-    for reuse in (True, False):
-        out = _run_engine(cfg, q, k, grid, groups, reuse)
-        assert out["error"] == 0
-        want_s = (attention_scores(q, k, grid, groups) if reuse
-                  else q.astype(np.int64) @ k.astype(np.int64).T)
-        assert np.array_equal(out["S"], want_s)
-        c = tile_counters(q, k, grid, groups, rows, cols, reuse=reuse)
-        want = {"cycles": c.cycles, "busy_pe_cycles": c.busy_pe_cycles, "bubbles": c.bubbles,
-                "quads": c.quads, **{f"issued{p}": c.issued[p] for p in range(4)},
-                **{f"skipped{p}": c.skipped[p] for p in range(4)}}
-        assert out["counters"] == want
-
-
-def test_baseline_engine_is_dense():
-    """The engine built on the BaselineArray computes exact Q @ K^T (reuse requested or not:
-    it runs dense) with the dense schedule's counters and cycles."""
-    cfg = KaleidoConfig(engine_max_tokens=16, engine_max_head_dim=8, rows=2, cols=2)
-    grid, groups = VideoGrid(3, 1, 3), ChannelGroups.from_sizes(3, 2, 3)
-    rng = np.random.default_rng(9)
-    q, k = (rng.integers(-128, 128, (grid.n, 8)).astype(np.int8) for _ in range(2))
-    out = _run_engine(cfg, q, k, grid, groups, reuse=True, baseline=True)
-    assert np.array_equal(out["S"], q.astype(np.int64) @ k.astype(np.int64).T)
-    c = tile_counters(q, k, grid, groups, 2, 2, reuse=False)
-    assert out["counters"]["cycles"] == c.cycles
-    assert out["counters"]["busy_pe_cycles"] == c.busy_pe_cycles == grid.n ** 2 * 8
-
-
 # -- configuration errors ------------------------------------------------------------------------
 
 def test_engine_needs_power_of_two_array():
@@ -348,9 +204,9 @@ def test_engine_needs_power_of_two_array():
         # The half-built component is garbage: Amaranth would warn that it was never used.
         warnings.simplefilter("ignore", UnusedElaboratable)
         with pytest.raises(ConfigError, match="rows must be a power of two"):
-            TileEngine(KaleidoConfig(rows=3))
+            KaleidoEngine(KaleidoConfig(rows=3))
         with pytest.raises(ConfigError, match="cols must be a power of two"):
-            AccumulationBuffer(KaleidoConfig(cols=6))
+            EngineGeometry.from_config(KaleidoConfig(cols=6))
         gc.collect()
 
 
@@ -432,19 +288,3 @@ def test_fast_cycle_model_equals_per_quad_reference(grid, rows, cols, sizes):
         assert (c.busy_pe_cycles, c.issued, c.skipped, c.bubbles, c.quads, c.cycles) == (
             ref["busy"], ref["issued"], ref["skipped"], ref["bubbles"], ref["quads"],
             ref["cycles"])
-
-
-def test_tile_report_cycle_model(capsys):
-    """``kaleido-hw tile-report`` on the cycle model: one row per preset, reuse faster than
-    dense, hardware reduction below the oracle's; a bad preset is a one-line error."""
-    from kaleido_hw.cli import main
-    assert main(["tile-report", "--grids", "2x4x8", "--presets", "hunyuanvideo,wan2.1"]) == 0
-    rows = [ln for ln in capsys.readouterr().out.splitlines() if " model " in ln]
-    assert [r.split()[0] for r in rows] == ["hunyuanvideo", "wan2.1"]
-    for r in rows:
-        fields = r.split()
-        speedup = float(fields[5].rstrip("x"))
-        hw, oracle = (float(fields[i].rstrip("%")) for i in (8, 9))
-        assert 1.0 < speedup < 2.0 and 0 < hw < oracle < 75
-    assert main(["tile-report", "--presets", "sora"]) == 2
-    assert "--presets must name presets" in capsys.readouterr().err

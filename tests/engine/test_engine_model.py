@@ -6,7 +6,7 @@
   (below), every counter of every array, for every variant, P in {1, 2, 4, 3}, several array
   shapes, odd grids, custom heads and adversarial data;
 - with one array, variant ``pe`` and chunks as wide as the groups, it equals the single-array
-  TileEngine's cycle model ``golden.array.schedule.tile_counters``;
+  array's cycle model ``golden.array.schedule.tile_counters``;
 - the orders and the bank map keep their promises; bad input is rejected with a clear error.
 """
 

@@ -35,7 +35,7 @@ from simlib import StreamSource, seeds_requested, start_clock_and_reset
 
 from golden import ChannelGroups, make_qkv
 from golden.numerics import _as_groups
-from golden.engine.core_model import CORE_COUNTERS, core_counters
+from golden.engine.core_model import CORE_COUNTERS, BenchMemory, core_counters, core_cycles
 from golden.engine.program import Memory, ProgramError, run_program
 from kaleido_hw.engine.host import plan_head, write_operands
 
@@ -141,6 +141,25 @@ async def _clear(dut):
     assert not int(dut.error.value), "the core did not leave its error state"
 
 
+async def _run_head(dut, ram, plan, mem, **run_kw):
+    """Reset, load the memory, run the plan's commands; check that no error was raised and
+    that the memory equals the interpreter's byte for byte. Returns the interpreter's result
+    (with the engine model's counters), the core's counters and the cycles until idle."""
+    _idle_inputs(dut)
+    await start_clock_and_reset(dut)
+    gold = Memory(plan.memory_size)
+    gold.data[:] = mem.data
+    result = run_program(plan.commands, gold, plan.limits, engine=True)
+    ram.write(0, mem.data.tobytes())
+    cycles = await _run(dut, [c.encode() for c in plan.commands], **run_kw)
+    assert int(dut.error.value) == 0, f"error {int(dut.error.value)} at command " \
+                                      f"{int(dut.error_command.value)}"
+    got = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
+    bad = np.flatnonzero(got != gold.data)
+    assert bad.size == 0, f"{bad.size} bytes differ from the interpreter's, first at {bad[0]}"
+    return result, _counters(dut), cycles
+
+
 @cocotb.test()
 async def test_head(dut):
     """A head through the AXI memory: memory and counters equal to the models."""
@@ -151,25 +170,28 @@ async def test_head(dut):
         if ram is None:
             # Before the first reset: the AXI models drive their outputs from reset on.
             ram = _ram(dut, plan.memory_size, rng)
-        _idle_inputs(dut)
-        await start_clock_and_reset(dut)
-        gold = Memory(plan.memory_size)
-        gold.data[:] = mem.data
-        result = run_program(plan.commands, gold, plan.limits, engine=True)
-        ram.write(0, mem.data.tobytes())
-        cycles = await _run(dut, [c.encode() for c in plan.commands], rng=rng)
-        assert int(dut.error.value) == 0, f"error {int(dut.error.value)} at command " \
-                                          f"{int(dut.error_command.value)}"
-        got = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
-        bad = np.flatnonzero(got != gold.data)
-        assert bad.size == 0, f"{bad.size} bytes differ from the interpreter's, first at {bad[0]}"
-        c = _counters(dut)
+        result, c, cycles = await _run_head(dut, ram, plan, mem, rng=rng)
         want = core_counters(result)
         assert {n: c[n] for n in want} == want
         assert c["cycles"] == c["compute"] + c["mem_wait"]
         dut._log.info(f"grid {GRID} box {plan.box} variant {plan.variant}: {len(plan.commands)} "
                       f"commands, {cycles} cycles, compute {c['compute']}, mem_wait "
                       f"{c['mem_wait']}, engine {c['engine_cycles']}")
+
+
+@cocotb.test()
+async def test_timing(dut):
+    """A small head with commands back to back and an AxiRam without pauses: ``cycles`` and
+    ``mem_wait`` equal the exact model (``core_cycles`` with ``BenchMemory.axi_ram``), which
+    holds while every token's request is one AXI burst."""
+    plan, mem = _plan((2, 3, 5))              # boxes with padding on the small builds
+    if plan.groups.head_dim > 8 * CFG.axi_max_burst:
+        raise AssertionError(f"the timing check needs head_dim <= 8 * axi_max_burst "
+                             f"({8 * CFG.axi_max_burst}), got {plan.groups.head_dim}")
+    ram = _ram(dut, plan.memory_size, random.Random(0), pause=0)
+    result, c, _ = await _run_head(dut, ram, plan, mem, gap=0)
+    want = core_cycles(plan.commands, result, BenchMemory.axi_ram(CFG))
+    assert {n: c[n] for n in want} == want, f"RTL {c}, model {want}"
 
 
 @cocotb.test()
