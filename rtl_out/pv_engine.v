@@ -3,25 +3,25 @@
 module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__half_bits, cfg__queries, cfg__reuse, cfg__t, cfg__w, cfg__window, clk, cnt__blocks, cnt__bubbles, cnt__busy_pe_cycles, cnt__cycles, cnt__issued_a, cnt__issued_f1, cnt__issued_f2, cnt__skipped_f1, cnt__skipped_f2, cnt__steps, done, error, o__payload, o__ready, o__valid, p_in__payload, p_in__ready, p_in__valid, rst, start, v_in__payload, v_in__ready, v_in__valid);
   wire \$1 ;
   wire \$10 ;
-  wire [7:0] \$100 ;
-  wire [7:0] \$101 ;
+  wire [8:0] \$100 ;
+  wire [9:0] \$101 ;
   wire \$102 ;
   wire \$103 ;
   wire \$104 ;
-  wire \$105 ;
-  wire \$106 ;
-  wire [13:0] \$107 ;
-  wire \$108 ;
-  wire [7:0] \$109 ;
+  wire [7:0] \$105 ;
+  wire [7:0] \$106 ;
+  wire [8:0] \$107 ;
+  wire [9:0] \$108 ;
+  wire \$109 ;
   wire \$11 ;
-  wire [7:0] \$110 ;
-  wire [8:0] \$111 ;
-  wire [8:0] \$112 ;
-  wire \$113 ;
-  wire [3:0] \$114 ;
-  wire [3:0] \$115 ;
-  wire [34:0] \$116 ;
-  wire [3:0] \$117 ;
+  wire \$110 ;
+  wire \$111 ;
+  wire [7:0] \$112 ;
+  wire [7:0] \$113 ;
+  wire [7:0] \$114 ;
+  wire [7:0] \$115 ;
+  wire [7:0] \$116 ;
+  wire [7:0] \$117 ;
   wire [7:0] \$118 ;
   wire [7:0] \$119 ;
   wire \$12 ;
@@ -56,74 +56,77 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   reg \$146 ;
   reg [76:0] \$147 ;
   reg [1:0] \$148 ;
-  wire [1:0] \$149 ;
+  reg [115:0] \$149 ;
   wire \$15 ;
-  wire [1:0] \$150 ;
-  wire [1:0] \$151 ;
+  reg [115:0] \$150 ;
+  reg [12:0] \$151 ;
   wire [1:0] \$152 ;
   wire [1:0] \$153 ;
   wire [1:0] \$154 ;
   wire [1:0] \$155 ;
   wire [1:0] \$156 ;
-  wire \$157 ;
-  reg \$158  = 0;
-  wire [7:0] \$159 ;
+  wire [1:0] \$157 ;
+  wire [1:0] \$158 ;
+  wire [1:0] \$159 ;
   wire \$16 ;
-  wire [8:0] \$160 ;
-  wire [9:0] \$161 ;
-  wire [31:0] \$162 ;
-  wire \$163 ;
+  wire \$160 ;
+  reg \$161  = 0;
+  wire [7:0] \$162 ;
+  wire [8:0] \$163 ;
   wire [9:0] \$164 ;
-  wire [10:0] \$165 ;
+  wire [31:0] \$165 ;
   wire \$166 ;
-  wire \$167 ;
-  wire [9:0] \$168 ;
-  wire [10:0] \$169 ;
+  wire [9:0] \$167 ;
+  wire [10:0] \$168 ;
+  wire \$169 ;
   wire \$17 ;
   wire \$170 ;
-  wire \$171 ;
-  wire [9:0] \$172 ;
-  wire [10:0] \$173 ;
-  wire [31:0] \$174 ;
-  wire [31:0] \$175 ;
-  wire [31:0] \$176 ;
-  wire \$177 ;
-  wire [3:0] \$178 ;
-  wire [3:0] \$179 ;
+  wire [9:0] \$171 ;
+  wire [10:0] \$172 ;
+  wire \$173 ;
+  wire \$174 ;
+  wire [9:0] \$175 ;
+  wire [10:0] \$176 ;
+  wire [31:0] \$177 ;
+  wire [31:0] \$178 ;
+  wire [31:0] \$179 ;
   wire \$18 ;
-  wire [159:0] \$180 ;
-  wire \$181 ;
-  wire [24:0] \$182 ;
-  wire \$183 ;
+  wire \$180 ;
+  wire [3:0] \$181 ;
+  wire [3:0] \$182 ;
+  wire [159:0] \$183 ;
   wire \$184 ;
-  wire [39:0] \$185 ;
+  wire [24:0] \$185 ;
   wire \$186 ;
-  wire [1:0] \$187 ;
-  wire [23:0] \$188 ;
-  wire [12:0] \$189 ;
+  wire \$187 ;
+  wire [39:0] \$188 ;
+  wire \$189 ;
   wire \$19 ;
-  wire [39:0] \$190 ;
-  wire \$191 ;
-  wire [1:0] \$192 ;
-  wire [23:0] \$193 ;
-  wire [12:0] \$194 ;
-  wire [39:0] \$195 ;
-  wire \$196 ;
-  wire [1:0] \$197 ;
-  wire [23:0] \$198 ;
-  wire [12:0] \$199 ;
+  wire [1:0] \$190 ;
+  wire [23:0] \$191 ;
+  wire [12:0] \$192 ;
+  wire [39:0] \$193 ;
+  wire \$194 ;
+  wire [1:0] \$195 ;
+  wire [23:0] \$196 ;
+  wire [12:0] \$197 ;
+  wire [39:0] \$198 ;
+  wire \$199 ;
   wire \$2 ;
   wire \$20 ;
-  wire [39:0] \$200 ;
-  wire \$201 ;
-  wire [1:0] \$202 ;
-  wire [23:0] \$203 ;
-  wire [12:0] \$204 ;
-  wire [23:0] \$205 ;
-  wire \$206 ;
-  wire \$207 ;
-  wire \$208 ;
+  wire [1:0] \$200 ;
+  wire [23:0] \$201 ;
+  wire [12:0] \$202 ;
+  wire [39:0] \$203 ;
+  wire \$204 ;
+  wire [1:0] \$205 ;
+  wire [23:0] \$206 ;
+  wire [12:0] \$207 ;
+  wire [23:0] \$208 ;
+  wire \$209 ;
   wire \$21 ;
+  wire \$210 ;
+  wire \$211 ;
   wire \$22 ;
   wire \$23 ;
   wire \$24 ;
@@ -172,41 +175,41 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   wire \$63 ;
   wire \$64 ;
   wire \$65 ;
-  wire [7:0] \$66 ;
-  wire [7:0] \$67 ;
-  wire [8:0] \$68 ;
-  wire [9:0] \$69 ;
+  wire \$66 ;
+  wire \$67 ;
+  wire \$68 ;
+  wire \$69 ;
   wire [31:0] \$7 ;
   wire \$70 ;
-  wire \$71 ;
+  wire [13:0] \$71 ;
   wire \$72 ;
   wire [7:0] \$73 ;
   wire [7:0] \$74 ;
   wire [8:0] \$75 ;
-  wire [9:0] \$76 ;
+  wire [8:0] \$76 ;
   wire \$77 ;
-  wire \$78 ;
-  wire \$79 ;
+  wire [3:0] \$78 ;
+  wire [3:0] \$79 ;
   wire [31:0] \$8 ;
-  wire [7:0] \$80 ;
-  wire [7:0] \$81 ;
-  wire [8:0] \$82 ;
-  wire [9:0] \$83 ;
-  wire \$84 ;
-  wire \$85 ;
-  wire \$86 ;
-  wire [7:0] \$87 ;
-  wire [7:0] \$88 ;
-  wire [8:0] \$89 ;
+  wire [34:0] \$80 ;
+  wire [3:0] \$81 ;
+  wire [7:0] \$82 ;
+  wire [7:0] \$83 ;
+  wire [7:0] \$84 ;
+  wire [7:0] \$85 ;
+  wire [8:0] \$86 ;
+  wire [9:0] \$87 ;
+  wire \$88 ;
+  wire \$89 ;
   wire [13:0] \$9 ;
-  wire [9:0] \$90 ;
-  wire \$91 ;
-  wire \$92 ;
-  wire \$93 ;
-  wire [7:0] \$94 ;
-  wire [7:0] \$95 ;
-  wire [7:0] \$96 ;
-  wire [7:0] \$97 ;
+  wire \$90 ;
+  wire [7:0] \$91 ;
+  wire [7:0] \$92 ;
+  wire [8:0] \$93 ;
+  wire [9:0] \$94 ;
+  wire \$95 ;
+  wire \$96 ;
+  wire \$97 ;
   wire [7:0] \$98 ;
   wire [7:0] \$99 ;
   wire [28:0] \col[0] ;
@@ -370,7 +373,7 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   reg [39:0] cnt__skipped_f2 = 40'h0000000000;
   output [39:0] cnt__steps;
   reg [39:0] cnt__steps = 40'h0000000000;
-  wire [115:0] col;
+  reg [115:0] col = 116'h00000000000000000000000000000;
   wire [3:0] cvalid;
   output done;
   reg done = 1'h0;
@@ -426,7 +429,7 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   wire [6:0] rd_tok2;
   wire reading;
   wire reuse;
-  wire [115:0] row;
+  reg [115:0] row = 116'h00000000000000000000000000000;
   input rst;
   wire rst;
   reg [76:0] run = 77'h00000000000000000000;
@@ -434,7 +437,7 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   wire start;
   wire step;
   wire [6:0] t;
-  wire [12:0] tag;
+  reg [12:0] tag = 13'h0000;
   wire [5:0] tag_cb;
   wire [5:0] tag_rb;
   wire tag_valid;
@@ -546,60 +549,60 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   assign work1 = | \$56 ;
   assign \$61  = { \$62 , \$63 , \$64 , \$65  } & { \$55 , \$52 , \$49 , \$46  };
   assign work2 = | \$61 ;
-  assign \$66  = present[0] ? \$7 [7:0] : 8'h00;
-  assign \$67  = present[1] ? \$6 [7:0] : 8'h00;
-  assign \$68  = rb * 3'h4;
-  assign \$69  = \$68  + 1'h0;
-  assign \$70  = \$69  < run[37:31];
-  assign \$71  = step & first;
-  assign \$72  = step & issue;
-  assign \$73  = present[0] ? \$7 [15:8] : 8'h00;
-  assign \$74  = present[1] ? \$6 [15:8] : 8'h00;
-  assign \$75  = rb * 3'h4;
-  assign \$76  = \$75  + 1'h1;
-  assign \$77  = \$76  < run[37:31];
-  assign \$78  = step & first;
-  assign \$79  = step & issue;
-  assign \$80  = present[0] ? \$7 [23:16] : 8'h00;
-  assign \$81  = present[1] ? \$6 [23:16] : 8'h00;
-  assign \$82  = rb * 3'h4;
-  assign \$83  = \$82  + 2'h2;
-  assign \$84  = \$83  < run[37:31];
-  assign \$85  = step & first;
-  assign \$86  = step & issue;
-  assign \$87  = present[0] ? \$7 [31:24] : 8'h00;
-  assign \$88  = present[1] ? \$6 [31:24] : 8'h00;
-  assign \$89  = rb * 3'h4;
-  assign \$90  = \$89  + 2'h3;
-  assign \$91  = \$90  < run[37:31];
-  assign \$92  = step & first;
-  assign \$93  = step & issue;
-  assign \$94  = present[0] ? m1[7:0] : 8'h00;
-  assign \$95  = present[1] ? m2[7:0] : 8'h00;
-  assign \$96  = present[0] ? m1[15:8] : 8'h00;
-  assign \$97  = present[1] ? m2[15:8] : 8'h00;
-  assign \$98  = present[0] ? m1[23:16] : 8'h00;
-  assign \$99  = present[1] ? m2[23:16] : 8'h00;
-  assign \$100  = present[0] ? m1[31:24] : 8'h00;
-  assign \$101  = present[1] ? m2[31:24] : 8'h00;
-  assign \$102  = ~ busy;
-  assign \$103  = start & \$102 ;
-  assign \$104  = ~ reading;
-  assign \$105  = \$103  & \$104 ;
-  assign \$106  = | { \$31 , \$26 , \$23 , \$20 , \$13 , \$12  };
-  assign \$107  = cfg__h * cfg__w;
-  assign \$108  = cfg__window == 2'h3;
-  assign \$109  = cfg__queries + 2'h3;
-  assign \$110  = \$109  / 3'h4;
-  assign \$111  = cfg__channels + 2'h3;
-  assign \$112  = \$111  / 3'h4;
-  assign \$113  = cfg__window == 2'h3;
-  assign \$114  = \$113  ? 4'h9 : 4'h4;
-  assign \$115  = 3'h7 - cfg__full_bits;
-  assign \$116  = \$114  << { \$115 , 1'h0 };
-  assign \$117  = cfg__half_bits + 1'h1;
-  assign \$118  = 8'hff >> \$117 ;
-  assign \$119  = ~ \$118 ;
+  assign \$66  = ~ busy;
+  assign \$67  = start & \$66 ;
+  assign \$68  = ~ reading;
+  assign \$69  = \$67  & \$68 ;
+  assign \$70  = | { \$31 , \$26 , \$23 , \$20 , \$13 , \$12  };
+  assign \$71  = cfg__h * cfg__w;
+  assign \$72  = cfg__window == 2'h3;
+  assign \$73  = cfg__queries + 2'h3;
+  assign \$74  = \$73  / 3'h4;
+  assign \$75  = cfg__channels + 2'h3;
+  assign \$76  = \$75  / 3'h4;
+  assign \$77  = cfg__window == 2'h3;
+  assign \$78  = \$77  ? 4'h9 : 4'h4;
+  assign \$79  = 3'h7 - cfg__full_bits;
+  assign \$80  = \$78  << { \$79 , 1'h0 };
+  assign \$81  = cfg__half_bits + 1'h1;
+  assign \$82  = 8'hff >> \$81 ;
+  assign \$83  = ~ \$82 ;
+  assign \$84  = present[0] ? \$7 [7:0] : 8'h00;
+  assign \$85  = present[1] ? \$6 [7:0] : 8'h00;
+  assign \$86  = rb * 3'h4;
+  assign \$87  = \$86  + 1'h0;
+  assign \$88  = \$87  < run[37:31];
+  assign \$89  = step & first;
+  assign \$90  = step & issue;
+  assign \$91  = present[0] ? \$7 [15:8] : 8'h00;
+  assign \$92  = present[1] ? \$6 [15:8] : 8'h00;
+  assign \$93  = rb * 3'h4;
+  assign \$94  = \$93  + 1'h1;
+  assign \$95  = \$94  < run[37:31];
+  assign \$96  = step & first;
+  assign \$97  = step & issue;
+  assign \$98  = present[0] ? \$7 [23:16] : 8'h00;
+  assign \$99  = present[1] ? \$6 [23:16] : 8'h00;
+  assign \$100  = rb * 3'h4;
+  assign \$101  = \$100  + 2'h2;
+  assign \$102  = \$101  < run[37:31];
+  assign \$103  = step & first;
+  assign \$104  = step & issue;
+  assign \$105  = present[0] ? \$7 [31:24] : 8'h00;
+  assign \$106  = present[1] ? \$6 [31:24] : 8'h00;
+  assign \$107  = rb * 3'h4;
+  assign \$108  = \$107  + 2'h3;
+  assign \$109  = \$108  < run[37:31];
+  assign \$110  = step & first;
+  assign \$111  = step & issue;
+  assign \$112  = present[0] ? m1[7:0] : 8'h00;
+  assign \$113  = present[1] ? m2[7:0] : 8'h00;
+  assign \$114  = present[0] ? m1[15:8] : 8'h00;
+  assign \$115  = present[1] ? m2[15:8] : 8'h00;
+  assign \$116  = present[0] ? m1[23:16] : 8'h00;
+  assign \$117  = present[1] ? m2[23:16] : 8'h00;
+  assign \$118  = present[0] ? m1[31:24] : 8'h00;
+  assign \$119  = present[1] ? m2[31:24] : 8'h00;
   assign \$120  = cnt__cycles + 1'h1;
   assign \$121  = cnt__busy_pe_cycles + busy_count;
   assign \$122  = cnt__issued_a + inc_issued[0];
@@ -644,16 +647,20 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     run <= \$147 ;
   always @(posedge clk)
     present <= \$148 ;
+  always @(posedge clk)
+    row <= \$149 ;
+  always @(posedge clk)
+    col <= \$150 ;
+  always @(posedge clk)
+    tag <= \$151 ;
   \pv_engine.array  array (
-    .\$153 (tag_cb),
-    .\$154 (tag_rb),
-    .\$155 (tag_valid),
     .busy_count(busy_count),
     .clk(clk),
     .col(col),
     .drain(drain),
     .row(row),
-    .rst(rst)
+    .rst(rst),
+    .tag(tag)
   );
   \pv_engine.codes  codes (
     .\$1 (present),
@@ -666,14 +673,14 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     .\$181 (\$63 ),
     .\$182 (\$62 ),
     .\$26 (run[76:58]),
-    .c1_0(\$149 ),
-    .c1_1(\$150 ),
-    .c1_2(\$151 ),
-    .c1_3(\$152 ),
-    .c2_0(\$153 ),
-    .c2_1(\$154 ),
-    .c2_2(\$155 ),
-    .c2_3(\$156 ),
+    .c1_0(\$152 ),
+    .c1_1(\$153 ),
+    .c1_2(\$154 ),
+    .c1_3(\$155 ),
+    .c2_0(\$156 ),
+    .c2_1(\$157 ),
+    .c2_2(\$158 ),
+    .c2_3(\$159 ),
     .m0(m0),
     .m1(m1),
     .m2(m2),
@@ -688,7 +695,7 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     .o__valid(o__valid),
     .reading(reading),
     .rst(rst),
-    .start(\$157 )
+    .start(\$160 )
   );
   \pv_engine.seq  seq (
     .\$141 (run[57:46]),
@@ -696,7 +703,7 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     .\$299 (kind),
     .cb(cb),
     .clk(clk),
-    .finished(\$157 ),
+    .finished(\$160 ),
     .first(first),
     .inc_block(inc_block),
     .inc_bubble(inc_bubble),
@@ -722,9 +729,9 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     .work2(work2)
   );
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$134  = cnt__cycles;
-    if (\$105 ) begin
+    if (\$69 ) begin
       \$134  = 40'h0000000001;
     end
     if (busy) begin
@@ -735,9 +742,9 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$135  = cnt__busy_pe_cycles;
-    if (\$105 ) begin
+    if (\$69 ) begin
       \$135  = 40'h0000000000;
     end
     if (busy) begin
@@ -748,9 +755,9 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$136  = cnt__issued_a;
-    if (\$105 ) begin
+    if (\$69 ) begin
       \$136  = 40'h0000000000;
     end
     if (busy) begin
@@ -761,9 +768,9 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$137  = cnt__issued_f1;
-    if (\$105 ) begin
+    if (\$69 ) begin
       \$137  = 40'h0000000000;
     end
     if (busy) begin
@@ -774,9 +781,9 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$138  = cnt__issued_f2;
-    if (\$105 ) begin
+    if (\$69 ) begin
       \$138  = 40'h0000000000;
     end
     if (busy) begin
@@ -787,9 +794,9 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$139  = cnt__skipped_f1;
-    if (\$105 ) begin
+    if (\$69 ) begin
       \$139  = 40'h0000000000;
     end
     if (busy) begin
@@ -800,9 +807,9 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$140  = cnt__skipped_f2;
-    if (\$105 ) begin
+    if (\$69 ) begin
       \$140  = 40'h0000000000;
     end
     if (busy) begin
@@ -813,9 +820,9 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$141  = cnt__bubbles;
-    if (\$105 ) begin
+    if (\$69 ) begin
       \$141  = 40'h0000000000;
     end
     if (busy) begin
@@ -826,9 +833,9 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$142  = cnt__blocks;
-    if (\$105 ) begin
+    if (\$69 ) begin
       \$142  = 40'h0000000000;
     end
     if (busy) begin
@@ -839,9 +846,9 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$143  = cnt__steps;
-    if (\$105 ) begin
+    if (\$69 ) begin
       \$143  = 40'h0000000000;
     end
     if (busy) begin
@@ -852,11 +859,11 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$144  = error;
-    if (\$105 ) begin
+    if (\$69 ) begin
       (* full_case = 32'd1 *)
-      if (\$106 ) begin
+      if (\$70 ) begin
         \$144  = { \$31 , \$26 , \$23 , \$20 , \$13 , \$12  };
       end else begin
         \$144  = 6'h00;
@@ -867,17 +874,17 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$145  = done;
-    if (\$105 ) begin
+    if (\$69 ) begin
       (* full_case = 32'd1 *)
-      if (\$106 ) begin
+      if (\$70 ) begin
         \$145  = 1'h1;
       end else begin
         \$145  = 1'h0;
       end
     end
-    if (\$157 ) begin
+    if (\$160 ) begin
       \$145  = 1'h1;
     end
     if (rst) begin
@@ -885,16 +892,16 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$146  = busy;
-    if (\$105 ) begin
+    if (\$69 ) begin
       (* full_case = 32'd1 *)
-      if (\$106 ) begin
+      if (\$70 ) begin
       end else begin
         \$146  = 1'h1;
       end
     end
-    if (\$157 ) begin
+    if (\$160 ) begin
       \$146  = 1'h0;
     end
     if (rst) begin
@@ -902,25 +909,25 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$147  = run;
-    if (\$105 ) begin
+    if (\$69 ) begin
       (* full_case = 32'd1 *)
-      if (\$106 ) begin
+      if (\$70 ) begin
       end else begin
         \$147 [6:0] = cfg__t;
         \$147 [13:7] = cfg__h;
         \$147 [20:14] = cfg__w;
-        \$147 [27:21] = \$107 [6:0];
+        \$147 [27:21] = \$71 [6:0];
         \$147 [29:28] = cfg__axis;
-        \$147 [30] = \$108 ;
+        \$147 [30] = \$72 ;
         \$147 [37:31] = cfg__queries;
         \$147 [45:38] = cfg__channels;
-        \$147 [51:46] = \$159 [5:0];
-        \$147 [57:52] = \$160 [5:0];
+        \$147 [51:46] = \$162 [5:0];
+        \$147 [57:52] = \$163 [5:0];
         \$147 [58] = cfg__reuse;
-        \$147 [68:59] = \$116 [9:0];
-        \$147 [76:69] = \$119 ;
+        \$147 [68:59] = \$80 [9:0];
+        \$147 [76:69] = \$83 ;
       end
     end
     if (rst) begin
@@ -928,13 +935,84 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
     end
   end
   always @* begin
-    if (\$158 ) begin end
+    if (\$161 ) begin end
     \$148  = present;
     if (\$2 ) begin
       \$148  = { rd_present2, rd_present1 };
     end
     if (rst) begin
       \$148  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$161 ) begin end
+    \$149 [7:0] = \$8 [7:0];
+    \$149 [15:8] = \$84 ;
+    \$149 [23:16] = \$85 ;
+    \$149 [24] = \$88 ;
+    \$149 [26:25] = kind;
+    \$149 [27] = \$89 ;
+    \$149 [28] = \$90 ;
+    \$149 [36:29] = \$8 [15:8];
+    \$149 [44:37] = \$91 ;
+    \$149 [52:45] = \$92 ;
+    \$149 [53] = \$95 ;
+    \$149 [55:54] = kind;
+    \$149 [56] = \$96 ;
+    \$149 [57] = \$97 ;
+    \$149 [65:58] = \$8 [23:16];
+    \$149 [73:66] = \$98 ;
+    \$149 [81:74] = \$99 ;
+    \$149 [82] = \$102 ;
+    \$149 [84:83] = kind;
+    \$149 [85] = \$103 ;
+    \$149 [86] = \$104 ;
+    \$149 [94:87] = \$8 [31:24];
+    \$149 [102:95] = \$105 ;
+    \$149 [110:103] = \$106 ;
+    \$149 [111] = \$109 ;
+    \$149 [113:112] = kind;
+    \$149 [114] = \$110 ;
+    \$149 [115] = \$111 ;
+    if (rst) begin
+      \$149  = 116'h00000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$161 ) begin end
+    \$150 [7:0] = m0[7:0];
+    \$150 [15:8] = \$112 ;
+    \$150 [23:16] = \$113 ;
+    \$150 [25:24] = \$152 ;
+    \$150 [27:26] = \$156 ;
+    \$150 [28] = \$46 ;
+    \$150 [36:29] = m0[15:8];
+    \$150 [44:37] = \$114 ;
+    \$150 [52:45] = \$115 ;
+    \$150 [54:53] = \$153 ;
+    \$150 [56:55] = \$157 ;
+    \$150 [57] = \$49 ;
+    \$150 [65:58] = m0[23:16];
+    \$150 [73:66] = \$116 ;
+    \$150 [81:74] = \$117 ;
+    \$150 [83:82] = \$154 ;
+    \$150 [85:84] = \$158 ;
+    \$150 [86] = \$52 ;
+    \$150 [94:87] = m0[31:24];
+    \$150 [102:95] = \$118 ;
+    \$150 [110:103] = \$119 ;
+    \$150 [112:111] = \$155 ;
+    \$150 [114:113] = \$159 ;
+    \$150 [115] = \$55 ;
+    if (rst) begin
+      \$150  = 116'h00000000000000000000000000000;
+    end
+  end
+  always @* begin
+    if (\$161 ) begin end
+    \$151  = { tag_cb, tag_rb, tag_valid };
+    if (rst) begin
+      \$151  = 13'h0000;
     end
   end
   assign err = { \$31 , \$26 , \$23 , \$20 , \$13 , \$12  };
@@ -946,48 +1024,47 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   assign w3 = run[30];
   assign nrb = run[51:46];
   assign ncb = run[57:52];
-  assign \$161  = { p_in__payload[3:0], p_in__payload[9:4] };
-  assign \$162  = p_in__payload[41:10];
+  assign \$164  = { p_in__payload[3:0], p_in__payload[9:4] };
+  assign \$165  = p_in__payload[41:10];
   assign vw__addr = { v_in__payload[4:0], v_in__payload[10:5] };
   assign vw__data = v_in__payload[42:11];
   assign rd_tok0 = \$5 [6:0];
   assign rd_en = \$2 ;
-  assign \$163  = \$2 ;
-  assign \$164  = { rd_rb[3:0], \$5 [5:0] };
-  assign \$165  = { rd_cb[4:0], \$5 [5:0] };
-  assign rd_tok1 = \$4 [6:0];
   assign \$166  = \$2 ;
-  assign \$167  = \$2 ;
-  assign \$168  = { rd_rb[3:0], \$4 [5:0] };
-  assign \$169  = { rd_cb[4:0], \$4 [5:0] };
-  assign rd_tok2 = \$3 [6:0];
+  assign \$167  = { rd_rb[3:0], \$5 [5:0] };
+  assign \$168  = { rd_cb[4:0], \$5 [5:0] };
+  assign rd_tok1 = \$4 [6:0];
+  assign \$169  = \$2 ;
   assign \$170  = \$2 ;
-  assign \$171  = \$2 ;
-  assign \$172  = { rd_rb[3:0], \$3 [5:0] };
-  assign \$173  = { rd_cb[4:0], \$3 [5:0] };
+  assign \$171  = { rd_rb[3:0], \$4 [5:0] };
+  assign \$172  = { rd_cb[4:0], \$4 [5:0] };
+  assign rd_tok2 = \$3 [6:0];
+  assign \$173  = \$2 ;
+  assign \$174  = \$2 ;
+  assign \$175  = { rd_rb[3:0], \$3 [5:0] };
+  assign \$176  = { rd_cb[4:0], \$3 [5:0] };
   assign cvalid = { \$55 , \$52 , \$49 , \$46  };
-  assign \$174  = m0;
-  assign \$175  = m1;
-  assign \$176  = m2;
+  assign \$177  = m0;
+  assign \$178  = m1;
+  assign \$179  = m2;
   assign present1 = present[0];
   assign present2 = present[1];
-  assign \$177  = run[30];
+  assign \$180  = run[30];
   assign reuse = run[58];
   assign full_limit = run[68:59];
   assign half_mask = run[76:69];
-  assign \$178  = { \$57 , \$58 , \$59 , \$60  };
-  assign \$179  = { \$62 , \$63 , \$64 , \$65  };
-  assign c1 = { \$152 , \$151 , \$150 , \$149  };
-  assign c2 = { \$156 , \$155 , \$154 , \$153  };
-  assign tag = { tag_cb, tag_rb, tag_valid };
-  assign \$180  = drain;
+  assign \$181  = { \$57 , \$58 , \$59 , \$60  };
+  assign \$182  = { \$62 , \$63 , \$64 , \$65  };
+  assign \$183  = drain;
   assign queries = run[37:31];
   assign channels = run[45:38];
-  assign finished = \$157 ;
-  assign \$181  = reading;
-  assign \$182  = o__payload;
-  assign \$183  = o__ready;
-  assign \$184  = o__valid;
+  assign finished = \$160 ;
+  assign \$184  = reading;
+  assign \$185  = o__payload;
+  assign \$186  = o__ready;
+  assign \$187  = o__valid;
+  assign c1 = { \$155 , \$154 , \$153 , \$152  };
+  assign c2 = { \$159 , \$158 , \$157 , \$156  };
   assign \p_in__payload.rb  = p_in__payload[3:0];
   assign \p_in__payload.key  = p_in__payload[9:4];
   assign \p_in__payload.p  = p_in__payload[41:10];
@@ -1009,6 +1086,48 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   assign \run.reuse  = run[58];
   assign \run.full_limit  = run[68:59];
   assign \run.half_mask  = run[76:69];
+  assign \drain[0]  = drain[39:0];
+  assign \drain[0].valid  = drain[0];
+  assign \drain[0].row  = drain[2:1];
+  assign \drain[0].data  = drain[26:3];
+  assign \drain[0].tag  = drain[39:27];
+  assign \drain[1]  = drain[79:40];
+  assign \drain[1].valid  = drain[40];
+  assign \drain[1].row  = drain[42:41];
+  assign \drain[1].data  = drain[66:43];
+  assign \drain[1].tag  = drain[79:67];
+  assign \drain[2]  = drain[119:80];
+  assign \drain[2].valid  = drain[80];
+  assign \drain[2].row  = drain[82:81];
+  assign \drain[2].data  = drain[106:83];
+  assign \drain[2].tag  = drain[119:107];
+  assign \drain[3]  = drain[159:120];
+  assign \drain[3].valid  = drain[120];
+  assign \drain[3].row  = drain[122:121];
+  assign \drain[3].data  = drain[146:123];
+  assign \drain[3].tag  = drain[159:147];
+  assign \$188  = drain[39:0];
+  assign \$189  = drain[0];
+  assign \$190  = drain[2:1];
+  assign \$191  = drain[26:3];
+  assign \$192  = drain[39:27];
+  assign \$193  = drain[79:40];
+  assign \$194  = drain[40];
+  assign \$195  = drain[42:41];
+  assign \$196  = drain[66:43];
+  assign \$197  = drain[79:67];
+  assign \$198  = drain[119:80];
+  assign \$199  = drain[80];
+  assign \$200  = drain[82:81];
+  assign \$201  = drain[106:83];
+  assign \$202  = drain[119:107];
+  assign \$203  = drain[159:120];
+  assign \$204  = drain[120];
+  assign \$205  = drain[122:121];
+  assign \$206  = drain[146:123];
+  assign \$207  = drain[159:147];
+  assign \$208  = o__payload[23:0];
+  assign \$209  = o__payload[24];
   assign \row[0]  = row[28:0];
   assign \row[0].p0  = row[7:0];
   assign \row[0].p1  = row[15:8];
@@ -1073,107 +1192,13 @@ module pv_engine(busy, cfg__axis, cfg__channels, cfg__full_bits, cfg__h, cfg__ha
   assign \col[3].c1  = col[112:111];
   assign \col[3].c2  = col[114:113];
   assign \col[3].valid  = col[115];
-  assign \drain[0]  = drain[39:0];
-  assign \drain[0].valid  = drain[0];
-  assign \drain[0].row  = drain[2:1];
-  assign \drain[0].data  = drain[26:3];
-  assign \drain[0].tag  = drain[39:27];
-  assign \drain[1]  = drain[79:40];
-  assign \drain[1].valid  = drain[40];
-  assign \drain[1].row  = drain[42:41];
-  assign \drain[1].data  = drain[66:43];
-  assign \drain[1].tag  = drain[79:67];
-  assign \drain[2]  = drain[119:80];
-  assign \drain[2].valid  = drain[80];
-  assign \drain[2].row  = drain[82:81];
-  assign \drain[2].data  = drain[106:83];
-  assign \drain[2].tag  = drain[119:107];
-  assign \drain[3]  = drain[159:120];
-  assign \drain[3].valid  = drain[120];
-  assign \drain[3].row  = drain[122:121];
-  assign \drain[3].data  = drain[146:123];
-  assign \drain[3].tag  = drain[159:147];
-  assign \$185  = drain[39:0];
-  assign \$186  = drain[0];
-  assign \$187  = drain[2:1];
-  assign \$188  = drain[26:3];
-  assign \$189  = drain[39:27];
-  assign \$190  = drain[79:40];
-  assign \$191  = drain[40];
-  assign \$192  = drain[42:41];
-  assign \$193  = drain[66:43];
-  assign \$194  = drain[79:67];
-  assign \$195  = drain[119:80];
-  assign \$196  = drain[80];
-  assign \$197  = drain[82:81];
-  assign \$198  = drain[106:83];
-  assign \$199  = drain[119:107];
-  assign \$200  = drain[159:120];
-  assign \$201  = drain[120];
-  assign \$202  = drain[122:121];
-  assign \$203  = drain[146:123];
-  assign \$204  = drain[159:147];
-  assign \$205  = o__payload[23:0];
-  assign \$206  = o__payload[24];
-  assign col[115] = \$55 ;
-  assign col[114:113] = \$156 ;
-  assign col[112:111] = \$152 ;
-  assign col[110:103] = \$101 ;
-  assign col[102:95] = \$100 ;
-  assign col[94:87] = m0[31:24];
-  assign col[86] = \$52 ;
-  assign col[85:84] = \$155 ;
-  assign col[83:82] = \$151 ;
-  assign col[81:74] = \$99 ;
-  assign col[73:66] = \$98 ;
-  assign col[65:58] = m0[23:16];
-  assign col[57] = \$49 ;
-  assign col[56:55] = \$154 ;
-  assign col[54:53] = \$150 ;
-  assign col[52:45] = \$97 ;
-  assign col[44:37] = \$96 ;
-  assign col[36:29] = m0[15:8];
-  assign col[28] = \$46 ;
-  assign col[27:26] = \$153 ;
-  assign col[25:24] = \$149 ;
-  assign col[23:16] = \$95 ;
-  assign col[15:8] = \$94 ;
-  assign col[7:0] = m0[7:0];
-  assign row[115] = \$93 ;
-  assign row[114] = \$92 ;
-  assign row[113:112] = kind;
-  assign row[111] = \$91 ;
-  assign row[110:103] = \$88 ;
-  assign row[102:95] = \$87 ;
-  assign row[94:87] = \$8 [31:24];
-  assign row[86] = \$86 ;
-  assign row[85] = \$85 ;
-  assign row[84:83] = kind;
-  assign row[82] = \$84 ;
-  assign row[81:74] = \$81 ;
-  assign row[73:66] = \$80 ;
-  assign row[65:58] = \$8 [23:16];
-  assign row[57] = \$79 ;
-  assign row[56] = \$78 ;
-  assign row[55:54] = kind;
-  assign row[53] = \$77 ;
-  assign row[52:45] = \$74 ;
-  assign row[44:37] = \$73 ;
-  assign row[36:29] = \$8 [15:8];
-  assign row[28] = \$72 ;
-  assign row[27] = \$71 ;
-  assign row[26:25] = kind;
-  assign row[24] = \$70 ;
-  assign row[23:16] = \$67 ;
-  assign row[15:8] = \$66 ;
-  assign row[7:0] = \$8 [7:0];
-  assign \$207  = 1'h1;
-  assign \$159  = \$110 ;
-  assign \$208  = 1'h1;
-  assign \$160  = \$112 ;
+  assign \$210  = 1'h1;
+  assign \$162  = \$74 ;
+  assign \$211  = 1'h1;
+  assign \$163  = \$76 ;
 endmodule
 
-module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, row, rst);
+module \pv_engine.array (busy_count, clk, col, drain, row, rst, tag);
   wire [255:0] \$1 ;
   wire [255:0] \$10 ;
   reg [12:0] \$100 ;
@@ -1234,429 +1259,423 @@ module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, ro
   reg [23:0] \$150 ;
   reg [23:0] \$151 ;
   reg [23:0] \$152 ;
-  input [5:0] \$153 ;
-  wire [5:0] \$153 ;
-  input [5:0] \$154 ;
-  wire [5:0] \$154 ;
-  input \$155 ;
-  wire \$155 ;
-  wire [37:0] \$156 ;
-  wire [15:0] \$157 ;
-  wire [37:0] \$158 ;
+  wire [37:0] \$153 ;
+  wire [15:0] \$154 ;
+  wire [37:0] \$155 ;
+  wire [15:0] \$156 ;
+  wire [37:0] \$157 ;
+  wire [15:0] \$158 ;
   wire [15:0] \$159 ;
   wire [255:0] \$16 ;
   wire [37:0] \$160 ;
   wire [15:0] \$161 ;
-  wire [15:0] \$162 ;
-  wire [37:0] \$163 ;
-  wire [15:0] \$164 ;
-  wire [37:0] \$165 ;
+  wire [37:0] \$162 ;
+  wire [15:0] \$163 ;
+  wire [37:0] \$164 ;
+  wire [15:0] \$165 ;
   wire [15:0] \$166 ;
   wire [37:0] \$167 ;
   wire [15:0] \$168 ;
-  wire [15:0] \$169 ;
+  wire [37:0] \$169 ;
   wire [255:0] \$17 ;
-  wire [37:0] \$170 ;
-  wire [15:0] \$171 ;
-  wire [37:0] \$172 ;
+  wire [15:0] \$170 ;
+  wire [37:0] \$171 ;
+  wire [15:0] \$172 ;
   wire [15:0] \$173 ;
   wire [37:0] \$174 ;
-  wire [15:0] \$175 ;
-  wire [15:0] \$176 ;
-  wire [37:0] \$177 ;
-  wire [37:0] \$178 ;
-  wire [37:0] \$179 ;
+  wire [37:0] \$175 ;
+  wire [37:0] \$176 ;
+  wire [7:0] \$177 ;
+  wire [7:0] \$178 ;
+  wire [7:0] \$179 ;
   wire [8:0] \$18 ;
-  wire [7:0] \$180 ;
-  wire [7:0] \$181 ;
-  wire [7:0] \$182 ;
-  wire [8:0] \$183 ;
+  wire [8:0] \$180 ;
+  wire \$181 ;
+  wire [3:0] \$182 ;
+  wire [1:0] \$183 ;
   wire \$184 ;
-  wire [3:0] \$185 ;
-  wire [1:0] \$186 ;
-  wire \$187 ;
-  wire \$188 ;
-  wire [7:0] \$189 ;
+  wire \$185 ;
+  wire [7:0] \$186 ;
+  wire [7:0] \$187 ;
+  wire [7:0] \$188 ;
+  wire [8:0] \$189 ;
   wire [7:0] \$19 ;
-  wire [7:0] \$190 ;
-  wire [7:0] \$191 ;
-  wire [8:0] \$192 ;
+  wire \$190 ;
+  wire [3:0] \$191 ;
+  wire [1:0] \$192 ;
   wire \$193 ;
-  wire [3:0] \$194 ;
-  wire [1:0] \$195 ;
-  wire \$196 ;
-  wire \$197 ;
-  wire [7:0] \$198 ;
-  wire [7:0] \$199 ;
+  wire \$194 ;
+  wire [7:0] \$195 ;
+  wire [7:0] \$196 ;
+  wire [7:0] \$197 ;
+  wire [8:0] \$198 ;
+  wire \$199 ;
   wire [255:0] \$2 ;
   wire [8:0] \$20 ;
-  wire [7:0] \$200 ;
-  wire [8:0] \$201 ;
+  wire [3:0] \$200 ;
+  wire [1:0] \$201 ;
   wire \$202 ;
-  wire [3:0] \$203 ;
-  wire [1:0] \$204 ;
-  wire \$205 ;
-  wire \$206 ;
-  wire [7:0] \$207 ;
-  wire [7:0] \$208 ;
-  wire [7:0] \$209 ;
+  wire \$203 ;
+  wire [7:0] \$204 ;
+  wire [7:0] \$205 ;
+  wire [7:0] \$206 ;
+  wire [8:0] \$207 ;
+  wire \$208 ;
+  wire [3:0] \$209 ;
   wire [255:0] \$21 ;
-  wire [8:0] \$210 ;
+  wire [1:0] \$210 ;
   wire \$211 ;
-  wire [3:0] \$212 ;
-  wire [1:0] \$213 ;
-  wire \$214 ;
-  wire \$215 ;
-  wire [7:0] \$216 ;
-  wire [1:0] \$217 ;
-  wire [2:0] \$218 ;
+  wire \$212 ;
+  wire [7:0] \$213 ;
+  wire [1:0] \$214 ;
+  wire [2:0] \$215 ;
+  wire [2:0] \$216 ;
+  wire [7:0] \$217 ;
+  wire [1:0] \$218 ;
   wire [2:0] \$219 ;
   wire [255:0] \$22 ;
-  wire [7:0] \$220 ;
-  wire [1:0] \$221 ;
-  wire [2:0] \$222 ;
+  wire [2:0] \$220 ;
+  wire [7:0] \$221 ;
+  wire [1:0] \$222 ;
   wire [2:0] \$223 ;
-  wire [7:0] \$224 ;
-  wire [1:0] \$225 ;
-  wire [2:0] \$226 ;
+  wire [2:0] \$224 ;
+  wire [7:0] \$225 ;
+  wire [1:0] \$226 ;
   wire [2:0] \$227 ;
-  wire [7:0] \$228 ;
-  wire [1:0] \$229 ;
+  wire [2:0] \$228 ;
+  wire [7:0] \$229 ;
   wire [255:0] \$23 ;
-  wire [2:0] \$230 ;
-  wire [2:0] \$231 ;
-  wire [7:0] \$232 ;
-  wire [7:0] \$233 ;
-  wire [7:0] \$234 ;
-  wire [8:0] \$235 ;
+  wire [7:0] \$230 ;
+  wire [7:0] \$231 ;
+  wire [8:0] \$232 ;
+  wire \$233 ;
+  wire [3:0] \$234 ;
+  wire [1:0] \$235 ;
   wire \$236 ;
-  wire [3:0] \$237 ;
-  wire [1:0] \$238 ;
-  wire \$239 ;
+  wire \$237 ;
+  wire [7:0] \$238 ;
+  wire [1:0] \$239 ;
   wire [255:0] \$24 ;
-  wire \$240 ;
-  wire [7:0] \$241 ;
-  wire [1:0] \$242 ;
-  wire [2:0] \$243 ;
-  wire [2:0] \$244 ;
-  wire [7:0] \$245 ;
-  wire [7:0] \$246 ;
-  wire [7:0] \$247 ;
-  wire [8:0] \$248 ;
+  wire [2:0] \$240 ;
+  wire [2:0] \$241 ;
+  wire [7:0] \$242 ;
+  wire [7:0] \$243 ;
+  wire [7:0] \$244 ;
+  wire [8:0] \$245 ;
+  wire \$246 ;
+  wire [3:0] \$247 ;
+  wire [1:0] \$248 ;
   wire \$249 ;
   wire [8:0] \$25 ;
-  wire [3:0] \$250 ;
-  wire [1:0] \$251 ;
-  wire \$252 ;
-  wire \$253 ;
-  wire [7:0] \$254 ;
-  wire [7:0] \$255 ;
-  wire [7:0] \$256 ;
-  wire [8:0] \$257 ;
+  wire \$250 ;
+  wire [7:0] \$251 ;
+  wire [7:0] \$252 ;
+  wire [7:0] \$253 ;
+  wire [8:0] \$254 ;
+  wire \$255 ;
+  wire [3:0] \$256 ;
+  wire [1:0] \$257 ;
   wire \$258 ;
-  wire [3:0] \$259 ;
+  wire \$259 ;
   wire [7:0] \$26 ;
-  wire [1:0] \$260 ;
-  wire \$261 ;
-  wire \$262 ;
-  wire [7:0] \$263 ;
-  wire [1:0] \$264 ;
-  wire [2:0] \$265 ;
+  wire [7:0] \$260 ;
+  wire [1:0] \$261 ;
+  wire [2:0] \$262 ;
+  wire [2:0] \$263 ;
+  wire [7:0] \$264 ;
+  wire [1:0] \$265 ;
   wire [2:0] \$266 ;
-  wire [7:0] \$267 ;
-  wire [1:0] \$268 ;
-  wire [2:0] \$269 ;
+  wire [2:0] \$267 ;
+  wire [7:0] \$268 ;
+  wire [7:0] \$269 ;
   wire [8:0] \$27 ;
-  wire [2:0] \$270 ;
-  wire [7:0] \$271 ;
-  wire [7:0] \$272 ;
-  wire [7:0] \$273 ;
-  wire [8:0] \$274 ;
+  wire [7:0] \$270 ;
+  wire [8:0] \$271 ;
+  wire \$272 ;
+  wire [3:0] \$273 ;
+  wire [1:0] \$274 ;
   wire \$275 ;
-  wire [3:0] \$276 ;
-  wire [1:0] \$277 ;
-  wire \$278 ;
-  wire \$279 ;
+  wire \$276 ;
+  wire [7:0] \$277 ;
+  wire [7:0] \$278 ;
+  wire [7:0] \$279 ;
   wire [1:0] \$28 ;
-  wire [7:0] \$280 ;
-  wire [7:0] \$281 ;
-  wire [7:0] \$282 ;
-  wire [8:0] \$283 ;
+  wire [8:0] \$280 ;
+  wire \$281 ;
+  wire [3:0] \$282 ;
+  wire [1:0] \$283 ;
   wire \$284 ;
-  wire [3:0] \$285 ;
-  wire [1:0] \$286 ;
-  wire \$287 ;
-  wire \$288 ;
-  wire [7:0] \$289 ;
+  wire \$285 ;
+  wire [7:0] \$286 ;
+  wire [1:0] \$287 ;
+  wire [2:0] \$288 ;
+  wire [2:0] \$289 ;
   wire \$29 ;
-  wire [1:0] \$290 ;
-  wire [2:0] \$291 ;
+  wire [7:0] \$290 ;
+  wire [1:0] \$291 ;
   wire [2:0] \$292 ;
-  wire [7:0] \$293 ;
-  wire [1:0] \$294 ;
-  wire [2:0] \$295 ;
+  wire [2:0] \$293 ;
+  wire [7:0] \$294 ;
+  wire [1:0] \$295 ;
   wire [2:0] \$296 ;
-  wire [7:0] \$297 ;
-  wire [1:0] \$298 ;
-  wire [2:0] \$299 ;
+  wire [2:0] \$297 ;
+  wire [7:0] \$298 ;
+  wire [1:0] \$299 ;
   wire [255:0] \$3 ;
   wire [1:0] \$30 ;
   wire [2:0] \$300 ;
-  wire [7:0] \$301 ;
-  wire [1:0] \$302 ;
-  wire [2:0] \$303 ;
-  wire [2:0] \$304 ;
-  wire [7:0] \$305 ;
-  wire [7:0] \$306 ;
-  wire [7:0] \$307 ;
-  wire [8:0] \$308 ;
+  wire [2:0] \$301 ;
+  wire [7:0] \$302 ;
+  wire [7:0] \$303 ;
+  wire [7:0] \$304 ;
+  wire [8:0] \$305 ;
+  wire \$306 ;
+  wire [3:0] \$307 ;
+  wire [1:0] \$308 ;
   wire \$309 ;
   wire \$31 ;
-  wire [3:0] \$310 ;
-  wire [1:0] \$311 ;
-  wire \$312 ;
-  wire \$313 ;
-  wire [7:0] \$314 ;
-  wire [7:0] \$315 ;
-  wire [7:0] \$316 ;
-  wire [8:0] \$317 ;
+  wire \$310 ;
+  wire [7:0] \$311 ;
+  wire [7:0] \$312 ;
+  wire [7:0] \$313 ;
+  wire [8:0] \$314 ;
+  wire \$315 ;
+  wire [3:0] \$316 ;
+  wire [1:0] \$317 ;
   wire \$318 ;
-  wire [3:0] \$319 ;
+  wire \$319 ;
   wire \$32 ;
-  wire [1:0] \$320 ;
-  wire \$321 ;
-  wire \$322 ;
-  wire [7:0] \$323 ;
-  wire [1:0] \$324 ;
-  wire [2:0] \$325 ;
+  wire [7:0] \$320 ;
+  wire [1:0] \$321 ;
+  wire [2:0] \$322 ;
+  wire [2:0] \$323 ;
+  wire [7:0] \$324 ;
+  wire [1:0] \$325 ;
   wire [2:0] \$326 ;
-  wire [7:0] \$327 ;
-  wire [1:0] \$328 ;
-  wire [2:0] \$329 ;
+  wire [2:0] \$327 ;
+  wire [7:0] \$328 ;
+  wire [7:0] \$329 ;
   wire [2:0] \$33 ;
-  wire [2:0] \$330 ;
-  wire [7:0] \$331 ;
-  wire [7:0] \$332 ;
-  wire [7:0] \$333 ;
-  wire [8:0] \$334 ;
+  wire [7:0] \$330 ;
+  wire [8:0] \$331 ;
+  wire \$332 ;
+  wire [3:0] \$333 ;
+  wire [1:0] \$334 ;
   wire \$335 ;
-  wire [3:0] \$336 ;
-  wire [1:0] \$337 ;
-  wire \$338 ;
-  wire \$339 ;
+  wire \$336 ;
+  wire [7:0] \$337 ;
+  wire [7:0] \$338 ;
+  wire [7:0] \$339 ;
   wire [1:0] \$34 ;
-  wire [7:0] \$340 ;
-  wire [7:0] \$341 ;
-  wire [7:0] \$342 ;
-  wire [8:0] \$343 ;
+  wire [8:0] \$340 ;
+  wire \$341 ;
+  wire [3:0] \$342 ;
+  wire [1:0] \$343 ;
   wire \$344 ;
-  wire [3:0] \$345 ;
-  wire [1:0] \$346 ;
-  wire \$347 ;
-  wire \$348 ;
-  wire [7:0] \$349 ;
+  wire \$345 ;
+  wire [7:0] \$346 ;
+  wire [1:0] \$347 ;
+  wire [2:0] \$348 ;
+  wire [2:0] \$349 ;
   wire \$35 ;
-  wire [1:0] \$350 ;
-  wire [2:0] \$351 ;
+  wire [7:0] \$350 ;
+  wire [1:0] \$351 ;
   wire [2:0] \$352 ;
-  wire [7:0] \$353 ;
-  wire [1:0] \$354 ;
-  wire [2:0] \$355 ;
-  wire [2:0] \$356 ;
-  wire [7:0] \$357 ;
-  wire [7:0] \$358 ;
-  wire [7:0] \$359 ;
+  wire [2:0] \$353 ;
+  wire [7:0] \$354 ;
+  wire [7:0] \$355 ;
+  wire [7:0] \$356 ;
+  wire [8:0] \$357 ;
+  wire \$358 ;
+  wire [3:0] \$359 ;
   wire \$36 ;
-  wire [8:0] \$360 ;
+  wire [1:0] \$360 ;
   wire \$361 ;
-  wire [3:0] \$362 ;
-  wire [1:0] \$363 ;
-  wire \$364 ;
-  wire \$365 ;
-  wire [7:0] \$366 ;
-  wire [7:0] \$367 ;
-  wire [7:0] \$368 ;
-  wire [8:0] \$369 ;
+  wire \$362 ;
+  wire [7:0] \$363 ;
+  wire [7:0] \$364 ;
+  wire [7:0] \$365 ;
+  wire [8:0] \$366 ;
+  wire \$367 ;
+  wire [3:0] \$368 ;
+  wire [1:0] \$369 ;
   wire [1:0] \$37 ;
   wire \$370 ;
-  wire [3:0] \$371 ;
-  wire [1:0] \$372 ;
-  wire \$373 ;
-  wire \$374 ;
-  wire [7:0] \$375 ;
-  wire [1:0] \$376 ;
-  wire [2:0] \$377 ;
+  wire \$371 ;
+  wire [7:0] \$372 ;
+  wire [1:0] \$373 ;
+  wire [2:0] \$374 ;
+  wire [2:0] \$375 ;
+  wire [7:0] \$376 ;
+  wire [1:0] \$377 ;
   wire [2:0] \$378 ;
-  wire [7:0] \$379 ;
+  wire [2:0] \$379 ;
   wire \$38 ;
-  wire [1:0] \$380 ;
-  wire [2:0] \$381 ;
+  wire [7:0] \$380 ;
+  wire [1:0] \$381 ;
   wire [2:0] \$382 ;
-  wire [7:0] \$383 ;
-  wire [1:0] \$384 ;
-  wire [2:0] \$385 ;
+  wire [2:0] \$383 ;
+  wire [7:0] \$384 ;
+  wire [1:0] \$385 ;
   wire [2:0] \$386 ;
-  wire [7:0] \$387 ;
-  wire [1:0] \$388 ;
-  wire [2:0] \$389 ;
+  wire [2:0] \$387 ;
+  wire [7:0] \$388 ;
+  wire [7:0] \$389 ;
   wire \$39 ;
-  wire [2:0] \$390 ;
-  wire [7:0] \$391 ;
-  wire [7:0] \$392 ;
-  wire [7:0] \$393 ;
-  wire [8:0] \$394 ;
+  wire [7:0] \$390 ;
+  wire [8:0] \$391 ;
+  wire \$392 ;
+  wire [3:0] \$393 ;
+  wire [1:0] \$394 ;
   wire \$395 ;
-  wire [3:0] \$396 ;
-  wire [1:0] \$397 ;
-  wire \$398 ;
-  wire \$399 ;
+  wire \$396 ;
+  wire [7:0] \$397 ;
+  wire [7:0] \$398 ;
+  wire [7:0] \$399 ;
   wire [8:0] \$4 ;
   wire [2:0] \$40 ;
-  wire [7:0] \$400 ;
-  wire [7:0] \$401 ;
-  wire [7:0] \$402 ;
-  wire [8:0] \$403 ;
+  wire [8:0] \$400 ;
+  wire \$401 ;
+  wire [3:0] \$402 ;
+  wire [1:0] \$403 ;
   wire \$404 ;
-  wire [3:0] \$405 ;
-  wire [1:0] \$406 ;
-  wire \$407 ;
-  wire \$408 ;
-  wire [7:0] \$409 ;
+  wire \$405 ;
+  wire [7:0] \$406 ;
+  wire [1:0] \$407 ;
+  wire [2:0] \$408 ;
+  wire [2:0] \$409 ;
   wire [3:0] \$41 ;
-  wire [1:0] \$410 ;
-  wire [2:0] \$411 ;
+  wire [7:0] \$410 ;
+  wire [1:0] \$411 ;
   wire [2:0] \$412 ;
-  wire [7:0] \$413 ;
-  wire [1:0] \$414 ;
-  wire [2:0] \$415 ;
-  wire [2:0] \$416 ;
-  wire [7:0] \$417 ;
-  wire [7:0] \$418 ;
-  wire [7:0] \$419 ;
+  wire [2:0] \$413 ;
+  wire [7:0] \$414 ;
+  wire [7:0] \$415 ;
+  wire [7:0] \$416 ;
+  wire [8:0] \$417 ;
+  wire \$418 ;
+  wire [3:0] \$419 ;
   wire [1:0] \$42 ;
-  wire [8:0] \$420 ;
+  wire [1:0] \$420 ;
   wire \$421 ;
-  wire [3:0] \$422 ;
-  wire [1:0] \$423 ;
-  wire \$424 ;
-  wire \$425 ;
-  wire [7:0] \$426 ;
-  wire [7:0] \$427 ;
-  wire [7:0] \$428 ;
-  wire [8:0] \$429 ;
+  wire \$422 ;
+  wire [7:0] \$423 ;
+  wire [7:0] \$424 ;
+  wire [7:0] \$425 ;
+  wire [8:0] \$426 ;
+  wire \$427 ;
+  wire [3:0] \$428 ;
+  wire [1:0] \$429 ;
   wire \$43 ;
   wire \$430 ;
-  wire [3:0] \$431 ;
-  wire [1:0] \$432 ;
-  wire \$433 ;
-  wire \$434 ;
-  wire [7:0] \$435 ;
-  wire [1:0] \$436 ;
-  wire [2:0] \$437 ;
+  wire \$431 ;
+  wire [7:0] \$432 ;
+  wire [1:0] \$433 ;
+  wire [2:0] \$434 ;
+  wire [2:0] \$435 ;
+  wire [7:0] \$436 ;
+  wire [1:0] \$437 ;
   wire [2:0] \$438 ;
-  wire [7:0] \$439 ;
+  wire [2:0] \$439 ;
   wire \$44 ;
-  wire [1:0] \$440 ;
-  wire [2:0] \$441 ;
-  wire [2:0] \$442 ;
-  wire [7:0] \$443 ;
-  wire [7:0] \$444 ;
-  wire [7:0] \$445 ;
-  wire [8:0] \$446 ;
+  wire [7:0] \$440 ;
+  wire [7:0] \$441 ;
+  wire [7:0] \$442 ;
+  wire [8:0] \$443 ;
+  wire \$444 ;
+  wire [3:0] \$445 ;
+  wire [1:0] \$446 ;
   wire \$447 ;
-  wire [3:0] \$448 ;
-  wire [1:0] \$449 ;
+  wire \$448 ;
+  wire [7:0] \$449 ;
   wire [1:0] \$45 ;
-  wire \$450 ;
-  wire \$451 ;
-  wire [7:0] \$452 ;
-  wire [7:0] \$453 ;
-  wire [7:0] \$454 ;
-  wire [8:0] \$455 ;
+  wire [7:0] \$450 ;
+  wire [7:0] \$451 ;
+  wire [8:0] \$452 ;
+  wire \$453 ;
+  wire [3:0] \$454 ;
+  wire [1:0] \$455 ;
   wire \$456 ;
-  wire [3:0] \$457 ;
-  wire [1:0] \$458 ;
-  wire \$459 ;
+  wire \$457 ;
+  wire [7:0] \$458 ;
+  wire [1:0] \$459 ;
   wire \$46 ;
-  wire \$460 ;
-  wire [7:0] \$461 ;
-  wire [1:0] \$462 ;
-  wire [2:0] \$463 ;
+  wire [2:0] \$460 ;
+  wire [2:0] \$461 ;
+  wire [7:0] \$462 ;
+  wire [1:0] \$463 ;
   wire [2:0] \$464 ;
-  wire [7:0] \$465 ;
-  wire [1:0] \$466 ;
-  wire [2:0] \$467 ;
+  wire [2:0] \$465 ;
+  wire [7:0] \$466 ;
+  wire [1:0] \$467 ;
   wire [2:0] \$468 ;
-  wire [7:0] \$469 ;
+  wire [2:0] \$469 ;
   wire \$47 ;
-  wire [1:0] \$470 ;
-  wire [2:0] \$471 ;
+  wire [7:0] \$470 ;
+  wire [1:0] \$471 ;
   wire [2:0] \$472 ;
-  wire [7:0] \$473 ;
-  wire [1:0] \$474 ;
-  wire [2:0] \$475 ;
-  wire [2:0] \$476 ;
-  wire [7:0] \$477 ;
-  wire [7:0] \$478 ;
-  wire [7:0] \$479 ;
+  wire [2:0] \$473 ;
+  wire [7:0] \$474 ;
+  wire [7:0] \$475 ;
+  wire [7:0] \$476 ;
+  wire [8:0] \$477 ;
+  wire \$478 ;
+  wire [3:0] \$479 ;
   wire [2:0] \$48 ;
-  wire [8:0] \$480 ;
+  wire [1:0] \$480 ;
   wire \$481 ;
-  wire [3:0] \$482 ;
-  wire [1:0] \$483 ;
-  wire \$484 ;
-  wire \$485 ;
-  wire [7:0] \$486 ;
-  wire [7:0] \$487 ;
-  wire [7:0] \$488 ;
-  wire [8:0] \$489 ;
+  wire \$482 ;
+  wire [7:0] \$483 ;
+  wire [7:0] \$484 ;
+  wire [7:0] \$485 ;
+  wire [8:0] \$486 ;
+  wire \$487 ;
+  wire [3:0] \$488 ;
+  wire [1:0] \$489 ;
   wire [1:0] \$49 ;
   wire \$490 ;
-  wire [3:0] \$491 ;
-  wire [1:0] \$492 ;
-  wire \$493 ;
-  wire \$494 ;
-  wire [7:0] \$495 ;
-  wire [7:0] \$496 ;
-  wire [7:0] \$497 ;
-  wire [8:0] \$498 ;
+  wire \$491 ;
+  wire [7:0] \$492 ;
+  wire [7:0] \$493 ;
+  wire [7:0] \$494 ;
+  wire [8:0] \$495 ;
+  wire \$496 ;
+  wire [3:0] \$497 ;
+  wire [1:0] \$498 ;
   wire \$499 ;
   wire [7:0] \$5 ;
   wire \$50 ;
-  wire [3:0] \$500 ;
-  wire [1:0] \$501 ;
-  wire \$502 ;
-  wire \$503 ;
-  wire [7:0] \$504 ;
-  wire [7:0] \$505 ;
-  wire [7:0] \$506 ;
-  wire [8:0] \$507 ;
+  wire \$500 ;
+  wire [7:0] \$501 ;
+  wire [7:0] \$502 ;
+  wire [7:0] \$503 ;
+  wire [8:0] \$504 ;
+  wire \$505 ;
+  wire [3:0] \$506 ;
+  wire [1:0] \$507 ;
   wire \$508 ;
-  wire [3:0] \$509 ;
+  wire \$509 ;
   wire \$51 ;
-  wire [1:0] \$510 ;
-  wire \$511 ;
-  wire \$512 ;
-  wire [7:0] \$513 ;
-  wire [7:0] \$514 ;
-  wire [7:0] \$515 ;
-  wire [8:0] \$516 ;
+  wire [7:0] \$510 ;
+  wire [7:0] \$511 ;
+  wire [7:0] \$512 ;
+  wire [8:0] \$513 ;
+  wire \$514 ;
+  wire [3:0] \$515 ;
+  wire [1:0] \$516 ;
   wire \$517 ;
-  wire [3:0] \$518 ;
-  wire [1:0] \$519 ;
+  wire \$518 ;
+  wire [7:0] \$519 ;
   wire [1:0] \$52 ;
-  wire \$520 ;
-  wire \$521 ;
-  wire [7:0] \$522 ;
-  wire [7:0] \$523 ;
-  wire [7:0] \$524 ;
-  wire [8:0] \$525 ;
+  wire [7:0] \$520 ;
+  wire [7:0] \$521 ;
+  wire [8:0] \$522 ;
+  wire \$523 ;
+  wire [3:0] \$524 ;
+  wire [1:0] \$525 ;
   wire \$526 ;
-  wire [3:0] \$527 ;
-  wire [1:0] \$528 ;
-  wire \$529 ;
+  wire \$527 ;
   wire \$53 ;
-  wire \$530 ;
   wire \$54 ;
   wire [2:0] \$55 ;
   wire [3:0] \$56 ;
@@ -2024,6 +2043,7 @@ module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, ro
   wire [37:0] row_skew_3_2;
   input rst;
   wire rst;
+  input [12:0] tag;
   wire [12:0] tag;
   assign col_lo_sel_0 = col_on_0 ? \$1 [2:0] : 3'h0;
   assign \$2  = 187'h40004400400040000402222004000401155115533773377 >> { row[26:25], col[25:24], col[27:26], 2'h0 };
@@ -2467,7 +2487,7 @@ module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, ro
   end
   always @* begin
     if (\$148 ) begin end
-    \$84  = { \$153 , \$154 , \$155  };
+    \$84  = tag;
     if (rst) begin
       \$84  = 13'h0000;
     end
@@ -2721,12 +2741,12 @@ module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, ro
       \$103  = 1'h0;
     end
   end
-  assign \$156  = row_edge_0;
+  assign \$153  = row_edge_0;
   assign row_skew_1_0 = \$65 ;
   assign row_skew_2_1 = \$68 ;
   assign row_skew_3_2 = \$72 ;
   assign col_b_0 = \$6 [7:0];
-  assign \$157  = col_word_0;
+  assign \$154  = col_word_0;
   assign col_b_1 = \$13 [7:0];
   assign col_skew_1_0 = \$74 ;
   assign col_b_2 = \$20 [7:0];
@@ -2735,33 +2755,32 @@ module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, ro
   assign col_skew_3_2 = \$81 ;
   assign row_out = \$110 ;
   assign col_out = \$109 ;
-  assign \$158  = \$113 ;
-  assign \$159  = \$111 ;
-  assign \$160  = \$116 ;
-  assign \$161  = \$114 ;
-  assign \$162  = \$117 ;
-  assign \$163  = \$121 ;
-  assign \$164  = \$119 ;
-  assign \$165  = \$124 ;
-  assign \$166  = \$122 ;
-  assign \$167  = \$127 ;
-  assign \$168  = \$125 ;
-  assign \$169  = \$128 ;
-  assign \$170  = \$132 ;
-  assign \$171  = \$130 ;
-  assign \$172  = \$135 ;
-  assign \$173  = \$133 ;
-  assign \$174  = \$138 ;
-  assign \$175  = \$136 ;
-  assign \$176  = \$139 ;
-  assign \$177  = \$142 ;
-  assign \$178  = \$144 ;
-  assign \$179  = \$146 ;
+  assign \$155  = \$113 ;
+  assign \$156  = \$111 ;
+  assign \$157  = \$116 ;
+  assign \$158  = \$114 ;
+  assign \$159  = \$117 ;
+  assign \$160  = \$121 ;
+  assign \$161  = \$119 ;
+  assign \$162  = \$124 ;
+  assign \$163  = \$122 ;
+  assign \$164  = \$127 ;
+  assign \$165  = \$125 ;
+  assign \$166  = \$128 ;
+  assign \$167  = \$132 ;
+  assign \$168  = \$130 ;
+  assign \$169  = \$135 ;
+  assign \$170  = \$133 ;
+  assign \$171  = \$138 ;
+  assign \$172  = \$136 ;
+  assign \$173  = \$139 ;
+  assign \$174  = \$142 ;
+  assign \$175  = \$144 ;
+  assign \$176  = \$146 ;
   assign drain_now_0 = 2'h0;
   assign drain_now_1 = 2'h0;
   assign drain_now_2 = 2'h0;
   assign drain_now_3 = 2'h0;
-  assign tag = { \$153 , \$154 , \$155  };
   assign \row_edge_0.p0  = row_edge_0[7:0];
   assign \row_edge_0.p1  = row_edge_0[15:8];
   assign \row_edge_0.p2  = row_edge_0[23:16];
@@ -2807,15 +2826,15 @@ module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, ro
   assign \row[3].mode.kind  = row[113:112];
   assign \row[3].mode.first  = row[114];
   assign \row[3].mode.issue  = row[115];
-  assign \$180  = row_edge_0[7:0];
-  assign \$181  = row_edge_0[15:8];
-  assign \$182  = row_edge_0[23:16];
-  assign \$183  = row_edge_0[32:24];
-  assign \$184  = row_edge_0[33];
-  assign \$185  = row_edge_0[37:34];
-  assign \$186  = row_edge_0[35:34];
-  assign \$187  = row_edge_0[36];
-  assign \$188  = row_edge_0[37];
+  assign \$177  = row_edge_0[7:0];
+  assign \$178  = row_edge_0[15:8];
+  assign \$179  = row_edge_0[23:16];
+  assign \$180  = row_edge_0[32:24];
+  assign \$181  = row_edge_0[33];
+  assign \$182  = row_edge_0[37:34];
+  assign \$183  = row_edge_0[35:34];
+  assign \$184  = row_edge_0[36];
+  assign \$185  = row_edge_0[37];
   assign \row_edge_1.p0  = row_edge_1[7:0];
   assign \row_edge_1.p1  = row_edge_1[15:8];
   assign \row_edge_1.p2  = row_edge_1[23:16];
@@ -2825,15 +2844,15 @@ module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, ro
   assign \row_edge_1.mode.kind  = row_edge_1[35:34];
   assign \row_edge_1.mode.first  = row_edge_1[36];
   assign \row_edge_1.mode.issue  = row_edge_1[37];
-  assign \$189  = \$65 [7:0];
-  assign \$190  = \$65 [15:8];
-  assign \$191  = \$65 [23:16];
-  assign \$192  = \$65 [32:24];
-  assign \$193  = \$65 [33];
-  assign \$194  = \$65 [37:34];
-  assign \$195  = \$65 [35:34];
-  assign \$196  = \$65 [36];
-  assign \$197  = \$65 [37];
+  assign \$186  = \$65 [7:0];
+  assign \$187  = \$65 [15:8];
+  assign \$188  = \$65 [23:16];
+  assign \$189  = \$65 [32:24];
+  assign \$190  = \$65 [33];
+  assign \$191  = \$65 [37:34];
+  assign \$192  = \$65 [35:34];
+  assign \$193  = \$65 [36];
+  assign \$194  = \$65 [37];
   assign \row_skew_1_0.p0  = \$65 [7:0];
   assign \row_skew_1_0.p1  = \$65 [15:8];
   assign \row_skew_1_0.p2  = \$65 [23:16];
@@ -2852,15 +2871,15 @@ module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, ro
   assign \row_edge_2.mode.kind  = row_edge_2[35:34];
   assign \row_edge_2.mode.first  = row_edge_2[36];
   assign \row_edge_2.mode.issue  = row_edge_2[37];
-  assign \$198  = \$68 [7:0];
-  assign \$199  = \$68 [15:8];
-  assign \$200  = \$68 [23:16];
-  assign \$201  = \$68 [32:24];
-  assign \$202  = \$68 [33];
-  assign \$203  = \$68 [37:34];
-  assign \$204  = \$68 [35:34];
-  assign \$205  = \$68 [36];
-  assign \$206  = \$68 [37];
+  assign \$195  = \$68 [7:0];
+  assign \$196  = \$68 [15:8];
+  assign \$197  = \$68 [23:16];
+  assign \$198  = \$68 [32:24];
+  assign \$199  = \$68 [33];
+  assign \$200  = \$68 [37:34];
+  assign \$201  = \$68 [35:34];
+  assign \$202  = \$68 [36];
+  assign \$203  = \$68 [37];
   assign \row_skew_2_1.p0  = \$68 [7:0];
   assign \row_skew_2_1.p1  = \$68 [15:8];
   assign \row_skew_2_1.p2  = \$68 [23:16];
@@ -2879,15 +2898,15 @@ module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, ro
   assign \row_edge_3.mode.kind  = row_edge_3[35:34];
   assign \row_edge_3.mode.first  = row_edge_3[36];
   assign \row_edge_3.mode.issue  = row_edge_3[37];
-  assign \$207  = \$72 [7:0];
-  assign \$208  = \$72 [15:8];
-  assign \$209  = \$72 [23:16];
-  assign \$210  = \$72 [32:24];
-  assign \$211  = \$72 [33];
-  assign \$212  = \$72 [37:34];
-  assign \$213  = \$72 [35:34];
-  assign \$214  = \$72 [36];
-  assign \$215  = \$72 [37];
+  assign \$204  = \$72 [7:0];
+  assign \$205  = \$72 [15:8];
+  assign \$206  = \$72 [23:16];
+  assign \$207  = \$72 [32:24];
+  assign \$208  = \$72 [33];
+  assign \$209  = \$72 [37:34];
+  assign \$210  = \$72 [35:34];
+  assign \$211  = \$72 [36];
+  assign \$212  = \$72 [37];
   assign \row_skew_3_2.p0  = \$72 [7:0];
   assign \row_skew_3_2.p1  = \$72 [15:8];
   assign \row_skew_3_2.p2  = \$72 [23:16];
@@ -2929,18 +2948,18 @@ module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, ro
   assign \col_word_0.op  = col_word_0[9:8];
   assign \col_word_0.lo_sel  = col_word_0[12:10];
   assign \col_word_0.hi_sel  = col_word_0[15:13];
-  assign \$216  = col_word_0[7:0];
-  assign \$217  = col_word_0[9:8];
-  assign \$218  = col_word_0[12:10];
-  assign \$219  = col_word_0[15:13];
+  assign \$213  = col_word_0[7:0];
+  assign \$214  = col_word_0[9:8];
+  assign \$215  = col_word_0[12:10];
+  assign \$216  = col_word_0[15:13];
   assign \col_word_1.b  = col_word_1[7:0];
   assign \col_word_1.op  = col_word_1[9:8];
   assign \col_word_1.lo_sel  = col_word_1[12:10];
   assign \col_word_1.hi_sel  = col_word_1[15:13];
-  assign \$220  = \$74 [7:0];
-  assign \$221  = \$74 [9:8];
-  assign \$222  = \$74 [12:10];
-  assign \$223  = \$74 [15:13];
+  assign \$217  = \$74 [7:0];
+  assign \$218  = \$74 [9:8];
+  assign \$219  = \$74 [12:10];
+  assign \$220  = \$74 [15:13];
   assign \col_skew_1_0.b  = \$74 [7:0];
   assign \col_skew_1_0.op  = \$74 [9:8];
   assign \col_skew_1_0.lo_sel  = \$74 [12:10];
@@ -2949,10 +2968,10 @@ module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, ro
   assign \col_word_2.op  = col_word_2[9:8];
   assign \col_word_2.lo_sel  = col_word_2[12:10];
   assign \col_word_2.hi_sel  = col_word_2[15:13];
-  assign \$224  = \$77 [7:0];
-  assign \$225  = \$77 [9:8];
-  assign \$226  = \$77 [12:10];
-  assign \$227  = \$77 [15:13];
+  assign \$221  = \$77 [7:0];
+  assign \$222  = \$77 [9:8];
+  assign \$223  = \$77 [12:10];
+  assign \$224  = \$77 [15:13];
   assign \col_skew_2_1.b  = \$77 [7:0];
   assign \col_skew_2_1.op  = \$77 [9:8];
   assign \col_skew_2_1.lo_sel  = \$77 [12:10];
@@ -2961,23 +2980,23 @@ module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, ro
   assign \col_word_3.op  = col_word_3[9:8];
   assign \col_word_3.lo_sel  = col_word_3[12:10];
   assign \col_word_3.hi_sel  = col_word_3[15:13];
-  assign \$228  = \$81 [7:0];
-  assign \$229  = \$81 [9:8];
-  assign \$230  = \$81 [12:10];
-  assign \$231  = \$81 [15:13];
+  assign \$225  = \$81 [7:0];
+  assign \$226  = \$81 [9:8];
+  assign \$227  = \$81 [12:10];
+  assign \$228  = \$81 [15:13];
   assign \col_skew_3_2.b  = \$81 [7:0];
   assign \col_skew_3_2.op  = \$81 [9:8];
   assign \col_skew_3_2.lo_sel  = \$81 [12:10];
   assign \col_skew_3_2.hi_sel  = \$81 [15:13];
-  assign \$232  = \$110 [7:0];
-  assign \$233  = \$110 [15:8];
-  assign \$234  = \$110 [23:16];
-  assign \$235  = \$110 [32:24];
-  assign \$236  = \$110 [33];
-  assign \$237  = \$110 [37:34];
-  assign \$238  = \$110 [35:34];
-  assign \$239  = \$110 [36];
-  assign \$240  = \$110 [37];
+  assign \$229  = \$110 [7:0];
+  assign \$230  = \$110 [15:8];
+  assign \$231  = \$110 [23:16];
+  assign \$232  = \$110 [32:24];
+  assign \$233  = \$110 [33];
+  assign \$234  = \$110 [37:34];
+  assign \$235  = \$110 [35:34];
+  assign \$236  = \$110 [36];
+  assign \$237  = \$110 [37];
   assign \row_out.p0  = \$110 [7:0];
   assign \row_out.p1  = \$110 [15:8];
   assign \row_out.p2  = \$110 [23:16];
@@ -2987,300 +3006,300 @@ module \pv_engine.array (\$153 , \$154 , \$155 , busy_count, clk, col, drain, ro
   assign \row_out.mode.kind  = \$110 [35:34];
   assign \row_out.mode.first  = \$110 [36];
   assign \row_out.mode.issue  = \$110 [37];
-  assign \$241  = \$109 [7:0];
-  assign \$242  = \$109 [9:8];
-  assign \$243  = \$109 [12:10];
-  assign \$244  = \$109 [15:13];
+  assign \$238  = \$109 [7:0];
+  assign \$239  = \$109 [9:8];
+  assign \$240  = \$109 [12:10];
+  assign \$241  = \$109 [15:13];
   assign \col_out.b  = \$109 [7:0];
   assign \col_out.op  = \$109 [9:8];
   assign \col_out.lo_sel  = \$109 [12:10];
   assign \col_out.hi_sel  = \$109 [15:13];
-  assign \$245  = \$113 [7:0];
-  assign \$246  = \$113 [15:8];
-  assign \$247  = \$113 [23:16];
-  assign \$248  = \$113 [32:24];
-  assign \$249  = \$113 [33];
-  assign \$250  = \$113 [37:34];
-  assign \$251  = \$113 [35:34];
-  assign \$252  = \$113 [36];
-  assign \$253  = \$113 [37];
-  assign \$254  = \$113 [7:0];
-  assign \$255  = \$113 [15:8];
-  assign \$256  = \$113 [23:16];
-  assign \$257  = \$113 [32:24];
-  assign \$258  = \$113 [33];
-  assign \$259  = \$113 [37:34];
-  assign \$260  = \$113 [35:34];
-  assign \$261  = \$113 [36];
-  assign \$262  = \$113 [37];
-  assign \$263  = \$111 [7:0];
-  assign \$264  = \$111 [9:8];
-  assign \$265  = \$111 [12:10];
-  assign \$266  = \$111 [15:13];
-  assign \$267  = \$111 [7:0];
-  assign \$268  = \$111 [9:8];
-  assign \$269  = \$111 [12:10];
-  assign \$270  = \$111 [15:13];
-  assign \$271  = \$116 [7:0];
-  assign \$272  = \$116 [15:8];
-  assign \$273  = \$116 [23:16];
-  assign \$274  = \$116 [32:24];
-  assign \$275  = \$116 [33];
-  assign \$276  = \$116 [37:34];
-  assign \$277  = \$116 [35:34];
-  assign \$278  = \$116 [36];
-  assign \$279  = \$116 [37];
-  assign \$280  = \$116 [7:0];
-  assign \$281  = \$116 [15:8];
-  assign \$282  = \$116 [23:16];
-  assign \$283  = \$116 [32:24];
-  assign \$284  = \$116 [33];
-  assign \$285  = \$116 [37:34];
-  assign \$286  = \$116 [35:34];
-  assign \$287  = \$116 [36];
-  assign \$288  = \$116 [37];
-  assign \$289  = \$114 [7:0];
-  assign \$290  = \$114 [9:8];
-  assign \$291  = \$114 [12:10];
-  assign \$292  = \$114 [15:13];
-  assign \$293  = \$114 [7:0];
-  assign \$294  = \$114 [9:8];
-  assign \$295  = \$114 [12:10];
-  assign \$296  = \$114 [15:13];
-  assign \$297  = \$117 [7:0];
-  assign \$298  = \$117 [9:8];
-  assign \$299  = \$117 [12:10];
-  assign \$300  = \$117 [15:13];
-  assign \$301  = \$117 [7:0];
-  assign \$302  = \$117 [9:8];
-  assign \$303  = \$117 [12:10];
-  assign \$304  = \$117 [15:13];
-  assign \$305  = \$121 [7:0];
-  assign \$306  = \$121 [15:8];
-  assign \$307  = \$121 [23:16];
-  assign \$308  = \$121 [32:24];
-  assign \$309  = \$121 [33];
-  assign \$310  = \$121 [37:34];
-  assign \$311  = \$121 [35:34];
-  assign \$312  = \$121 [36];
-  assign \$313  = \$121 [37];
-  assign \$314  = \$121 [7:0];
-  assign \$315  = \$121 [15:8];
-  assign \$316  = \$121 [23:16];
-  assign \$317  = \$121 [32:24];
-  assign \$318  = \$121 [33];
-  assign \$319  = \$121 [37:34];
-  assign \$320  = \$121 [35:34];
-  assign \$321  = \$121 [36];
-  assign \$322  = \$121 [37];
-  assign \$323  = \$119 [7:0];
-  assign \$324  = \$119 [9:8];
-  assign \$325  = \$119 [12:10];
-  assign \$326  = \$119 [15:13];
-  assign \$327  = \$119 [7:0];
-  assign \$328  = \$119 [9:8];
-  assign \$329  = \$119 [12:10];
-  assign \$330  = \$119 [15:13];
-  assign \$331  = \$124 [7:0];
-  assign \$332  = \$124 [15:8];
-  assign \$333  = \$124 [23:16];
-  assign \$334  = \$124 [32:24];
-  assign \$335  = \$124 [33];
-  assign \$336  = \$124 [37:34];
-  assign \$337  = \$124 [35:34];
-  assign \$338  = \$124 [36];
-  assign \$339  = \$124 [37];
-  assign \$340  = \$124 [7:0];
-  assign \$341  = \$124 [15:8];
-  assign \$342  = \$124 [23:16];
-  assign \$343  = \$124 [32:24];
-  assign \$344  = \$124 [33];
-  assign \$345  = \$124 [37:34];
-  assign \$346  = \$124 [35:34];
-  assign \$347  = \$124 [36];
-  assign \$348  = \$124 [37];
-  assign \$349  = \$122 [7:0];
-  assign \$350  = \$122 [9:8];
-  assign \$351  = \$122 [12:10];
-  assign \$352  = \$122 [15:13];
-  assign \$353  = \$122 [7:0];
-  assign \$354  = \$122 [9:8];
-  assign \$355  = \$122 [12:10];
-  assign \$356  = \$122 [15:13];
-  assign \$357  = \$127 [7:0];
-  assign \$358  = \$127 [15:8];
-  assign \$359  = \$127 [23:16];
-  assign \$360  = \$127 [32:24];
-  assign \$361  = \$127 [33];
-  assign \$362  = \$127 [37:34];
-  assign \$363  = \$127 [35:34];
-  assign \$364  = \$127 [36];
-  assign \$365  = \$127 [37];
-  assign \$366  = \$127 [7:0];
-  assign \$367  = \$127 [15:8];
-  assign \$368  = \$127 [23:16];
-  assign \$369  = \$127 [32:24];
-  assign \$370  = \$127 [33];
-  assign \$371  = \$127 [37:34];
-  assign \$372  = \$127 [35:34];
-  assign \$373  = \$127 [36];
-  assign \$374  = \$127 [37];
-  assign \$375  = \$125 [7:0];
-  assign \$376  = \$125 [9:8];
-  assign \$377  = \$125 [12:10];
-  assign \$378  = \$125 [15:13];
-  assign \$379  = \$125 [7:0];
-  assign \$380  = \$125 [9:8];
-  assign \$381  = \$125 [12:10];
-  assign \$382  = \$125 [15:13];
-  assign \$383  = \$128 [7:0];
-  assign \$384  = \$128 [9:8];
-  assign \$385  = \$128 [12:10];
-  assign \$386  = \$128 [15:13];
-  assign \$387  = \$128 [7:0];
-  assign \$388  = \$128 [9:8];
-  assign \$389  = \$128 [12:10];
-  assign \$390  = \$128 [15:13];
-  assign \$391  = \$132 [7:0];
-  assign \$392  = \$132 [15:8];
-  assign \$393  = \$132 [23:16];
-  assign \$394  = \$132 [32:24];
-  assign \$395  = \$132 [33];
-  assign \$396  = \$132 [37:34];
-  assign \$397  = \$132 [35:34];
-  assign \$398  = \$132 [36];
-  assign \$399  = \$132 [37];
-  assign \$400  = \$132 [7:0];
-  assign \$401  = \$132 [15:8];
-  assign \$402  = \$132 [23:16];
-  assign \$403  = \$132 [32:24];
-  assign \$404  = \$132 [33];
-  assign \$405  = \$132 [37:34];
-  assign \$406  = \$132 [35:34];
-  assign \$407  = \$132 [36];
-  assign \$408  = \$132 [37];
-  assign \$409  = \$130 [7:0];
-  assign \$410  = \$130 [9:8];
-  assign \$411  = \$130 [12:10];
-  assign \$412  = \$130 [15:13];
-  assign \$413  = \$130 [7:0];
-  assign \$414  = \$130 [9:8];
-  assign \$415  = \$130 [12:10];
-  assign \$416  = \$130 [15:13];
-  assign \$417  = \$135 [7:0];
-  assign \$418  = \$135 [15:8];
-  assign \$419  = \$135 [23:16];
-  assign \$420  = \$135 [32:24];
-  assign \$421  = \$135 [33];
-  assign \$422  = \$135 [37:34];
-  assign \$423  = \$135 [35:34];
-  assign \$424  = \$135 [36];
-  assign \$425  = \$135 [37];
-  assign \$426  = \$135 [7:0];
-  assign \$427  = \$135 [15:8];
-  assign \$428  = \$135 [23:16];
-  assign \$429  = \$135 [32:24];
-  assign \$430  = \$135 [33];
-  assign \$431  = \$135 [37:34];
-  assign \$432  = \$135 [35:34];
-  assign \$433  = \$135 [36];
-  assign \$434  = \$135 [37];
-  assign \$435  = \$133 [7:0];
-  assign \$436  = \$133 [9:8];
-  assign \$437  = \$133 [12:10];
-  assign \$438  = \$133 [15:13];
-  assign \$439  = \$133 [7:0];
-  assign \$440  = \$133 [9:8];
-  assign \$441  = \$133 [12:10];
-  assign \$442  = \$133 [15:13];
-  assign \$443  = \$138 [7:0];
-  assign \$444  = \$138 [15:8];
-  assign \$445  = \$138 [23:16];
-  assign \$446  = \$138 [32:24];
-  assign \$447  = \$138 [33];
-  assign \$448  = \$138 [37:34];
-  assign \$449  = \$138 [35:34];
-  assign \$450  = \$138 [36];
-  assign \$451  = \$138 [37];
-  assign \$452  = \$138 [7:0];
-  assign \$453  = \$138 [15:8];
-  assign \$454  = \$138 [23:16];
-  assign \$455  = \$138 [32:24];
-  assign \$456  = \$138 [33];
-  assign \$457  = \$138 [37:34];
-  assign \$458  = \$138 [35:34];
-  assign \$459  = \$138 [36];
-  assign \$460  = \$138 [37];
-  assign \$461  = \$136 [7:0];
-  assign \$462  = \$136 [9:8];
-  assign \$463  = \$136 [12:10];
-  assign \$464  = \$136 [15:13];
-  assign \$465  = \$136 [7:0];
-  assign \$466  = \$136 [9:8];
-  assign \$467  = \$136 [12:10];
-  assign \$468  = \$136 [15:13];
-  assign \$469  = \$139 [7:0];
-  assign \$470  = \$139 [9:8];
-  assign \$471  = \$139 [12:10];
-  assign \$472  = \$139 [15:13];
-  assign \$473  = \$139 [7:0];
-  assign \$474  = \$139 [9:8];
-  assign \$475  = \$139 [12:10];
-  assign \$476  = \$139 [15:13];
-  assign \$477  = \$142 [7:0];
-  assign \$478  = \$142 [15:8];
-  assign \$479  = \$142 [23:16];
-  assign \$480  = \$142 [32:24];
-  assign \$481  = \$142 [33];
-  assign \$482  = \$142 [37:34];
-  assign \$483  = \$142 [35:34];
-  assign \$484  = \$142 [36];
-  assign \$485  = \$142 [37];
-  assign \$486  = \$142 [7:0];
-  assign \$487  = \$142 [15:8];
-  assign \$488  = \$142 [23:16];
-  assign \$489  = \$142 [32:24];
-  assign \$490  = \$142 [33];
-  assign \$491  = \$142 [37:34];
-  assign \$492  = \$142 [35:34];
-  assign \$493  = \$142 [36];
-  assign \$494  = \$142 [37];
-  assign \$495  = \$144 [7:0];
-  assign \$496  = \$144 [15:8];
-  assign \$497  = \$144 [23:16];
-  assign \$498  = \$144 [32:24];
-  assign \$499  = \$144 [33];
-  assign \$500  = \$144 [37:34];
-  assign \$501  = \$144 [35:34];
-  assign \$502  = \$144 [36];
-  assign \$503  = \$144 [37];
-  assign \$504  = \$144 [7:0];
-  assign \$505  = \$144 [15:8];
-  assign \$506  = \$144 [23:16];
-  assign \$507  = \$144 [32:24];
-  assign \$508  = \$144 [33];
-  assign \$509  = \$144 [37:34];
-  assign \$510  = \$144 [35:34];
-  assign \$511  = \$144 [36];
-  assign \$512  = \$144 [37];
-  assign \$513  = \$146 [7:0];
-  assign \$514  = \$146 [15:8];
-  assign \$515  = \$146 [23:16];
-  assign \$516  = \$146 [32:24];
-  assign \$517  = \$146 [33];
-  assign \$518  = \$146 [37:34];
-  assign \$519  = \$146 [35:34];
-  assign \$520  = \$146 [36];
-  assign \$521  = \$146 [37];
-  assign \$522  = \$146 [7:0];
-  assign \$523  = \$146 [15:8];
-  assign \$524  = \$146 [23:16];
-  assign \$525  = \$146 [32:24];
-  assign \$526  = \$146 [33];
-  assign \$527  = \$146 [37:34];
-  assign \$528  = \$146 [35:34];
-  assign \$529  = \$146 [36];
-  assign \$530  = \$146 [37];
+  assign \$242  = \$113 [7:0];
+  assign \$243  = \$113 [15:8];
+  assign \$244  = \$113 [23:16];
+  assign \$245  = \$113 [32:24];
+  assign \$246  = \$113 [33];
+  assign \$247  = \$113 [37:34];
+  assign \$248  = \$113 [35:34];
+  assign \$249  = \$113 [36];
+  assign \$250  = \$113 [37];
+  assign \$251  = \$113 [7:0];
+  assign \$252  = \$113 [15:8];
+  assign \$253  = \$113 [23:16];
+  assign \$254  = \$113 [32:24];
+  assign \$255  = \$113 [33];
+  assign \$256  = \$113 [37:34];
+  assign \$257  = \$113 [35:34];
+  assign \$258  = \$113 [36];
+  assign \$259  = \$113 [37];
+  assign \$260  = \$111 [7:0];
+  assign \$261  = \$111 [9:8];
+  assign \$262  = \$111 [12:10];
+  assign \$263  = \$111 [15:13];
+  assign \$264  = \$111 [7:0];
+  assign \$265  = \$111 [9:8];
+  assign \$266  = \$111 [12:10];
+  assign \$267  = \$111 [15:13];
+  assign \$268  = \$116 [7:0];
+  assign \$269  = \$116 [15:8];
+  assign \$270  = \$116 [23:16];
+  assign \$271  = \$116 [32:24];
+  assign \$272  = \$116 [33];
+  assign \$273  = \$116 [37:34];
+  assign \$274  = \$116 [35:34];
+  assign \$275  = \$116 [36];
+  assign \$276  = \$116 [37];
+  assign \$277  = \$116 [7:0];
+  assign \$278  = \$116 [15:8];
+  assign \$279  = \$116 [23:16];
+  assign \$280  = \$116 [32:24];
+  assign \$281  = \$116 [33];
+  assign \$282  = \$116 [37:34];
+  assign \$283  = \$116 [35:34];
+  assign \$284  = \$116 [36];
+  assign \$285  = \$116 [37];
+  assign \$286  = \$114 [7:0];
+  assign \$287  = \$114 [9:8];
+  assign \$288  = \$114 [12:10];
+  assign \$289  = \$114 [15:13];
+  assign \$290  = \$114 [7:0];
+  assign \$291  = \$114 [9:8];
+  assign \$292  = \$114 [12:10];
+  assign \$293  = \$114 [15:13];
+  assign \$294  = \$117 [7:0];
+  assign \$295  = \$117 [9:8];
+  assign \$296  = \$117 [12:10];
+  assign \$297  = \$117 [15:13];
+  assign \$298  = \$117 [7:0];
+  assign \$299  = \$117 [9:8];
+  assign \$300  = \$117 [12:10];
+  assign \$301  = \$117 [15:13];
+  assign \$302  = \$121 [7:0];
+  assign \$303  = \$121 [15:8];
+  assign \$304  = \$121 [23:16];
+  assign \$305  = \$121 [32:24];
+  assign \$306  = \$121 [33];
+  assign \$307  = \$121 [37:34];
+  assign \$308  = \$121 [35:34];
+  assign \$309  = \$121 [36];
+  assign \$310  = \$121 [37];
+  assign \$311  = \$121 [7:0];
+  assign \$312  = \$121 [15:8];
+  assign \$313  = \$121 [23:16];
+  assign \$314  = \$121 [32:24];
+  assign \$315  = \$121 [33];
+  assign \$316  = \$121 [37:34];
+  assign \$317  = \$121 [35:34];
+  assign \$318  = \$121 [36];
+  assign \$319  = \$121 [37];
+  assign \$320  = \$119 [7:0];
+  assign \$321  = \$119 [9:8];
+  assign \$322  = \$119 [12:10];
+  assign \$323  = \$119 [15:13];
+  assign \$324  = \$119 [7:0];
+  assign \$325  = \$119 [9:8];
+  assign \$326  = \$119 [12:10];
+  assign \$327  = \$119 [15:13];
+  assign \$328  = \$124 [7:0];
+  assign \$329  = \$124 [15:8];
+  assign \$330  = \$124 [23:16];
+  assign \$331  = \$124 [32:24];
+  assign \$332  = \$124 [33];
+  assign \$333  = \$124 [37:34];
+  assign \$334  = \$124 [35:34];
+  assign \$335  = \$124 [36];
+  assign \$336  = \$124 [37];
+  assign \$337  = \$124 [7:0];
+  assign \$338  = \$124 [15:8];
+  assign \$339  = \$124 [23:16];
+  assign \$340  = \$124 [32:24];
+  assign \$341  = \$124 [33];
+  assign \$342  = \$124 [37:34];
+  assign \$343  = \$124 [35:34];
+  assign \$344  = \$124 [36];
+  assign \$345  = \$124 [37];
+  assign \$346  = \$122 [7:0];
+  assign \$347  = \$122 [9:8];
+  assign \$348  = \$122 [12:10];
+  assign \$349  = \$122 [15:13];
+  assign \$350  = \$122 [7:0];
+  assign \$351  = \$122 [9:8];
+  assign \$352  = \$122 [12:10];
+  assign \$353  = \$122 [15:13];
+  assign \$354  = \$127 [7:0];
+  assign \$355  = \$127 [15:8];
+  assign \$356  = \$127 [23:16];
+  assign \$357  = \$127 [32:24];
+  assign \$358  = \$127 [33];
+  assign \$359  = \$127 [37:34];
+  assign \$360  = \$127 [35:34];
+  assign \$361  = \$127 [36];
+  assign \$362  = \$127 [37];
+  assign \$363  = \$127 [7:0];
+  assign \$364  = \$127 [15:8];
+  assign \$365  = \$127 [23:16];
+  assign \$366  = \$127 [32:24];
+  assign \$367  = \$127 [33];
+  assign \$368  = \$127 [37:34];
+  assign \$369  = \$127 [35:34];
+  assign \$370  = \$127 [36];
+  assign \$371  = \$127 [37];
+  assign \$372  = \$125 [7:0];
+  assign \$373  = \$125 [9:8];
+  assign \$374  = \$125 [12:10];
+  assign \$375  = \$125 [15:13];
+  assign \$376  = \$125 [7:0];
+  assign \$377  = \$125 [9:8];
+  assign \$378  = \$125 [12:10];
+  assign \$379  = \$125 [15:13];
+  assign \$380  = \$128 [7:0];
+  assign \$381  = \$128 [9:8];
+  assign \$382  = \$128 [12:10];
+  assign \$383  = \$128 [15:13];
+  assign \$384  = \$128 [7:0];
+  assign \$385  = \$128 [9:8];
+  assign \$386  = \$128 [12:10];
+  assign \$387  = \$128 [15:13];
+  assign \$388  = \$132 [7:0];
+  assign \$389  = \$132 [15:8];
+  assign \$390  = \$132 [23:16];
+  assign \$391  = \$132 [32:24];
+  assign \$392  = \$132 [33];
+  assign \$393  = \$132 [37:34];
+  assign \$394  = \$132 [35:34];
+  assign \$395  = \$132 [36];
+  assign \$396  = \$132 [37];
+  assign \$397  = \$132 [7:0];
+  assign \$398  = \$132 [15:8];
+  assign \$399  = \$132 [23:16];
+  assign \$400  = \$132 [32:24];
+  assign \$401  = \$132 [33];
+  assign \$402  = \$132 [37:34];
+  assign \$403  = \$132 [35:34];
+  assign \$404  = \$132 [36];
+  assign \$405  = \$132 [37];
+  assign \$406  = \$130 [7:0];
+  assign \$407  = \$130 [9:8];
+  assign \$408  = \$130 [12:10];
+  assign \$409  = \$130 [15:13];
+  assign \$410  = \$130 [7:0];
+  assign \$411  = \$130 [9:8];
+  assign \$412  = \$130 [12:10];
+  assign \$413  = \$130 [15:13];
+  assign \$414  = \$135 [7:0];
+  assign \$415  = \$135 [15:8];
+  assign \$416  = \$135 [23:16];
+  assign \$417  = \$135 [32:24];
+  assign \$418  = \$135 [33];
+  assign \$419  = \$135 [37:34];
+  assign \$420  = \$135 [35:34];
+  assign \$421  = \$135 [36];
+  assign \$422  = \$135 [37];
+  assign \$423  = \$135 [7:0];
+  assign \$424  = \$135 [15:8];
+  assign \$425  = \$135 [23:16];
+  assign \$426  = \$135 [32:24];
+  assign \$427  = \$135 [33];
+  assign \$428  = \$135 [37:34];
+  assign \$429  = \$135 [35:34];
+  assign \$430  = \$135 [36];
+  assign \$431  = \$135 [37];
+  assign \$432  = \$133 [7:0];
+  assign \$433  = \$133 [9:8];
+  assign \$434  = \$133 [12:10];
+  assign \$435  = \$133 [15:13];
+  assign \$436  = \$133 [7:0];
+  assign \$437  = \$133 [9:8];
+  assign \$438  = \$133 [12:10];
+  assign \$439  = \$133 [15:13];
+  assign \$440  = \$138 [7:0];
+  assign \$441  = \$138 [15:8];
+  assign \$442  = \$138 [23:16];
+  assign \$443  = \$138 [32:24];
+  assign \$444  = \$138 [33];
+  assign \$445  = \$138 [37:34];
+  assign \$446  = \$138 [35:34];
+  assign \$447  = \$138 [36];
+  assign \$448  = \$138 [37];
+  assign \$449  = \$138 [7:0];
+  assign \$450  = \$138 [15:8];
+  assign \$451  = \$138 [23:16];
+  assign \$452  = \$138 [32:24];
+  assign \$453  = \$138 [33];
+  assign \$454  = \$138 [37:34];
+  assign \$455  = \$138 [35:34];
+  assign \$456  = \$138 [36];
+  assign \$457  = \$138 [37];
+  assign \$458  = \$136 [7:0];
+  assign \$459  = \$136 [9:8];
+  assign \$460  = \$136 [12:10];
+  assign \$461  = \$136 [15:13];
+  assign \$462  = \$136 [7:0];
+  assign \$463  = \$136 [9:8];
+  assign \$464  = \$136 [12:10];
+  assign \$465  = \$136 [15:13];
+  assign \$466  = \$139 [7:0];
+  assign \$467  = \$139 [9:8];
+  assign \$468  = \$139 [12:10];
+  assign \$469  = \$139 [15:13];
+  assign \$470  = \$139 [7:0];
+  assign \$471  = \$139 [9:8];
+  assign \$472  = \$139 [12:10];
+  assign \$473  = \$139 [15:13];
+  assign \$474  = \$142 [7:0];
+  assign \$475  = \$142 [15:8];
+  assign \$476  = \$142 [23:16];
+  assign \$477  = \$142 [32:24];
+  assign \$478  = \$142 [33];
+  assign \$479  = \$142 [37:34];
+  assign \$480  = \$142 [35:34];
+  assign \$481  = \$142 [36];
+  assign \$482  = \$142 [37];
+  assign \$483  = \$142 [7:0];
+  assign \$484  = \$142 [15:8];
+  assign \$485  = \$142 [23:16];
+  assign \$486  = \$142 [32:24];
+  assign \$487  = \$142 [33];
+  assign \$488  = \$142 [37:34];
+  assign \$489  = \$142 [35:34];
+  assign \$490  = \$142 [36];
+  assign \$491  = \$142 [37];
+  assign \$492  = \$144 [7:0];
+  assign \$493  = \$144 [15:8];
+  assign \$494  = \$144 [23:16];
+  assign \$495  = \$144 [32:24];
+  assign \$496  = \$144 [33];
+  assign \$497  = \$144 [37:34];
+  assign \$498  = \$144 [35:34];
+  assign \$499  = \$144 [36];
+  assign \$500  = \$144 [37];
+  assign \$501  = \$144 [7:0];
+  assign \$502  = \$144 [15:8];
+  assign \$503  = \$144 [23:16];
+  assign \$504  = \$144 [32:24];
+  assign \$505  = \$144 [33];
+  assign \$506  = \$144 [37:34];
+  assign \$507  = \$144 [35:34];
+  assign \$508  = \$144 [36];
+  assign \$509  = \$144 [37];
+  assign \$510  = \$146 [7:0];
+  assign \$511  = \$146 [15:8];
+  assign \$512  = \$146 [23:16];
+  assign \$513  = \$146 [32:24];
+  assign \$514  = \$146 [33];
+  assign \$515  = \$146 [37:34];
+  assign \$516  = \$146 [35:34];
+  assign \$517  = \$146 [36];
+  assign \$518  = \$146 [37];
+  assign \$519  = \$146 [7:0];
+  assign \$520  = \$146 [15:8];
+  assign \$521  = \$146 [23:16];
+  assign \$522  = \$146 [32:24];
+  assign \$523  = \$146 [33];
+  assign \$524  = \$146 [37:34];
+  assign \$525  = \$146 [35:34];
+  assign \$526  = \$146 [36];
+  assign \$527  = \$146 [37];
   assign \row_skew_2_0.p0  = row_skew_2_0[7:0];
   assign \row_skew_2_0.p1  = row_skew_2_0[15:8];
   assign \row_skew_2_0.p2  = row_skew_2_0[23:16];
@@ -6463,7 +6482,7 @@ module \pv_engine.seq (\$141 , \$2 , \$299 , cb, clk, finished, first, inc_block
     end else if (\$216 ) begin
     end else if (\$217 ) begin
     end else if (\$218 ) begin
-      \$297  = 4'h8;
+      \$297  = 4'h9;
     end else if (\$219 ) begin
       \$297  = \$282 [3:0];
     end

@@ -254,11 +254,12 @@ _ENGINE_TIMING = EngineTiming()
 @dataclass(frozen=True)
 class PvTiming:
     """Fixed latencies of a P @ V run (the engine's conventions, ``docs/engine.md``):
-    cycle 0 accepts ``start``; the first step is presented ``load_base`` cycles later (the
-    first unit's P, V and code reads); steps then follow back to back across blocks; after the
-    last step one final drain step, ``tail_base`` cycles of output register and the last drain
-    wave's ``R + C`` cycles."""
-    load_base: int = _ENGINE_TIMING.load_base
+    cycle 0 accepts ``start``; the first step reaches the array ``load_base`` cycles later
+    (``pv_engine``: the first unit's reads in cycle 1, the step presented in cycle 2 and
+    registered once before the array); steps then follow back to back across blocks; after
+    the last step one final drain step, ``tail_base`` cycles of output register and the last
+    drain wave's ``R + C`` cycles."""
+    load_base: int = 3
     tail_base: int = _ENGINE_TIMING.tail_base
 
 

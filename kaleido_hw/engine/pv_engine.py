@@ -212,11 +212,15 @@ class PvEngine(wiring.Component):
                      seq.work1.eq((cu.work1 & cvalid).any()),
                      seq.work2.eq((cu.work2 & cvalid).any())]
 
-        # -- the array --------------------------------------------------------------------------
+        # -- the array, behind one register stage ---------------------------------------------
+        # The step (rows, columns with their codes, tag) is registered before the array, so
+        # that the memories' read, the window codes and the array's column decode and
+        # multiply are not one path; every step reaches the array one cycle after the
+        # sequencer presents it (``PvTiming.load_base`` = 3).
         for i in range(R):
             row = arr.row[i]
             lanes = [preads[k].data[8 * i:8 * i + 8] for k in range(3)]
-            m.d.comb += [row.p0.eq(lanes[0]),
+            m.d.sync += [row.p0.eq(lanes[0]),
                          row.p1.eq(Mux(present[0], lanes[1], 0)),
                          row.p2.eq(Mux(present[1], lanes[2], 0)),
                          row.valid.eq((seq.rb * R + i) < run.queries),
@@ -227,12 +231,12 @@ class PvEngine(wiring.Component):
             col = arr.col[j]
             # An absent member's word was never written (X in a 4-state simulator): zero it,
             # as its P lanes, so that no product ever sees it (even 0 * X is X there).
-            m.d.comb += [col.v0.eq(vreads[0].data[8 * j:8 * j + 8]),
+            m.d.sync += [col.v0.eq(vreads[0].data[8 * j:8 * j + 8]),
                          col.v1.eq(Mux(present[0], vreads[1].data[8 * j:8 * j + 8], 0)),
                          col.v2.eq(Mux(present[1], vreads[2].data[8 * j:8 * j + 8], 0)),
                          col.c1.eq(cu.c1[2 * j:2 * j + 2]), col.c2.eq(cu.c2[2 * j:2 * j + 2]),
                          col.valid.eq(cvalid[j])]
-        m.d.comb += arr.tag.eq(Cat(seq.tag_valid, seq.tag_rb, seq.tag_cb))
+        m.d.sync += arr.tag.eq(Cat(seq.tag_valid, seq.tag_rb, seq.tag_cb))
 
         # -- O buffer: the drained outputs in, O out ---------------------------------------------
         m.submodules.obuf = obuf = PvOutBuffer(R, C, aw, self.max_queries, self.max_channels,

@@ -4,13 +4,15 @@ Walks column blocks, then row blocks, then the units of V's direction group, and
 issues its A step and, where some column of the block needs them, its F1 and F2 steps
 (``work1``/``work2``: an OR over the block's real columns, computed by the top from the
 unit's codes). A block shorter than R steps is padded with bubbles; after the last block one
-final drain step, then ``R + C`` cycles for the last drain wave.
+final drain step, then ``R + C + 1`` cycles for the top's register stage and the last drain
+wave.
 
 Units are walked in token order without a division: the unit's anchor coordinates
 ``(ct, cy, cx)`` step by ``window`` along the group's axis and by 1 on the others. The read
 of a unit (its three members' P and V words) is issued the cycle before its first step and
 held (read enable low) until its last step; so a unit's steps follow the previous unit's back
-to back, and the first step of a run comes two cycles after ``start`` (``PvTiming.load_base``).
+to back. The first step is presented two cycles after ``start``; the top registers every
+step once before the array, so it reaches the array in cycle 3 (``PvTiming.load_base``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ class PvSequencer(wiring.Component):
     Parameters
     ----------
     rows, cols : int
-        R and C of the array (bubbles pad a block to R steps; the final wait is R + C).
+        R and C of the array (bubbles pad a block to R steps; the final wait is R + C + 1).
     size_width : int
         Bits of a grid length or token count.
     block_width : int
@@ -78,7 +80,7 @@ class PvSequencer(wiring.Component):
         bstep = Signal(bits_for(R))          # steps of the block so far (saturating at R)
         first_pending = Signal()
         bubbles = Signal(bits_for(R))
-        tail = Signal(bits_for(R + C))
+        tail = Signal(bits_for(R + C + 1))
         m.d.comb += [self.rb.eq(rb), self.cb.eq(cb)]
 
         # Next unit in token order (the axis coordinate steps by the window).
@@ -177,7 +179,8 @@ class PvSequencer(wiring.Component):
                 end_block()
         with m.Elif(state == ST["FINAL"]):
             present(0, 1, PV_BUBBLE)            # drains the last block
-            m.d.sync += tail.eq(R + C)
+            # The array sees it a cycle later (the top's register stage), then the wave.
+            m.d.sync += tail.eq(R + C + 1)
             goto("TAIL")
         with m.Elif(state == ST["TAIL"]):
             m.d.sync += tail.eq(tail - 1)
