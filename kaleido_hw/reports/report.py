@@ -30,6 +30,9 @@ report             paper       what
 ``attention``      Sec. 5.1    attention-output PSNR and cosine of the integer pipeline (vector
                                unit softmax, ``P_q @ V_eff``) against float64, V reuse off/on,
                                per preset (``kaleido_hw.reports.attention_report``)
+``head``           Fig. 18a    a whole head (S, softmax, P @ V) dense vs reuse on the same arrays:
+                               cycles per stage and the head's speedup
+                               (``kaleido_hw.reports.head_report``, ``golden.engine.head``)
 ``iso-area``       Sec. 7      S elements (and linear output elements) per ns per mm2 of dense on
                                plain arrays (= 1), pe, pe-sh, pe-m, full, from the cycle models
                                and the standard-cell area and period (``kaleido_hw.reports.iso_area``;
@@ -1283,6 +1286,38 @@ def report_attention(ctx: Context, plt) -> Result:
     return r
 
 
+def report_head(ctx: Context, plt) -> Result:
+    """Fig. 18a at head level: S, softmax and P @ V of a whole head, dense vs reuse."""
+    from kaleido_hw.reports import head_report as hr
+
+    s = ctx.settings
+    r = Result("head")
+    if ctx.workload is not None:
+        r.skipped = "runs on synthetic heads (q, k and v of golden.workloads)"
+        return r
+    cfg = KaleidoConfig()
+    presets = list(s.presets)
+    r.rows = hr.head_rows(presets, s.grid, EngineParams.from_config(cfg), full_bits=s.full_bits,
+                          half_bits=s.half_bits, lanes=cfg.vector_lanes,
+                          buffers=cfg.vector_row_buffers)
+    r.table = _md_table(["preset", "run", "S cycles", "softmax cycles", "P @ V cycles",
+                         "softmax exposed", "head cycles", "speedup S / P @ V / head"],
+                        hr.table_rows(r.rows))
+    for row in r.rows:
+        if "head_speedup" in row:
+            r.summary[row["preset"]] = {k: row[k] for k in ("s_speedup", "pv_speedup",
+                                                            "head_speedup")}
+            r.lines.append(f"{row['preset']}: head {row['head_speedup']:.3f}x (S "
+                           f"{row['s_speedup']:.3f}x, P @ V {row['pv_speedup']:.3f}x)")
+    r.notes.append(f"grid {s.grid}, {cfg.engine_arrays} arrays of {cfg.rows}x{cfg.cols}, vector "
+                   f"unit of {cfg.vector_lanes} lanes; dense: S dense, P @ V dense; reuse: S "
+                   f"variant full, P @ V with V reused in windows of 2 along t; row blocks of 64 "
+                   f"queries, S of the next block under the softmax of this one "
+                   f"(golden.engine.head); a model of a schedule the RTL does not run yet")
+    r.figures[""] = hr.plot_head(r.rows, plt)
+    return r
+
+
 @dataclass(frozen=True)
 class Report:
     """One report: its name (for ``--only``), the paper figure it reproduces, its title and the
@@ -1311,6 +1346,8 @@ REPORTS: dict[str, Report] = {rep.name: rep for rep in (
     Report("attention", "Sec. 5.1 (vector unit)",
            "Integer attention: softmax of the vector unit and P@V against float64",
            report_attention),
+    Report("head", "Fig. 18a (head)", "A whole head: S, softmax and P @ V, dense vs reuse",
+           report_head),
     Report("iso-area", "Sec. 7 (iso-area)",
            "Iso-area throughput: elements per ns per mm2 against plain arrays", report_iso_area),
 )}

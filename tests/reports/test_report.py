@@ -121,6 +121,19 @@ def test_motion_and_array_size(quick):
         assert r["pe_cycles_reuse"] == r["rows"] * r["cols"] * r["cycles_reuse"]
 
 
+def test_head_report(quick):
+    """Every preset has a dense and a reuse row; the stages add up; reuse is faster in S,
+    in P @ V and over the whole head."""
+    doc, _ = load(quick, "head")
+    assert [(r["preset"], r["run"]) for r in doc["rows"]] == \
+        [(p, run) for p in DEFAULT_PRESETS for run in ("dense", "reuse")]
+    for r in doc["rows"]:
+        assert r["total"] == r["s"] + r["pv"] + r["exposed_softmax"] >= r["s"] + r["pv"]
+    for preset in DEFAULT_PRESETS:
+        sp = doc["summary"][preset]
+        assert sp["s_speedup"] > 1 and sp["pv_speedup"] > 1 and sp["head_speedup"] > 1
+
+
 def test_user_workload(tmp_path, capsys):
     w = make_qkv("cogvideox-5b", "2x4x4", seed=3)
     np.savez(tmp_path / "head.npz", q=w.q, k=w.k, v=w.v)
