@@ -12,7 +12,7 @@ SEEDS   ?= 8
 export PATH := $(CURDIR)/tools/bin:$(VENV)/bin:$(PATH)
 export KALEIDO_PYTHON := $(VPY)
 
-.PHONY: install test verilog lint bench synth synth-engine synth-vector regress report clean
+.PHONY: install test verilog lint bench synth synth-engine synth-vector energy regress report clean
 
 install:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ synth-engine:
 # docs/vector.md, "Area").
 synth-vector:
 	nice $(VPY) -m kaleido_hw.flow.vector_area --json build/vector_area.json
+
+# Energy per event of BaselinePE and ReusePE from gate-level toggle counts and OpenSTA
+# (about 2 minutes; docs/energy.md), written to golden/energy/data/pe_events.json.
+energy:
+	$(VPY) -m kaleido_hw.flow.gate_energy --cycles 2048
 
 regress:
 	KALEIDO_SEEDS=$(SEEDS) $(VPY) tests/test_regress.py -n $(JOBS)
