@@ -9,15 +9,23 @@ Method (``docs/energy.md``, section 1):
    (:func:`golden.workloads.make_qkv`; Q values on the row ports, K values on the column
    port, channel by channel, the accumulator cleared every ``head_dim`` steps as a tile
    would), and simulate it at gate level (:mod:`kaleido_hw.flow.gate_sim`, zero delay);
-3. turn every net bit's toggle count into an activity (toggles per clock cycle) and a duty
-   (fraction of time high) and give them to OpenSTA on every cell pin of the net
-   (``set_power_activity -pins ... -activity ... -duty ...``); the clock net gets its two
-   edges per cycle from ``create_clock``;
-4. ``report_power`` at :data:`PERIOD_NS`: internal + switching + leakage. The energy of one
-   event is that power times the period: the whole PE for one cycle, clock and leakage
-   included. ``clock`` (every input constant) is the floor a PE pays in a cycle in which it
-   does nothing; the energy model (``golden/energy``) charges each PE-cycle the energy of
-   its class.
+3. price the window (:func:`event_energy`). Registers: OpenSTA with each register output's
+   measured activity (toggles per cycle) and duty (fraction of time high), and each input
+   port bit's (:func:`power_script`); the clock toggles twice a cycle
+   (``create_clock``). Combinational cells: OpenSTA 2.0 ignores a pin activity inside
+   combinational logic (it propagates its own from the registers and inputs), so each cell
+   is priced from a *reference* run (:func:`reference_power`: every register output and
+   input at activity 0.5): its reference power times (measured toggles / reference toggles)
+   of its output nets, weighted by their load capacitance; the reference toggles follow
+   from the reference switching power, ``P_sw = 1/2 C V^2 f a``. Switching power is then
+   exactly ``1/2 C V^2`` per measured toggle; internal power is taken as proportional to
+   output toggles (it also has a part from input edges that do not reach the output, which
+   this misses);
+4. energy of one event = that power x :data:`PERIOD_NS`: the whole PE for one cycle, clock
+   and leakage included. ``clock`` (every input constant) is the floor a PE pays in a cycle
+   in which it does nothing; the energy model (``golden/energy``) charges every PE-cycle
+   the energy of its class. OpenSTA's own propagated estimate of each window is kept next
+   to it (``sta_pj``) for comparison.
 
 Zero-delay simulation: glitches are not counted (a lower bound on switching power). No wire
 capacitance (nothing is placed) and an ideal clock net (no clock tree), as in the area flow.
@@ -46,7 +54,8 @@ from kaleido_hw.flow.stdcell import (CLOCK_PORT, liberty_path, parse_power, run_
 __all__ = ["PERIOD_NS", "PE_TOPS", "EVENTS", "EventEnergy", "operand_stream", "event_stream",
            "netlist_pins", "liberty_pin_caps", "parse_instance_power", "power_script",
            "parse_power_groups", "REFERENCE_ACTIVITY", "reference_power", "event_energy", "measure_top",
-           "measure", "DATA_FILE", "main"]
+           "measure", "DATA_FILE", "DISPATCHER_FILE", "DISPATCHER_TOPS",
+           "dispatcher_vectorless", "main"]
 
 #: Clock period of the power runs (100 MHz, the area flow's): pJ per cycle = mW * 10.
 PERIOD_NS = 10.0
@@ -70,6 +79,11 @@ EVENT_DOCS = {
 }
 #: Where ``make energy`` stores the result (with the command that made it).
 DATA_FILE = Path(__file__).resolve().parents[2] / "golden" / "energy" / "data" / "pe_events.json"
+#: Where the dispatcher blocks' per-cycle energy goes.
+DISPATCHER_FILE = DATA_FILE.with_name("dispatcher.json")
+#: The dispatcher blocks, priced by OpenSTA's vectorless estimate (not gate-level: they
+#: have no event stream here yet).
+DISPATCHER_TOPS = ("cluster_scheduler", "merge_matcher")
 
 
 @dataclass
@@ -218,8 +232,8 @@ def power_script(top: str, netlist: str, liberty: str, pins: dict, ports: dict, 
     ``default_input``), then the power of every instance.
 
     OpenSTA 2.0 uses a pin's own activity only where its propagation starts (input ports
-    and register outputs); inside combinational logic it computes activities from its
-    inputs' whatever a pin was given (checked on this build), which is why
+    and register outputs); inside combinational logic it computes every activity from the
+    cell inputs', whatever a pin was given (checked on this build), which is why
     :func:`event_energy` prices combinational cells itself. Its ``set_power_activity -pins``
     calls a Tcl helper this build lacks (``invalid command name "get_pins_error"``), so pins
     are annotated with what it would run, ``sta::set_power_pin_activity``; and a
@@ -434,6 +448,27 @@ def measure(tops=PE_TOPS, cycles: int = 512, seed: int = 0, work: Path | None = 
     return res
 
 
+def dispatcher_vectorless(config: KaleidoConfig | None = None) -> dict:
+    """Per-cycle energy of the dispatcher blocks from the area flow's vectorless power
+    (:func:`kaleido_hw.flow.stdcell.synth_stdcell`: every net toggling with probability
+    ``SWITCHING_ACTIVITY`` per cycle at 100 MHz; SRAM macros carry no power model, so the
+    scheduler's memories are not in it): ``{"method", "blocks": {top: {"power_mw",
+    "pj_per_cycle", "area_um2", "sram_bits"}}}``."""
+    from kaleido_hw.flow.stdcell import CLOCK_PERIOD_NS, SWITCHING_ACTIVITY
+
+    config = config or KaleidoConfig()
+    blocks = {}
+    for top in DISPATCHER_TOPS:
+        r = synth_stdcell(top, config)
+        if r.power_mw is None:
+            raise RuntimeError(f"{top}: synthesis failed: {'; '.join(r.notes)}")
+        blocks[top] = {"power_mw": r.power_mw, "pj_per_cycle": r.power_mw * CLOCK_PERIOD_NS,
+                       "area_um2": r.area_um2, "sram_bits": r.sram_bits}
+    return {"method": f"OpenSTA vectorless, activity {SWITCHING_ACTIVITY:g} per cycle on "
+                      f"every net, {CLOCK_PERIOD_NS:g} ns clock; SRAM macros not powered",
+            "blocks": blocks}
+
+
 def main(argv=None) -> int:
     """``python -m kaleido_hw.flow.gate_energy [--cycles N] [--out FILE]``: measure every
     event of both PEs and write the JSON (default :data:`DATA_FILE`) with the command."""
@@ -444,12 +479,25 @@ def main(argv=None) -> int:
                                             "toggle counts and OpenSTA")
     p.add_argument("--cycles", type=int, default=2048, help="measured cycles per event")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=str(DATA_FILE))
+    p.add_argument("--out", default=str(DATA_FILE), help="PE table (JSON)")
+    p.add_argument("--dispatcher-out", default=str(DISPATCHER_FILE),
+                   help="dispatcher blocks' per-cycle energy (JSON)")
+    p.add_argument("--only", choices=("pe", "dispatcher"), default=None,
+                   help="measure only the PEs or only the dispatcher blocks")
     a = p.parse_args(argv)
+    command = "python -m kaleido_hw.flow.gate_energy " + " ".join(
+        sys.argv[1:] if argv is None else argv)
+    if a.only != "pe":
+        disp = dispatcher_vectorless()
+        disp["command"] = command
+        Path(a.dispatcher_out).write_text(json.dumps(disp, indent=1) + "\n")
+        for top, d in disp["blocks"].items():
+            print(f"{top:18s} {d['pj_per_cycle']:8.1f} pJ/cycle (vectorless)")
+    if a.only == "dispatcher":
+        return 0
     res = measure(cycles=a.cycles, seed=a.seed,
                   progress=lambda t, e: print(f"{t} {e}", file=sys.stderr))
-    res["command"] = "python -m kaleido_hw.flow.gate_energy " + " ".join(
-        sys.argv[1:] if argv is None else argv)
+    res["command"] = command
     Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
     for top, ev in res["events"].items():
         for e, d in ev.items():

@@ -30,6 +30,11 @@ report             paper       what
 ``attention``      Sec. 5.1    attention-output PSNR and cosine of the integer pipeline (vector
                                unit softmax, ``P_q @ V_eff``) against float64, V reuse off/on,
                                per preset (``kaleido_hw.reports.attention_report``)
+``energy``         Fig. 19/18b energy per head of dense on plain arrays, dense, pe, pe-sh, pe-m,
+                               full (paper scale from stored counters, one head per preset, a
+                               linear layer): gate-level per-event PE energies x cycle-model
+                               counters + dispatcher, SRAM, DRAM (``golden.energy``,
+                               ``kaleido_hw.reports.energy_report``, ``docs/energy.md``)
 ``iso-area``       Sec. 7      S elements (and linear output elements) per ns per mm2 of dense on
                                plain arrays (= 1), pe, pe-sh, pe-m, full, from the cycle models
                                and the standard-cell area and period (``kaleido_hw.reports.iso_area``;
@@ -1280,6 +1285,82 @@ def report_attention(ctx: Context, plt) -> Result:
     return r
 
 
+def report_energy(ctx: Context, plt) -> Result:
+    """Fig. 19 (energy) and Fig. 18b analogues: energy per head of every variant from the
+    engine counters and the gate-level per-event energies (``docs/energy.md``)."""
+    from golden.energy.model import COMPONENTS
+    from kaleido_hw.reports import energy_report as er
+
+    cfg = _engine_config(ctx)
+    r = Result("energy")
+    e = er.default_energies()
+    paper = er.paper_rows(e)
+    if ctx.workload is not None:
+        r.skipped = "runs on the stored paper-scale counters and synthetic heads"
+        return r
+    abl = er.ablation_rows(e, cfg.engine_arrays, grid=ctx.settings.grid,
+                           presets=er.PRESETS[:1] if ctx.settings.quick else er.PRESETS)
+    lin = er.linear_rows(e, cfg.engine_arrays)
+    r.rows = paper + abl + lin
+    r.table = _md_table(["scope", "preset", "variant", "cycles", "energy uJ", "PE", "dispatcher",
+                         "SRAM", "DRAM", "energy / pe", "saving vs dense (plain)"],
+                        er.table_rows(r.rows))
+    by = {(row["scope"], row["preset"], row["variant"]): row for row in r.rows}
+    for scope, preset in dict.fromkeys((row["scope"], row["preset"]) for row in paper + abl):
+        full, pe = by[(scope, preset, "full")], by[(scope, preset, "pe")]
+        r.summary.setdefault(scope, {})[preset] = {
+            "dispatcher_saving": 1 - full["total_pj"] / pe["total_pj"],
+            "full_saving_vs_dense_plain": full["saving_vs_dense_plain"],
+            "full_pe_energy_vs_dense_plain": full["pe_pj"] / by[(scope, preset, "dense-plain")]["pe_pj"]}
+        r.lines.append(f"{scope} {preset}: full vs pe {100 * (1 - full['total_pj'] / pe['total_pj']):+.1f}% "
+                       f"saved (paper Fig. 19: {100 * er.PAPER_FIG19_DISPATCHER_SAVING:.1f}%), "
+                       f"full vs dense on plain arrays {full['saving_vs_dense_plain']:.3f}x")
+    r.notes.append("per-event PE energies: gate-level toggle counts (Icarus, zero delay) priced "
+                   "with OpenSTA on the OSU 0.18 um cells at 100 MHz (golden/energy/data/"
+                   "pe_events.json, make energy); dispatcher: OpenSTA vectorless per cycle; "
+                   "SRAM/DRAM: Horowitz ISSCC 2014, SRAM scaled 45 -> 180 nm by 16x "
+                   "(golden.energy.memory)")
+    r.notes.append(er.NODE_NOTE)
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    groups = list(dict.fromkeys((row["scope"], row["preset"]) for row in paper + abl))
+    norm = ["pe", "pe-sh", "pe-m", "full"]
+    width = 0.8 / len(groups)
+    x = np.arange(len(norm))
+    for i, (scope, preset) in enumerate(groups):
+        axes[0].bar(x + i * width, [by[(scope, preset, v)]["vs_pe"] for v in norm], width,
+                    label=f"{preset} ({scope})")
+    axes[0].set_xticks(x + 0.4 - width / 2, norm)
+    axes[0].set_ylim(0.9, 1.05)
+    axes[0].set_ylabel("energy / energy of pe")
+    axes[0].set_title("Fig. 19 analogue (energy)", fontsize=9)
+    variants = ["dense-plain", "dense", "pe", "pe-sh", "pe-m", "full"]
+    x2 = np.arange(len(variants))
+    for i, (scope, preset) in enumerate(groups):
+        axes[1].bar(x2 + i * width, [by[(scope, preset, v)]["saving_vs_dense_plain"]
+                                     for v in variants], width, label=f"{preset} ({scope})")
+    axes[1].axhline(1.0, color="k", lw=0.6)
+    axes[1].set_xticks(x2 + 0.4 - width / 2, variants, fontsize=7)
+    axes[1].set_ylabel("energy of dense on plain arrays / energy")
+    axes[1].set_title("energy saving vs dense (plain BaselinePE arrays)", fontsize=9)
+    bottom = np.zeros(len(variants))
+    for comp in COMPONENTS:
+        vals = np.array([by[("paper", paper[0]["preset"], v)][f"{comp}_pj"] * 1e-12
+                         for v in variants])
+        axes[2].bar(x2, vals, 0.6, bottom=bottom, label=comp)
+        bottom += vals
+    axes[2].set_xticks(x2, variants, fontsize=7)
+    axes[2].set_ylabel("J per head (180 nm)")
+    axes[2].set_title("paper scale: breakdown by component", fontsize=9)
+    for ax in axes:
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.suptitle("Energy per attention head, OSU 0.18 um per-event energies x cycle-model "
+                 "counters", fontsize=10)
+    fig.tight_layout()
+    r.figures[""] = fig
+    return r
+
+
 @dataclass(frozen=True)
 class Report:
     """One report: its name (for ``--only``), the paper figure it reproduces, its title and the
@@ -1308,6 +1389,9 @@ REPORTS: dict[str, Report] = {rep.name: rep for rep in (
     Report("attention", "Sec. 5.1 (vector unit)",
            "Integer attention: softmax of the vector unit and P@V against float64",
            report_attention),
+    Report("energy", "Fig. 19 / 18b (energy)",
+           "Energy per head: variants, dense on plain arrays, breakdown by component",
+           report_energy),
     Report("iso-area", "Sec. 7 (iso-area)",
            "Iso-area throughput: elements per ns per mm2 against plain arrays", report_iso_area),
 )}

@@ -1,0 +1,115 @@
+"""Energy model (``golden.energy``): counters x per-event energies, memory figures, the stored
+paper-scale counters."""
+
+import json
+
+import pytest
+
+from golden.energy import memory
+from golden.energy.head_counters import head_counters
+from golden.energy.model import (DATA, VARIANTS, Energies, HeadShape, dram_bytes, head_energy,
+                                 linear_energy, load_energies)
+from golden.engine.linear import linear_counters
+from golden.workloads import make_qkv
+
+#: Round per-event figures, so that the expected sums can be written out by hand.
+E = Energies(reuse={"mul": 10.0, "low": 6.0, "low_pair": 11.0, "linear": 12.0, "idle": 4.0,
+                    "drain": 3.0, "clock": 2.0},
+             plain={"mac": 7.0, "idle": 3.0, "drain": 1.5, "clock": 1.0},
+             scheduler_pj=100.0, matcher_pj=50.0, sram_pj_per_byte=2.0, dram_pj_per_byte=20.0)
+
+
+def counters(**changes):
+    # 1 array of 2x2, 10 cycles: 6 issued steps, 1 bubble, 3 idle cycles; 20 busy PE-cycles.
+    c = {"cycles": 10, "busy_pe_cycles": 20, "issued": [3, 1, 1, 1], "merged": 1,
+         "bubbles": 1, "idle": 3, "quads": 1}
+    c.update(changes)
+    return c
+
+
+SHAPE = HeadShape(tokens=8, head_dim=4, arrays=1, rows=2, cols=2)
+
+
+def test_every_pe_cycle_gets_one_class_and_the_sums_are_exact():
+    r = head_energy(counters(), SHAPE, "full", E)
+    assert r["pe_cycles"] == 1 * 4 * 10
+    assert r["pe_classes"] == {"mul": 16 * 10.0, "low_pair": 4 * 11.0, "idle": 4 * 4.0,
+                               "clock": 4 * 4 * 2.0, "drain": 1 * 4 * 4 * 1.5 * 1.0}
+    assert r["dispatcher"] == 10 * (2 * 100.0 + 1 * 50.0)
+    assert r["sram_bytes"] == 6 * 4 * 1.25 + 1 * 2 + 2 * 4 * 4 * 3
+    assert r["dram_bytes"] == 64
+    assert r["total"] == pytest.approx(r["pe"] + r["dispatcher"] + r["sram"] + r["dram"])
+
+
+def test_variants_price_their_hardware():
+    c = counters(merged=0)
+    plain = head_energy(c, SHAPE, "dense-plain", E)
+    assert plain["pe_classes"]["mul"] == 20 * 7.0 and plain["dispatcher"] == 0
+    assert head_energy(c, SHAPE, "pe", E)["dispatcher"] == 0
+    assert head_energy(c, SHAPE, "pe-sh", E)["dispatcher"] == 10 * 200.0
+    assert head_energy(c, SHAPE, "pe-m", E)["dispatcher"] == 10 * 50.0
+    assert head_energy(c, SHAPE, "dense", E)["sram_bytes"] < head_energy(c, SHAPE, "pe",
+                                                                         E)["sram_bytes"]
+
+
+def test_bad_input_is_named():
+    with pytest.raises(ValueError, match="variant must be one of"):
+        head_energy(counters(), SHAPE, "sparse", E)
+    with pytest.raises(ValueError, match="counters inconsistent"):
+        head_energy(counters(idle=4), SHAPE, "pe", E)
+    with pytest.raises(ValueError, match="size must be one of"):
+        memory.sram_pj_per_byte("2MB")
+    with pytest.raises(ValueError, match="node_nm must be 45 or 180"):
+        memory.sram_pj_per_byte("1MB", 16)
+    with pytest.raises(ValueError, match="window must be >= 1"):
+        linear_energy(counters(), 2, 2, 1, 8, 4, 4, 0, True, E)
+
+
+def test_dram_traffic_follows_the_buffer():
+    assert dram_bytes(HeadShape(100, 10, 1, buffer_bytes=2000)) == 2000
+    # Q = K = 1000 B, buffer 1000 B: Q in two halves of 500 B, K streamed twice.
+    assert dram_bytes(HeadShape(100, 10, 1, buffer_bytes=1000)) == 1000 + 2 * 1000
+
+
+def test_memory_figures_are_the_cited_ones():
+    assert memory.sram_pj_per_byte("1MB", 45) == 100.0 / 8
+    assert memory.sram_pj_per_byte("8KB", 180) == 10.0 / 8 * 16
+    assert memory.dram_pj_per_byte() == pytest.approx(1300.0 / 8)
+
+
+def test_counters_of_a_small_head_price_consistently():
+    d = head_counters("hunyuanvideo", "2x4x4", arrays=2)
+    shape = HeadShape.from_counters(d)
+    res = {v: head_energy(d["variants"]["dense" if v == "dense-plain" else v], shape, v, E)
+           for v in VARIANTS}
+    # Same counters, cheaper events: plain arrays cost less PE energy than dense on ReusePEs.
+    assert res["dense-plain"]["pe"] < res["dense"]["pe"]
+    # Reuse skips work: fewer busy PE-cycles than dense, so less MUL energy.
+    assert res["pe"]["pe_classes"]["mul"] < res["dense"]["pe_classes"]["mul"]
+
+
+def test_linear_layer_energy():
+    q, _, _ = make_qkv("hunyuanvideo", "2x4x4", seed=0)
+    import numpy as np
+    w = np.random.default_rng(0).integers(-128, 128, (q.shape[1], 8))
+    out = {}
+    for reuse in (False, True):
+        c = linear_counters(q, w, "2x4x4", arrays=1, reuse=reuse).as_dict()
+        out[reuse] = linear_energy(c, 4, 4, 1, q.shape[0], q.shape[1], 8, 2, reuse, E)
+        assert out[reuse]["pe_cycles"] == 16 * c["cycles"]
+    assert out[True]["cycles"] < out[False]["cycles"]
+
+
+def test_stored_data_is_complete():
+    e = load_energies()
+    assert set(e.reuse) == {"mul", "low", "low_pair", "linear", "idle", "drain", "clock"}
+    assert set(e.plain) == {"mac", "idle", "drain", "clock"}
+    d = json.loads((DATA / "paper_counters.json").read_text())
+    assert d["command"].startswith("python -m golden.energy.head_counters")
+    assert d["tokens"] == 33 * 45 * 80 and d["arrays"] == 16384
+    assert set(d["variants"]) == {"dense", "pe", "pe-sh", "pe-m", "full"}
+    shape = HeadShape.from_counters(d)
+    for v in ("pe", "full"):
+        head_energy(d["variants"][v], shape, v, e)       # consistent counters
+    disp = json.loads((DATA / "dispatcher.json").read_text())
+    assert disp["command"].startswith("python -m kaleido_hw.flow.gate_energy")
