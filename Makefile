@@ -48,10 +48,11 @@ synth-engine:
 synth-vector:
 	nice $(VPY) -m kaleido_hw.flow.vector_area --json build/vector_area.json
 
-# Energy per event of BaselinePE and ReusePE from gate-level toggle counts and OpenSTA
-# (about 2 minutes; docs/energy.md), written to golden/energy/data/pe_events.json.
+# Energy per event of BaselinePE, ReusePE and their 4x4 arrays from gate-level toggle counts
+# and OpenSTA, and the dispatcher blocks' vectorless energy per cycle (about 10 minutes;
+# docs/energy.md), written to golden/energy/data/pe_events.json and dispatcher.json.
 energy:
-	$(VPY) -m kaleido_hw.flow.gate_energy --cycles 2048
+	nice $(VPY) -m kaleido_hw.flow.gate_energy --cycles 2048 --array-cycles 512
 
 regress:
 	KALEIDO_SEEDS=$(SEEDS) $(VPY) tests/test_regress.py -n $(JOBS)

@@ -4,7 +4,10 @@ Inputs
     * the engine counters of a run (``golden.engine.model.EngineCounters.totals()``, or the
       stored paper-scale ones of ``data/paper_counters.json``);
     * the per-event energies of the PEs measured on their gate-level netlists
-      (``data/pe_events.json``, ``make energy``, :mod:`kaleido_hw.flow.gate_energy`);
+      (``data/pe_events.json``, ``make energy``, :mod:`kaleido_hw.flow.gate_energy`), as
+      measured on the stand-alone PE (``calibration="pe"``) or rescaled so that 16 of them
+      match the measured 4 x 4 array's dense step and idle cycle (``"array"``: decoders,
+      skew registers and drain read-out included, operands arriving from neighbours);
     * the dispatcher blocks' energy per cycle (``data/dispatcher.json``: OpenSTA's
       vectorless estimate, not a gate-level measurement);
     * per-byte SRAM and DRAM energies from published figures (:mod:`golden.energy.memory`).
@@ -43,7 +46,7 @@ from pathlib import Path
 from golden.energy.memory import dram_pj_per_byte, sram_pj_per_byte
 
 
-__all__ = ["DATA", "VARIANTS", "COMPONENTS", "Energies", "load_energies", "HeadShape",
+__all__ = ["DATA", "VARIANTS", "COMPONENTS", "CALIBRATIONS", "Energies", "load_energies", "HeadShape",
            "head_energy", "dram_bytes", "linear_energy", "PAPER_BUFFER_BYTES"]
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -68,18 +71,54 @@ class Energies:
     matcher_pj: float
     sram_pj_per_byte: float
     dram_pj_per_byte: float
+    calibration: str = "pe"
+    arrays: dict | None = None      # {"reuse"|"plain": {array event: pJ per array-cycle}}
 
 
-def load_energies(data: Path = DATA, sram_size: str = "1MB", node_nm: int = 180) -> Energies:
+#: How the PE classes are priced: as measured on the stand-alone PE, or scaled so that a
+#: dense step of 16 PEs and an idle cycle match the measured 4 x 4 array (decoders, skew
+#: registers and drain read-out included).
+#: ``array-step`` prices whole array steps instead of PE classes: every issued step at the
+#: measured array's dense step (dense variants) or mixed-code step (reuse variants: codes
+#: uniform over FULL/HALF/NONE, not the head's mix), bubbles and idle cycles at its clock.
+CALIBRATIONS = ("pe", "array", "array-step")
+#: PEs of the measured arrays (``pe_array``, ``baseline_array`` at the default 4 x 4).
+ARRAY_PES = 16
+
+
+def _array_calibrated(pe: dict, array: dict, active: str, pes: int) -> dict:
+    """PE classes rescaled to an array's measurement: the clock floor becomes the array's
+    clock / ``pes``; every class's part above the clock floor is scaled by the array's
+    (dense step - clock) / (``pes`` x (PE ``active`` - PE clock))."""
+    k = (array["dense_step"] - array["clock"]) / (pes * (pe[active] - pe["clock"]))
+    floor = array["clock"] / pes
+    return {name: floor + k * (v - pe["clock"]) for name, v in pe.items()}
+
+
+def load_energies(data: Path = DATA, sram_size: str = "1MB", node_nm: int = 180,
+                  calibration: str = "pe") -> Energies:
     """The stored measurements (``pe_events.json``, ``dispatcher.json``) and the published
-    memory figures (:mod:`golden.energy.memory`)."""
-    pe = json.loads((Path(data) / "pe_events.json").read_text())["events"]
+    memory figures (:mod:`golden.energy.memory`); ``calibration`` one of
+    :data:`CALIBRATIONS`."""
+    if calibration not in CALIBRATIONS:
+        raise ValueError(f"calibration must be one of {', '.join(CALIBRATIONS)}, "
+                         f"got {calibration!r}")
+    ev = json.loads((Path(data) / "pe_events.json").read_text())["events"]
     disp = json.loads((Path(data) / "dispatcher.json").read_text())["blocks"]
-    return Energies({k: v["pj"] for k, v in pe["kaleido_pe"].items()},
-                    {k: v["pj"] for k, v in pe["baseline_pe"].items()},
-                    disp["cluster_scheduler"]["pj_per_cycle"],
+    reuse = {k: v["pj"] for k, v in ev["kaleido_pe"].items()}
+    plain = {k: v["pj"] for k, v in ev["baseline_pe"].items()}
+    arrays = {"reuse": {k: v["pj"] for k, v in ev["pe_array"].items()},
+              "plain": {k: v["pj"] for k, v in ev["baseline_array"].items()}}
+    if calibration == "array":
+        pes = ARRAY_PES
+        reuse = _array_calibrated(reuse, {k: v["pj"] for k, v in ev["pe_array"].items()},
+                                  "mul", pes)
+        plain = _array_calibrated(plain, {k: v["pj"] for k, v in ev["baseline_array"].items()},
+                                  "mac", pes)
+    return Energies(reuse, plain, disp["cluster_scheduler"]["pj_per_cycle"],
                     disp["merge_matcher"]["pj_per_cycle"],
-                    sram_pj_per_byte(sram_size, node_nm), dram_pj_per_byte())
+                    sram_pj_per_byte(sram_size, node_nm), dram_pj_per_byte(), calibration,
+                    arrays)
 
 
 @dataclass(frozen=True)
@@ -114,7 +153,8 @@ def head_energy(counters: dict, shape: HeadShape, variant: str, e: Energies) -> 
     """Energy in pJ of one run, by component and by PE class: ``{"total", "pe",
     "dispatcher", "sram", "dram", "pe_classes": {class: pJ}, "sram_bytes", "dram_bytes",
     "pe_cycles"}``. ``counters``: ``EngineCounters.totals()`` of the run (for
-    ``dense-plain``: the dense run's)."""
+    ``dense-plain``: the dense run's). With ``e.calibration == "array-step"`` the PE part
+    has two classes, ``step`` (issued steps) and ``clock`` (see :data:`CALIBRATIONS`)."""
     if variant not in _FLAGS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
     reuse, sched, matched = _FLAGS[variant]
@@ -142,6 +182,13 @@ def head_energy(counters: dict, shape: HeadShape, variant: str, e: Energies) -> 
     if pe_cycles != P * rc * cycles:
         raise ValueError(f"counters inconsistent: {pe_cycles} PE-cycles classified, "
                          f"P*R*C*cycles = {P * rc * cycles}")
+    if e.calibration == "array-step":
+        if rc != ARRAY_PES:
+            raise ValueError(f"calibration 'array-step' prices the measured 4 x 4 arrays: "
+                             f"rows x cols must be {ARRAY_PES}, got {R} x {C}")
+        arr = e.arrays["plain" if plain else "reuse"]
+        step = arr["reuse_step" if reuse else "dense_step"]
+        classes = {"step": issued * step, "clock": (bubbles + idle_arrays) * arr["clock"]}
     dispatcher = cycles * ((2 * e.scheduler_pj if sched else 0.0) +
                            (P * e.matcher_pj if matched else 0.0))
     operand = issued * (R + C) * (1 + (0.25 if reuse else 0.0)) + merged * R

@@ -1,4 +1,5 @@
-"""Energy per event of the PEs, measured on their gate-level netlists (``make energy``).
+"""Energy per event of the PEs and 4 x 4 arrays, measured on their gate-level netlists
+(``make energy``).
 
 Method (``docs/energy.md``, section 1):
 
@@ -51,7 +52,7 @@ from kaleido_hw.flow.stdcell import (CLOCK_PORT, liberty_path, parse_power, run_
                                      stdcell_available, synth_stdcell)
 
 
-__all__ = ["PERIOD_NS", "PE_TOPS", "EVENTS", "EventEnergy", "operand_stream", "event_stream",
+__all__ = ["PERIOD_NS", "PE_TOPS", "ARRAY_TOPS", "ARRAY_PASS_STEPS", "array_stream", "EVENTS", "EventEnergy", "operand_stream", "event_stream",
            "netlist_pins", "liberty_pin_caps", "parse_instance_power", "power_script",
            "parse_power_groups", "REFERENCE_ACTIVITY", "reference_power", "event_energy", "measure_top",
            "measure", "DATA_FILE", "DISPATCHER_FILE", "DISPATCHER_TOPS",
@@ -61,10 +62,16 @@ __all__ = ["PERIOD_NS", "PE_TOPS", "EVENTS", "EventEnergy", "operand_stream", "e
 PERIOD_NS = 10.0
 #: The PE tops and the event classes measured on each.
 PE_TOPS = ("baseline_pe", "kaleido_pe")
+#: The 4 x 4 array tops (one event = one cycle of the whole array).
+ARRAY_TOPS = ("baseline_array", "pe_array")
 EVENTS = {
     "baseline_pe": ("mac", "idle", "drain", "clock"),
     "kaleido_pe": ("mul", "low", "low_pair", "linear", "idle", "drain", "clock"),
+    "baseline_array": ("dense_step", "bubble", "clock"),
+    "pe_array": ("dense_step", "reuse_step", "bubble", "clock"),
 }
+#: Channel steps per pass in the array streams (the chunk width W, ``sched_pattern_width``).
+ARRAY_PASS_STEPS = 16
 #: What each event class is (one cycle of one PE).
 EVENT_DOCS = {
     "mac": "BaselinePE accumulates a0*b into R0 (the dense step)",
@@ -76,6 +83,12 @@ EVENT_DOCS = {
     "idle": "no term taken (op IDLE / acc 0) while operands keep flowing through the PE",
     "drain": "drain chain shifting a 24-bit value through the PE, operands still",
     "clock": "every input constant: clock and leakage only",
+    "dense_step": "array: one channel step of a dense quad pass on every row and column "
+                  "(codes NONE, passes 0-3 of 16 steps, each pass's first step drains the "
+                  "previous tile), the drain read-out included",
+    "reuse_step": "array: as dense_step with every row's and column's follower code drawn "
+                  "uniformly from FULL, HALF, NONE per channel (each PE decodes its share)",
+    "bubble": "array: steps that issue nothing (issue 0), operands held",
 }
 #: Where ``make energy`` stores the result (with the command that made it).
 DATA_FILE = Path(__file__).resolve().parents[2] / "golden" / "energy" / "data" / "pe_events.json"
@@ -126,6 +139,52 @@ def _u8(x) -> int:
     return int(x) & 0xFF
 
 
+def _pack_fields(fields) -> int:
+    """(value, width) pairs, first at bit 0 (``amaranth.lib.data`` order)."""
+    word, pos = 0, 0
+    for value, width in fields:
+        word |= (int(value) & ((1 << width) - 1)) << pos
+        pos += width
+    return word
+
+
+def array_stream(event: str, cycles: int, rows: int = 4, cols: int = 4, seed: int = 0
+                 ) -> list[dict]:
+    """``cycles`` input words of a 4 x 4 array top (``row``, ``col``, ``tag``; the layouts
+    of ``kaleido_hw.array.layouts``: a row is a [0:8], qc [8:10], valid [10], pass_idx
+    [11:13], first [13], issue [14]; a column b [0:8], kc [8:10], valid [10]) in which every
+    cycle is ``event`` (``dense_step``, ``reuse_step``, ``bubble``, ``clock``)."""
+    allowed = ("dense_step", "reuse_step", "bubble", "clock")
+    if event not in allowed:
+        raise ValueError(f"event of an array must be one of {', '.join(allowed)}, "
+                         f"got {event!r}")
+    q, k, _ = make_qkv("hunyuanvideo", "2x4x4", seed=seed)
+    n, d = q.shape
+    rng = np.random.default_rng(seed + 2)
+    out = []
+    for c in range(cycles):
+        if event == "clock":
+            out.append({})
+            continue
+        held = event == "bubble"          # nothing issued, nothing moves on the ports
+        step, ch = (0, 1) if held else (c // ARRAY_PASS_STEPS, c % ARRAY_PASS_STEPS)
+        pass_idx, first = step % 4, int(ch == 0)
+        chan = 0 if held else (c * 5) % d
+        issue = 0 if held else 1
+        row_word = col_word = 0
+        for r in range(rows):
+            qc = Code.NONE if event != "reuse_step" else int(rng.integers(0, 3))
+            a = q[(step * rows + r) % n, chan]
+            row_word |= _pack_fields(((a, 8), (qc, 2), (1, 1), (pass_idx, 2),
+                                      (first, 1), (issue, 1))) << (15 * r)
+        for j in range(cols):
+            kc = Code.NONE if event != "reuse_step" else int(rng.integers(0, 3))
+            b = k[(step * cols + j + 7) % n, chan]
+            col_word |= _pack_fields(((b, 8), (kc, 2), (1, 1))) << (11 * j)
+        out.append({"row": row_word, "col": col_word, "tag": step & 0xFF})
+    return out
+
+
 def event_stream(top: str, event: str, cycles: int, head_dim: int = 128, seed: int = 0,
                  acc_width: int = 24) -> list[dict]:
     """``cycles`` input words (``{port: int}``) of ``top`` in which every cycle is ``event``."""
@@ -134,6 +193,8 @@ def event_stream(top: str, event: str, cycles: int, head_dim: int = 128, seed: i
     if event not in EVENTS[top]:
         raise ValueError(f"event of {top} must be one of {', '.join(EVENTS[top])}, "
                          f"got {event!r}")
+    if top in ARRAY_TOPS:
+        return array_stream(event, cycles, seed=seed)
     a0, a1, b = operand_stream(cycles, head_dim, seed)
     rng = np.random.default_rng(seed + 1)
     drain_data = rng.integers(-(1 << (acc_width - 1)), 1 << (acc_width - 1), cycles)
@@ -173,19 +234,24 @@ def event_stream(top: str, event: str, cycles: int, head_dim: int = 128, seed: i
 
 _INSTANCE = re.compile(r"^  (\w+) +(\\\S+ |\w+) *\((.*?)\);", re.M | re.S)
 _CONN = re.compile(r"\.(\w+)\(([^()]*)\)")
-_BIT = re.compile(r"^(\\\S+ |[\w$.]+)\s*(?:\[(\d+)\])?$")
 
 
 def _net_key(expr: str):
-    """``(net, bit)`` of a netlist connection (``name``, ``name[3]``, ``\\esc [3]``); None
-    for a constant."""
+    """``(net, bit)`` of a netlist connection (``name``, ``name[3]``, ``\\esc``, ``\\esc [3]``;
+    an escaped name runs to the first blank, as in Verilog); None for a constant."""
     expr = expr.strip()
     if not expr or expr[0].isdigit() or "'" in expr:
         return None
-    m = _BIT.match(expr)
+    if expr.startswith("\\"):
+        name, _, rest = expr[1:].partition(" ")
+        m = re.fullmatch(r"\s*(?:\[(\d+)\])?", rest)
+        if m is None:
+            raise ValueError(f"unexpected connection {expr!r} in the netlist")
+        return name, int(m.group(1)) if m.group(1) else None
+    m = re.fullmatch(r"([\w$.]+)\s*(?:\[(\d+)\])?", expr)
     if m is None:
         raise ValueError(f"unexpected connection {expr!r} in the netlist")
-    return m.group(1).lstrip("\\").strip(), int(m.group(2)) if m.group(2) else None
+    return m.group(1), int(m.group(2)) if m.group(2) else None
 
 
 def netlist_pins(netlist: str, top: str) -> list[tuple[str, str, list]]:
@@ -435,15 +501,20 @@ def measure_top(top: str, events=None, cycles: int = 512, warmup: int = 16, seed
     return out
 
 
-def measure(tops=PE_TOPS, cycles: int = 512, seed: int = 0, work: Path | None = None,
-            progress=None) -> dict:
-    """Every event of every top in ``tops``: ``{"period_ns", "cycles", "seed", "liberty",
-    "events": {top: {event: EventEnergy.as_dict()}}, "docs": EVENT_DOCS}``."""
-    res = {"period_ns": PERIOD_NS, "cycles": cycles, "seed": seed,
-           "liberty": str(liberty_path()), "docs": EVENT_DOCS, "events": {}}
+def measure(tops=PE_TOPS + ARRAY_TOPS, cycles: int = 2048, array_cycles: int = 512,
+            seed: int = 0, work: Path | None = None, progress=None) -> dict:
+    """Every event of every top in ``tops`` (``cycles`` measured cycles per PE event,
+    ``array_cycles`` per array event): ``{"period_ns", "cycles", "array_cycles", "seed",
+    "liberty", "docs", "events": {top: {event: EventEnergy.as_dict()}}}``."""
+    unknown = [t for t in tops if t not in EVENTS]
+    if unknown:
+        raise ValueError(f"tops must be among {', '.join(EVENTS)}, got {unknown}")
+    res = {"period_ns": PERIOD_NS, "cycles": cycles, "array_cycles": array_cycles,
+           "seed": seed, "liberty": str(liberty_path()), "docs": EVENT_DOCS, "events": {}}
     for top in tops:
+        n = array_cycles if top in ARRAY_TOPS else cycles
         res["events"][top] = {e.event: e.as_dict()
-                              for e in measure_top(top, cycles=cycles, seed=seed, work=work,
+                              for e in measure_top(top, cycles=n, seed=seed, work=work,
                                                    progress=progress)}
     return res
 
@@ -470,14 +541,18 @@ def dispatcher_vectorless(config: KaleidoConfig | None = None) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m kaleido_hw.flow.gate_energy [--cycles N] [--out FILE]``: measure every
-    event of both PEs and write the JSON (default :data:`DATA_FILE`) with the command."""
+    """``python -m kaleido_hw.flow.gate_energy [--cycles N] [--array-cycles N] [--out FILE]``:
+    measure every event of both PEs and both 4 x 4 arrays and write the JSON (default
+    :data:`DATA_FILE`) with the command; the dispatcher blocks' vectorless figures go to
+    :data:`DISPATCHER_FILE`."""
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m kaleido_hw.flow.gate_energy",
                                 description="per-event energy of the PEs from gate-level "
                                             "toggle counts and OpenSTA")
-    p.add_argument("--cycles", type=int, default=2048, help="measured cycles per event")
+    p.add_argument("--cycles", type=int, default=2048, help="measured cycles per PE event")
+    p.add_argument("--array-cycles", type=int, default=512,
+                   help="measured cycles per event of the 4x4 arrays")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(DATA_FILE), help="PE table (JSON)")
     p.add_argument("--dispatcher-out", default=str(DISPATCHER_FILE),
@@ -495,13 +570,13 @@ def main(argv=None) -> int:
             print(f"{top:18s} {d['pj_per_cycle']:8.1f} pJ/cycle (vectorless)")
     if a.only == "dispatcher":
         return 0
-    res = measure(cycles=a.cycles, seed=a.seed,
+    res = measure(cycles=a.cycles, array_cycles=a.array_cycles, seed=a.seed,
                   progress=lambda t, e: print(f"{t} {e}", file=sys.stderr))
     res["command"] = command
     Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
     for top, ev in res["events"].items():
         for e, d in ev.items():
-            print(f"{top:12s} {e:9s} {d['pj']:8.3f} pJ/cycle  ({d['toggles_per_cycle']:.1f} "
+            print(f"{top:14s} {e:10s} {d['pj']:8.3f} pJ/cycle  ({d['toggles_per_cycle']:.1f} "
                   f"net toggles/cycle)")
     return 0
 

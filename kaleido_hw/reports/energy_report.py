@@ -9,7 +9,9 @@ Rows of :func:`golden.energy.model.head_energy` for
 - ``linear``: one linear layer (the head's Q as activations, a random int8 weight) on plain
   and ReusePE arrays (:func:`golden.energy.model.linear_energy`).
 
-Every row is flat (CSV-ready): the components in pJ, the PE classes in pJ, the energy
+The paper-scale rows come under every calibration of the PE energies
+(``golden.energy.model.CALIBRATIONS``), the others under :data:`PRIMARY`. Every row is
+flat (CSV-ready): the components in pJ, the PE classes in pJ, the energy
 normalized to ``pe`` (Fig. 19's normalization) and the saving against dense on plain arrays.
 """
 
@@ -20,14 +22,17 @@ import json
 import numpy as np
 
 from golden.energy.head_counters import head_counters
-from golden.energy.model import (COMPONENTS, DATA, VARIANTS, Energies, HeadShape, head_energy,
-                                 linear_energy, load_energies)
+from golden.energy.model import (CALIBRATIONS, COMPONENTS, DATA, VARIANTS, Energies, HeadShape,
+                                 head_energy, linear_energy, load_energies)
 
 
 __all__ = ["ENERGY_GRID", "PRESETS", "PAPER_FIG19_DISPATCHER_SAVING", "PAPER_OVERALL_SAVING",
            "head_rows", "paper_rows", "ablation_rows", "linear_rows", "table_rows",
-           "NODE_NOTE", "default_energies"]
+           "NODE_NOTE", "default_energies", "all_paper_rows", "PRIMARY"]
 
+#: The calibration of the per-preset and linear rows and of the figures' first panels
+#: (``golden.energy.model.CALIBRATIONS``; the paper-scale rows come in all three).
+PRIMARY = "array"
 #: Grid of the per-preset rows (the engine ablation's).
 ENERGY_GRID = "8x16x16"
 PRESETS = ("hunyuanvideo", "wan2.1", "cogvideox-5b")
@@ -53,9 +58,9 @@ def head_rows(counters: dict, e: Energies, scope: str) -> list[dict]:
     plain_total = res["dense-plain"]["total"] if "dense-plain" in res else None
     rows = []
     for v, r in res.items():
-        row = {"scope": scope, "preset": counters["preset"], "grid": counters["grid"],
-               "arrays": counters["arrays"], "variant": v, "cycles": r["cycles"],
-               "total_pj": r["total"]}
+        row = {"scope": scope, "calibration": e.calibration, "preset": counters["preset"],
+               "grid": counters["grid"], "arrays": counters["arrays"], "variant": v,
+               "cycles": r["cycles"], "total_pj": r["total"]}
         row.update({f"{c}_pj": r[c] for c in COMPONENTS})
         row.update({f"pe_{k}_pj": x for k, x in r["pe_classes"].items()})
         row["sram_bytes"], row["dram_bytes"] = r["sram_bytes"], r["dram_bytes"]
@@ -94,8 +99,9 @@ def linear_rows(e: Energies, arrays: int, preset: str = "hunyuanvideo", grid: st
         r = linear_energy(c, 4, 4, arrays, x.shape[0], x.shape[1], c_out, window, reuse, e)
         if not reuse:
             plain_total = r["total"]
-        row = {"scope": "linear", "preset": preset, "grid": grid, "arrays": arrays,
-               "variant": r["variant"], "cycles": r["cycles"], "total_pj": r["total"]}
+        row = {"scope": "linear", "calibration": e.calibration, "preset": preset,
+               "grid": grid, "arrays": arrays, "variant": r["variant"], "cycles": r["cycles"],
+               "total_pj": r["total"]}
         row.update({f"{k}_pj": r[k] for k in COMPONENTS})
         row.update({f"pe_{k}_pj": v for k, v in r["pe_classes"].items()})
         row["sram_bytes"], row["dram_bytes"] = r["sram_bytes"], r["dram_bytes"]
@@ -109,17 +115,22 @@ def _f(x, spec):
 
 
 def table_rows(rows: list[dict]) -> list[list[str]]:
-    """Markdown rows: scope, preset, variant, cycles, total uJ, PE / dispatcher / SRAM / DRAM
-    shares, energy / pe, saving vs dense on plain arrays."""
+    """Markdown rows: scope, calibration, preset, variant, cycles, total uJ, PE / dispatcher /
+    SRAM / DRAM shares, energy / pe, saving vs dense on plain arrays."""
     out = []
     for r in rows:
         t = r["total_pj"]
-        out.append([r["scope"], r["preset"], r["variant"], str(r["cycles"]),
+        out.append([r["scope"], r["calibration"], r["preset"], r["variant"], str(r["cycles"]),
                     f"{t * 1e-6:.4g}"] + [f"{100 * r[f'{c}_pj'] / t:.1f}%" for c in COMPONENTS]
                    + [_f(r.get("vs_pe"), ".3f"), _f(r.get("saving_vs_dense_plain"), ".3f")])
     return out
 
 
-def default_energies() -> Energies:
+def default_energies(calibration: str = PRIMARY) -> Energies:
     """The stored measurements (:func:`golden.energy.model.load_energies`)."""
-    return load_energies()
+    return load_energies(calibration=calibration)
+
+
+def all_paper_rows() -> list[dict]:
+    """:func:`paper_rows` under every calibration."""
+    return [row for cal in CALIBRATIONS for row in paper_rows(load_energies(calibration=cal))]

@@ -7,8 +7,8 @@ import pytest
 
 from golden.energy import memory
 from golden.energy.head_counters import head_counters
-from golden.energy.model import (DATA, VARIANTS, Energies, HeadShape, dram_bytes, head_energy,
-                                 linear_energy, load_energies)
+from golden.energy.model import (DATA, VARIANTS, Energies, HeadShape, _array_calibrated,
+                                 dram_bytes, head_energy, linear_energy, load_energies)
 from golden.engine.linear import linear_counters
 from golden.workloads import make_qkv
 
@@ -50,6 +50,30 @@ def test_variants_price_their_hardware():
     assert head_energy(c, SHAPE, "pe-m", E)["dispatcher"] == 10 * 50.0
     assert head_energy(c, SHAPE, "dense", E)["sram_bytes"] < head_energy(c, SHAPE, "pe",
                                                                          E)["sram_bytes"]
+
+
+def test_array_calibration_matches_the_array():
+    pe = {"mul": 10.0, "idle": 4.0, "clock": 2.0}
+    array = {"dense_step": 4 * 7.0, "clock": 4 * 3.0}      # 4 PEs: 7 per step, 3 per idle cycle
+    cal = _array_calibrated(pe, array, "mul", 4)
+    assert cal["clock"] == 3.0 and cal["mul"] == pytest.approx(7.0)
+    assert cal["idle"] == pytest.approx(3.0 + (7.0 - 3.0) / (10.0 - 2.0) * (4.0 - 2.0))
+
+
+def test_array_step_pricing():
+    arrays = {"reuse": {"dense_step": 50.0, "reuse_step": 60.0, "clock": 8.0},
+              "plain": {"dense_step": 40.0, "clock": 5.0}}
+    e = Energies(E.reuse, E.plain, 100.0, 50.0, 2.0, 20.0, "array-step", arrays)
+    shape = HeadShape(8, 4, 1, rows=4, cols=4)
+    c = {"cycles": 10, "busy_pe_cycles": 60, "issued": [3, 1, 1, 1], "merged": 0,
+         "bubbles": 1, "idle": 3, "quads": 1}
+    assert head_energy(c, shape, "full", e)["pe_classes"] == {"step": 6 * 60.0,
+                                                              "clock": 4 * 8.0}
+    assert head_energy(c, shape, "dense-plain", e)["pe"] == 6 * 40.0 + 4 * 5.0
+    with pytest.raises(ValueError, match="rows x cols must be 16"):
+        head_energy(counters(), SHAPE, "pe", e)
+    with pytest.raises(ValueError, match="calibration must be one of"):
+        load_energies(calibration="chip")
 
 
 def test_bad_input_is_named():
@@ -101,6 +125,8 @@ def test_linear_layer_energy():
 
 
 def test_stored_data_is_complete():
+    for cal in ("pe", "array", "array-step"):
+        load_energies(calibration=cal)
     e = load_energies()
     assert set(e.reuse) == {"mul", "low", "low_pair", "linear", "idle", "drain", "clock"}
     assert set(e.plain) == {"mac", "idle", "drain", "clock"}

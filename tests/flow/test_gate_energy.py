@@ -87,11 +87,29 @@ def test_event_streams_carry_the_event():
     assert all(w["drain_in__valid"] == 1 for w in ge.event_stream("baseline_pe", "drain", 5))
 
 
+def test_array_streams_follow_the_step_layouts():
+    s = ge.array_stream("reuse_step", 40)
+    for c, w in enumerate(s):
+        for r in range(4):
+            row = (w["row"] >> (15 * r)) & 0x7FFF
+            assert (row >> 10) & 1 == 1                          # valid
+            assert (row >> 11) & 3 == (c // ge.ARRAY_PASS_STEPS) % 4   # pass_idx
+            assert (row >> 13) & 1 == int(c % ge.ARRAY_PASS_STEPS == 0)   # first
+            assert (row >> 14) & 1 == 1                          # issue
+            assert (row >> 8) & 3 in (0, 1, 2)                   # a real code
+    dense = ge.array_stream("dense_step", 8)
+    assert all((w["col"] >> (11 * j + 8)) & 3 == 2 for w in dense for j in range(4))  # NONE
+    bubble = ge.array_stream("bubble", 20)
+    assert all(w == bubble[0] for w in bubble) and (bubble[0]["row"] >> 14) & 1 == 0
+
+
 def test_bad_arguments_name_the_parameter():
     with pytest.raises(ValueError, match="event of baseline_pe must be one of"):
         ge.event_stream("baseline_pe", "mul", 4)
     with pytest.raises(ValueError, match="top must be one of"):
-        ge.event_stream("pe_array", "mac", 4)
+        ge.event_stream("merge_matcher", "mac", 4)
+    with pytest.raises(ValueError, match="event of an array must be one of"):
+        ge.array_stream("mac", 4)
     with pytest.raises(ValueError, match="cycles must exceed warmup"):
         ge.measure_top("baseline_pe", cycles=4, warmup=8)
 

@@ -203,9 +203,12 @@ def test_energy_report(quick):
         assert r["total_pj"] == pytest.approx(parts, rel=1e-9)
         if r["variant"] == "pe":
             assert r["vs_pe"] == 1.0
-    paper = {r["variant"]: r for r in doc["rows"] if r["scope"] == "paper"}
+    assert {r["calibration"] for r in doc["rows"] if r["scope"] == "paper"} == {
+        "pe", "array", "array-step"}
+    paper = {r["variant"]: r for r in doc["rows"]
+             if r["scope"] == "paper" and r["calibration"] == "array"}
     assert set(paper) == {"dense-plain", "dense", "pe", "pe-sh", "pe-m", "full"}
     assert paper["dense-plain"]["saving_vs_dense_plain"] == 1.0
     assert paper["pe"]["dispatcher_pj"] == 0 < paper["full"]["dispatcher_pj"]
-    assert "hunyuanvideo" in doc["summary"]["paper"]
+    assert "hunyuanvideo" in doc["summary"]["paper"]["array-step"]
     assert any("16 nm" in n for n in doc["notes"])
