@@ -49,7 +49,7 @@ synth-vector:
 	nice $(VPY) -m kaleido_hw.flow.vector_area --json build/vector_area.json
 
 # Energy per event of BaselinePE, ReusePE and their 4x4 arrays from gate-level toggle counts
-# and OpenSTA, and the dispatcher blocks' vectorless energy per cycle (about 10 minutes;
+# and OpenSTA, and the dispatcher blocks' vectorless energy per cycle (about 7 minutes;
 # docs/energy.md), written to golden/energy/data/pe_events.json and dispatcher.json.
 energy:
 	nice $(VPY) -m kaleido_hw.flow.gate_energy --cycles 2048 --array-cycles 512
