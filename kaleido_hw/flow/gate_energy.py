@@ -417,8 +417,10 @@ def event_energy(design: _Design, liberty: Path, activity: dict, cycles: int, wo
       or no reference activity keeps OpenSTA's propagated figure of this window;
     - leakage of all cells.
 
-    Returns ``{"internal", "switching", "leakage", "total", "sta_total", "fallback_cells"}``
-    (``sta_total``: OpenSTA's own propagated estimate of the window, for comparison)."""
+    Returns ``{"internal", "switching", "leakage", "total", "sta_total", "fallback_cells",
+    "comb_switching"}`` (``sta_total``: OpenSTA's own propagated estimate of the window, for
+    comparison; ``comb_switching``: the part of ``switching`` of the scaled combinational
+    cells)."""
     freq = 1e9 / PERIOD_NS
     ports = {f"{n}[{b}]" if b is not None else n: (a.toggles / cycles, a.high)
              for (n, b), a in activity.items()
@@ -426,7 +428,7 @@ def event_energy(design: _Design, liberty: Path, activity: dict, cycles: int, wo
     groups, inst = _run_power(design, liberty, _register_pins(design, activity, cycles), ports,
                               work, 0.0)
     ref = design.reference
-    internal = switching = leakage = 0.0
+    internal = switching = leakage = comb_switching = 0.0
     fallback = 0
     half_cv2f = 0.5 * design.voltage ** 2 * freq * 1e-12     # W per (pF x toggle/cycle)
     for kind, name, conns in design.instances:
@@ -450,9 +452,10 @@ def event_energy(design: _Design, liberty: Path, activity: dict, cycles: int, wo
         scale = measured / ref_toggles
         internal += r_int * scale
         switching += r_sw * scale
+        comb_switching += r_sw * scale
     return {"internal": internal, "switching": switching, "leakage": leakage,
             "total": internal + switching + leakage, "sta_total": groups[3],
-            "fallback_cells": fallback}
+            "fallback_cells": fallback, "comb_switching": comb_switching}
 
 
 def measure_top(top: str, events=None, cycles: int = 512, warmup: int = 16, seed: int = 0,
