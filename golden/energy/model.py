@@ -8,8 +8,8 @@ Inputs
       measured on the stand-alone PE (``calibration="pe"``) or rescaled so that 16 of them
       match the measured 4 x 4 array's dense step and idle cycle (``"array"``: decoders,
       skew registers and drain read-out included, operands arriving from neighbours);
-    * the dispatcher blocks' energy per cycle (``data/dispatcher.json``: OpenSTA's
-      vectorless estimate, not a gate-level measurement);
+    * the MergeMatcher's energy per cycle, issuing or idle, measured the same way; the
+      ClusterScheduler's from OpenSTA's vectorless estimate (``data/dispatcher.json``);
     * per-byte SRAM and DRAM energies from published figures (:mod:`golden.energy.memory`).
 
 PE-cycles (every PE of every array, every cycle, gets exactly one class)
@@ -23,8 +23,10 @@ PE-cycles (every PE of every array, every cycle, gets exactly one class)
     (``mac`` for ``mul``), with the same counters.
 
 Dispatcher
-    Two ClusterSchedulers (one per side) with the scheduler, one MergeMatcher per array with
-    the matcher, clocked every engine cycle at their per-cycle energy.
+    Two ClusterSchedulers (one per side) with the scheduler, clocked every engine cycle at
+    their vectorless per-cycle energy (``data/dispatcher.json``); one MergeMatcher per array
+    with the matcher, measured at gate level (``pe_events.json``): a slot-issuing cycle per
+    pass-3 step (``issued[3]``), a clock-only cycle otherwise.
 
 Memory traffic
     SRAM: every issued step reads R row and C column operand bytes (plus 2-bit reuse codes
@@ -68,11 +70,12 @@ class Energies:
     reuse: dict
     plain: dict
     scheduler_pj: float
-    matcher_pj: float
+    matcher_pj: float               # a MergeMatcher cycle that issues a slot
     sram_pj_per_byte: float
     dram_pj_per_byte: float
     calibration: str = "pe"
     arrays: dict | None = None      # {"reuse"|"plain": {array event: pJ per array-cycle}}
+    matcher_idle_pj: float | None = None   # a MergeMatcher cycle without a slot (None: = busy)
 
 
 #: How the PE classes are priced: as measured on the stand-alone PE, or scaled so that a
@@ -115,10 +118,10 @@ def load_energies(data: Path = DATA, sram_size: str = "1MB", node_nm: int = 180,
                                   "mul", pes)
         plain = _array_calibrated(plain, {k: v["pj"] for k, v in ev["baseline_array"].items()},
                                   "mac", pes)
-    return Energies(reuse, plain, disp["cluster_scheduler"]["pj_per_cycle"],
-                    disp["merge_matcher"]["pj_per_cycle"],
+    matcher = {k: v["pj"] for k, v in ev["merge_matcher"].items()}
+    return Energies(reuse, plain, disp["cluster_scheduler"]["pj_per_cycle"], matcher["match"],
                     sram_pj_per_byte(sram_size, node_nm), dram_pj_per_byte(), calibration,
-                    arrays)
+                    arrays, matcher["clock"])
 
 
 @dataclass(frozen=True)
@@ -189,8 +192,12 @@ def head_energy(counters: dict, shape: HeadShape, variant: str, e: Energies) -> 
         arr = e.arrays["plain" if plain else "reuse"]
         step = arr["reuse_step" if reuse else "dense_step"]
         classes = {"step": issued * step, "clock": (bubbles + idle_arrays) * arr["clock"]}
-    dispatcher = cycles * ((2 * e.scheduler_pj if sched else 0.0) +
-                           (P * e.matcher_pj if matched else 0.0))
+    dispatcher = cycles * 2 * e.scheduler_pj if sched else 0.0
+    if matched:
+        # One slot per pass-3 step of each array; the matcher idles (clocked) otherwise.
+        slots = int(counters["issued"][3])
+        idle_pj = e.matcher_pj if e.matcher_idle_pj is None else e.matcher_idle_pj
+        dispatcher += slots * e.matcher_pj + (P * cycles - slots) * idle_pj
     operand = issued * (R + C) * (1 + (0.25 if reuse else 0.0)) + merged * R
     accumulate = 2 * quads * 4 * rc * 3
     sram_b = operand + accumulate

@@ -52,7 +52,8 @@ from kaleido_hw.flow.stdcell import (CLOCK_PORT, liberty_path, parse_power, run_
                                      stdcell_available, synth_stdcell)
 
 
-__all__ = ["PERIOD_NS", "PE_TOPS", "ARRAY_TOPS", "ARRAY_PASS_STEPS", "array_stream", "EVENTS", "EventEnergy", "operand_stream", "event_stream",
+__all__ = ["PERIOD_NS", "PE_TOPS", "ARRAY_TOPS", "ARRAY_PASS_STEPS", "array_stream", "MATCHER_TOPS", "MATCHER_BATCH_CYCLES", "matcher_stream",
+           "EVENTS", "EventEnergy", "operand_stream", "event_stream",
            "netlist_pins", "liberty_pin_caps", "parse_instance_power", "power_script",
            "parse_power_groups", "REFERENCE_ACTIVITY", "reference_power", "event_energy", "measure_top",
            "measure", "DATA_FILE", "DISPATCHER_FILE", "DISPATCHER_TOPS",
@@ -69,7 +70,13 @@ EVENTS = {
     "kaleido_pe": ("mul", "low", "low_pair", "linear", "idle", "drain", "clock"),
     "baseline_array": ("dense_step", "bubble", "clock"),
     "pe_array": ("dense_step", "reuse_step", "bubble", "clock"),
+    "merge_matcher": ("match", "clock"),
 }
+#: Dispatcher blocks measured at gate level (the ClusterScheduler keeps its vectorless
+#: figure: two per engine, a negligible share at paper scale).
+MATCHER_TOPS = ("merge_matcher",)
+#: Cycles a matcher batch is held on the input (about the slots a 16-channel batch takes).
+MATCHER_BATCH_CYCLES = 8
 #: Channel steps per pass in the array streams (the chunk width W, ``sched_pattern_width``).
 ARRAY_PASS_STEPS = 16
 #: What each event class is (one cycle of one PE).
@@ -89,13 +96,16 @@ EVENT_DOCS = {
     "reuse_step": "array: as dense_step with every row's and column's follower code drawn "
                   "uniformly from FULL, HALF, NONE per channel (each PE decodes its share)",
     "bubble": "array: steps that issue nothing (issue 0), operands held",
+    "match": "MergeMatcher: a new batch (C token ids, C x M codes uniform over FULL, HALF, "
+             "NONE) offered every 8 cycles, input valid and output ready always high",
 }
 #: Where ``make energy`` stores the result (with the command that made it).
 DATA_FILE = Path(__file__).resolve().parents[2] / "golden" / "energy" / "data" / "pe_events.json"
 #: Where the dispatcher blocks' per-cycle energy goes.
 DISPATCHER_FILE = DATA_FILE.with_name("dispatcher.json")
-#: The dispatcher blocks, priced by OpenSTA's vectorless estimate (not gate-level: they
-#: have no event stream here yet).
+#: The dispatcher blocks whose vectorless estimate is stored (the energy model uses it for
+#: the ClusterScheduler, which has no gate-level stream; the MergeMatcher is also measured
+#: at gate level, :data:`MATCHER_TOPS`, and that figure is the one used).
 DISPATCHER_TOPS = ("cluster_scheduler", "merge_matcher")
 
 
@@ -185,6 +195,29 @@ def array_stream(event: str, cycles: int, rows: int = 4, cols: int = 4, seed: in
     return out
 
 
+def matcher_stream(event: str, cycles: int, config: KaleidoConfig | None = None,
+                   seed: int = 0) -> list[dict]:
+    """``cycles`` input words of ``merge_matcher`` (``i__valid``, ``i__payload``: C token
+    ids of ``token_id_width`` bits, then the 2-bit codes token-major; ``o__ready``) in which
+    every cycle is ``event`` (``match`` or ``clock``)."""
+    if event not in ("match", "clock"):
+        raise ValueError(f"event of merge_matcher must be one of match, clock, got {event!r}")
+    cfg = config or KaleidoConfig()
+    C, M, T = cfg.cols, cfg.matcher_channels, cfg.token_id_width
+    rng = np.random.default_rng(seed + 3)
+    out, payload = [], 0
+    for c in range(cycles):
+        if event == "clock":
+            out.append({})
+            continue
+        if c % MATCHER_BATCH_CYCLES == 0:
+            tokens = rng.integers(0, 1 << T, C)
+            codes = rng.integers(0, 3, C * M)
+            payload = _pack_fields([(t, T) for t in tokens] + [(x, 2) for x in codes])
+        out.append({"i__valid": 1, "i__payload": payload, "o__ready": 1})
+    return out
+
+
 def event_stream(top: str, event: str, cycles: int, head_dim: int = 128, seed: int = 0,
                  acc_width: int = 24) -> list[dict]:
     """``cycles`` input words (``{port: int}``) of ``top`` in which every cycle is ``event``."""
@@ -195,6 +228,8 @@ def event_stream(top: str, event: str, cycles: int, head_dim: int = 128, seed: i
                          f"got {event!r}")
     if top in ARRAY_TOPS:
         return array_stream(event, cycles, seed=seed)
+    if top in MATCHER_TOPS:
+        return matcher_stream(event, cycles, seed=seed)
     a0, a1, b = operand_stream(cycles, head_dim, seed)
     rng = np.random.default_rng(seed + 1)
     drain_data = rng.integers(-(1 << (acc_width - 1)), 1 << (acc_width - 1), cycles)
@@ -504,7 +539,8 @@ def measure_top(top: str, events=None, cycles: int = 512, warmup: int = 16, seed
     return out
 
 
-def measure(tops=PE_TOPS + ARRAY_TOPS, cycles: int = 2048, array_cycles: int = 512,
+def measure(tops=PE_TOPS + ARRAY_TOPS + MATCHER_TOPS, cycles: int = 2048,
+            array_cycles: int = 512,
             seed: int = 0, work: Path | None = None, progress=None) -> dict:
     """Every event of every top in ``tops`` (``cycles`` measured cycles per PE event,
     ``array_cycles`` per array event): ``{"period_ns", "cycles", "array_cycles", "seed",

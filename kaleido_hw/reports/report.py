@@ -1324,8 +1324,9 @@ def report_energy(ctx: Context, plt) -> Result:
                    "with OpenSTA on the OSU 0.18 um cells at 100 MHz (golden/energy/data/"
                    "pe_events.json, make energy); calibration 'pe': as measured on the "
                    "stand-alone PEs, 'array': rescaled to the measured 4x4 arrays, "
-                   "'array-step': whole array steps as measured; dispatcher: OpenSTA "
-                   "vectorless per cycle; SRAM/DRAM: Horowitz ISSCC 2014, SRAM scaled 45 -> "
+                   "'array-step': whole array steps as measured; MergeMatcher: gate-level "
+                   "(slot-issuing and idle cycles), ClusterScheduler: OpenSTA vectorless per "
+                   "cycle; SRAM/DRAM: Horowitz ISSCC 2014, SRAM scaled 45 -> "
                    "180 nm by 16x (golden.energy.memory)")
     r.notes.append(er.NODE_NOTE)
     fig, axes = plt.subplots(1, 4, figsize=(18, 4.2))

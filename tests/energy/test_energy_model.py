@@ -41,6 +41,13 @@ def test_every_pe_cycle_gets_one_class_and_the_sums_are_exact():
     assert r["total"] == pytest.approx(r["pe"] + r["dispatcher"] + r["sram"] + r["dram"])
 
 
+def test_matcher_idles_between_slots():
+    import dataclasses
+    e = dataclasses.replace(E, matcher_idle_pj=5.0)
+    # issued[3] = 1 slot at 50 pJ, the other 9 matcher-cycles at 5 pJ.
+    assert head_energy(counters(), SHAPE, "pe-m", e)["dispatcher"] == 50.0 + 9 * 5.0
+
+
 def test_variants_price_their_hardware():
     c = counters(merged=0)
     plain = head_energy(c, SHAPE, "dense-plain", E)

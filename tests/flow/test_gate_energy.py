@@ -118,11 +118,25 @@ def test_array_streams_follow_the_step_layouts():
     assert all(w == bubble[0] for w in bubble) and (bubble[0]["row"] >> 14) & 1 == 0
 
 
+def test_matcher_stream_offers_a_batch_every_few_cycles():
+    cfg = KaleidoConfig()
+    s = ge.matcher_stream("match", 3 * ge.MATCHER_BATCH_CYCLES, cfg)
+    assert all(w["i__valid"] == 1 and w["o__ready"] == 1 for w in s)
+    payloads = [w["i__payload"] for w in s]
+    assert len(set(payloads)) == 3
+    ids = cfg.cols * cfg.token_id_width
+    codes = [(payloads[0] >> (ids + 2 * i)) & 3 for i in range(cfg.cols * cfg.matcher_channels)]
+    assert set(codes) <= {0, 1, 2} and len(set(codes)) == 3
+    assert ge.matcher_stream("clock", 4) == [{}] * 4
+
+
 def test_bad_arguments_name_the_parameter():
     with pytest.raises(ValueError, match="event of baseline_pe must be one of"):
         ge.event_stream("baseline_pe", "mul", 4)
     with pytest.raises(ValueError, match="top must be one of"):
-        ge.event_stream("merge_matcher", "mac", 4)
+        ge.event_stream("cluster_scheduler", "mac", 4)
+    with pytest.raises(ValueError, match="event of merge_matcher must be one of"):
+        ge.matcher_stream("idle", 4)
     with pytest.raises(ValueError, match="event of an array must be one of"):
         ge.array_stream("mac", 4)
     with pytest.raises(ValueError, match="cycles must exceed warmup"):
