@@ -1337,8 +1337,10 @@ def report_energy(ctx: Context, plt) -> Result:
     for i, key in enumerate(main):
         axes[0].bar(x + i * width, [by[key + (v,)]["vs_pe"] for v in norm], width,
                     label=f"{key[2]} ({key[0]})")
+    axes[0].axhline(1 - er.PAPER_FIG19_DISPATCHER_SAVING, color="k", ls="--", lw=0.8,
+                    label="paper: full")
     axes[0].set_xticks(x + 0.4 - width / 2, norm)
-    axes[0].set_ylim(0.9, 1.05)
+    axes[0].set_ylim(0.85, 1.05)
     axes[0].set_ylabel("energy / energy of pe")
     axes[0].set_title(f"Fig. 19 analogue (energy; {er.PRIMARY} calibration)", fontsize=9)
     variants = ["dense-plain", "dense", "pe", "pe-sh", "pe-m", "full"]
@@ -1357,6 +1359,7 @@ def report_energy(ctx: Context, plt) -> Result:
                          for v in variants])
         axes[2].bar(x2, vals, 0.6, bottom=bottom, label=comp)
         bottom += vals
+    axes[2].set_ylim(0, 1.08 * bottom.max())
     axes[2].set_xticks(x2, variants, fontsize=7)
     axes[2].set_ylabel("J per head (180 nm)")
     axes[2].set_title("paper scale: breakdown by component", fontsize=9)
