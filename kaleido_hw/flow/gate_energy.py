@@ -48,7 +48,7 @@ from golden.pe.modes import linear_words
 from golden.workloads import make_qkv
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.flow.gate_sim import port_widths, simulate, toggle_counts
-from kaleido_hw.flow.stdcell import (CLOCK_PORT, liberty_path, parse_power, run_sta,
+from kaleido_hw.flow.stdcell import (CLOCK_PORT, liberty_path, run_sta,
                                      stdcell_available, synth_stdcell)
 
 

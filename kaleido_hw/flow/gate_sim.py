@@ -116,7 +116,7 @@ endmodule
 
 def _hex_words(stream: list[dict], inputs: list[str], ports) -> str:
     lines = []
-    for cycle, values in enumerate(stream):
+    for values in stream:
         word = 0
         for p in inputs:
             w = ports[p][1]
@@ -172,8 +172,9 @@ def _bits(value: str, width: int) -> str:
 
 
 def toggle_counts(vcd_path: Path, scope: str = "tb.dut") -> tuple[dict, int]:
-    """``({(net, bit): NetActivity}, window_ns)`` of the dump's signals directly in ``scope``.
-    ``net`` is the name without escape, ``bit`` the index for a vector (None for a scalar)."""
+    """``({(net, bit): NetActivity}, window)`` of the dump's signals directly in ``scope``;
+    ``window`` in the dump's time unit (ps for :func:`testbench`'s ``1ns/1ps``). ``net`` is
+    the name without escape, ``bit`` the index for a vector (None for a scalar)."""
     from vcdvcd import VCDVCD
 
     vcd = VCDVCD(str(vcd_path))
