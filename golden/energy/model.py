@@ -13,9 +13,10 @@ Inputs
     * per-byte SRAM and DRAM energies from published figures (:mod:`golden.energy.memory`).
 
 PE-cycles (every PE of every array, every cycle, gets exactly one class)
-    ``busy_pe_cycles`` take a term: LOW_PAIR for the PEs of merged slots (``merged`` x R x C,
-    at most the busy count), MUL for the rest (a LOW step is cheaper, so reuse variants'
-    PE energy is an upper bound: the counters do not say which busy cycles are LOW). The
+    ``busy_pe_cycles`` take a term: LOW_PAIR for the PE-cycles that carry two channels (the
+    busy PE-cycles the matcher saves against the same run without it), LOW for the head's
+    other low-nibble steps (counted apart by :mod:`golden.energy.op_mix`; the counters do
+    not say), MUL for the rest. The
     other PE-cycles of issued steps see operands flow by without taking a term ("idle");
     bubble steps and array-idle cycles have still inputs ("clock"). Each tile's R x C
     results shift out through the drain chain, (R + 1) / 2 PEs on average: that many
@@ -152,12 +153,19 @@ def dram_bytes(shape: HeadShape) -> int:
     return q + k * -(-q // half)
 
 
-def head_energy(counters: dict, shape: HeadShape, variant: str, e: Energies) -> dict:
+def head_energy(counters: dict, shape: HeadShape, variant: str, e: Energies,
+                low: int = 0, pair_cycles: int | None = None) -> dict:
     """Energy in pJ of one run, by component and by PE class: ``{"total", "pe",
     "dispatcher", "sram", "dram", "pe_classes": {class: pJ}, "sram_bytes", "dram_bytes",
     "pe_cycles"}``. ``counters``: ``EngineCounters.totals()`` of the run (for
     ``dense-plain``: the dense run's). With ``e.calibration == "array-step"`` the PE part
-    has two classes, ``step`` (issued steps) and ``clock`` (see :data:`CALIBRATIONS`)."""
+    has two classes, ``step`` (issued steps) and ``clock`` (see :data:`CALIBRATIONS`).
+    ``low``: busy PE-cycles of the reuse schedule that are LOW steps
+    (:func:`golden.energy.op_mix.busy_op_mix`), priced at ``low``; each LOW_PAIR cycle
+    takes two of them. 0 prices every non-pair busy cycle as MUL (an upper bound); ignored
+    for the dense variants. ``pair_cycles``: busy PE-cycles that carry two channels (the
+    busy PE-cycles the matcher saved: busy of the same run without matcher minus this
+    run's); None bounds them by ``merged`` x R x C."""
     if variant not in _FLAGS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
     reuse, sched, matched = _FLAGS[variant]
@@ -173,9 +181,15 @@ def head_energy(counters: dict, shape: HeadShape, variant: str, e: Energies) -> 
     bubbles = int(counters["bubbles"])
     idle_arrays = int(counters["idle"])
     quads = int(counters["quads"])
-    pairs = min(merged * rc, busy)
+    pairs = min(merged * rc, busy) if pair_cycles is None else min(int(pair_cycles), busy)
+    if merged == 0:
+        pairs = 0
+    if int(low) < 0 or pairs < 0:
+        raise ValueError(f"low and pair_cycles must be >= 0, got {low!r}, {pair_cycles!r}")
+    lows = min(max(int(low) - 2 * pairs, 0), busy - pairs) if reuse else 0
     classes = {
-        "mul": (busy - pairs) * mul,
+        "mul": (busy - pairs - lows) * mul,
+        "low": lows * (ev["low"] if not plain else mul),
         "low_pair": pairs * (ev["low_pair"] if not plain else mul),
         "idle": (issued * rc - busy) * ev["idle"],
         "clock": (bubbles + idle_arrays) * rc * ev["clock"],

@@ -48,11 +48,17 @@ NODE_NOTE = ("180 nm vs 16 nm: the PE events, dispatcher and SRAM all scale with
              "weighs relatively more at 16 nm than here.")
 
 
-def head_rows(counters: dict, e: Energies, scope: str) -> list[dict]:
-    """One row per model variant (``dense-plain`` priced on the dense run's counters)."""
+def head_rows(counters: dict, e: Energies, scope: str, low: int = 0) -> list[dict]:
+    """One row per model variant (``dense-plain`` priced on the dense run's counters);
+    ``low``: the head's LOW busy PE-cycles (:func:`golden.energy.op_mix.busy_op_mix`)."""
     shape = HeadShape.from_counters(counters)
     runs = counters["variants"]
-    res = {v: head_energy(runs["dense" if v == "dense-plain" else v], shape, v, e)
+    # PE-cycles with two channels: what the matcher saved against the run without it.
+    without = {"pe-m": "pe", "full": "pe-sh"}
+    pairs = {v: runs[w]["busy_pe_cycles"] - runs[v]["busy_pe_cycles"]
+             for v, w in without.items() if v in runs and w in runs}
+    res = {v: head_energy(runs["dense" if v == "dense-plain" else v], shape, v, e, low,
+                          pairs.get(v))
            for v in VARIANTS if (v == "dense-plain" and "dense" in runs) or v in runs}
     pe_total = res["pe"]["total"] if "pe" in res else None
     plain_total = res["dense-plain"]["total"] if "dense-plain" in res else None
@@ -73,14 +79,24 @@ def head_rows(counters: dict, e: Energies, scope: str) -> list[dict]:
 
 def paper_rows(e: Energies) -> list[dict]:
     """Rows of the stored paper-scale counters."""
-    return head_rows(json.loads((DATA / "paper_counters.json").read_text()), e, "paper")
+    mix = json.loads((DATA / "paper_op_mix.json").read_text())
+    return head_rows(json.loads((DATA / "paper_counters.json").read_text()), e, "paper",
+                     mix["low"])
 
 
 def ablation_rows(e: Energies, arrays: int, grid: str = ENERGY_GRID, presets=PRESETS,
                   seed: int = 0) -> list[dict]:
     """Rows of one synthetic head per preset on ``grid`` and ``arrays`` arrays of 4 x 4."""
-    return [row for p in presets
-            for row in head_rows(head_counters(p, grid, arrays, seed=seed), e, "ablation")]
+    from golden.energy.op_mix import busy_op_mix
+    from golden.numerics import ChannelGroups
+    from golden.workloads import grid_named, make_qkv
+
+    rows = []
+    for p in presets:
+        q, k, _ = make_qkv(p, grid_named(grid), seed=seed)
+        low = busy_op_mix(q, k, grid_named(grid), ChannelGroups.from_preset(p))["low"]
+        rows += head_rows(head_counters(p, grid, arrays, seed=seed), e, "ablation", low)
+    return rows
 
 
 def linear_rows(e: Energies, arrays: int, preset: str = "hunyuanvideo", grid: str = "4x16x16",

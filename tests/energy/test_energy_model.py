@@ -33,8 +33,17 @@ SHAPE = HeadShape(tokens=8, head_dim=4, arrays=1, rows=2, cols=2)
 def test_every_pe_cycle_gets_one_class_and_the_sums_are_exact():
     r = head_energy(counters(), SHAPE, "full", E)
     assert r["pe_cycles"] == 1 * 4 * 10
-    assert r["pe_classes"] == {"mul": 16 * 10.0, "low_pair": 4 * 11.0, "idle": 4 * 4.0,
-                               "clock": 4 * 4 * 2.0, "drain": 1 * 4 * 4 * 1.5 * 1.0}
+    assert r["pe_classes"] == {"mul": 16 * 10.0, "low": 0.0, "low_pair": 4 * 11.0,
+                               "idle": 4 * 4.0, "clock": 4 * 4 * 2.0,
+                               "drain": 1 * 4 * 4 * 1.5 * 1.0}
+    # 7 LOW steps in the head, 2 pair cycles take 4 of them: 3 priced at LOW.
+    r7 = head_energy(counters(), SHAPE, "full", E, low=7, pair_cycles=2)
+    assert r7["pe_classes"] == {"mul": 15 * 10.0, "low": 3 * 6.0, "low_pair": 2 * 11.0,
+                                "idle": 4 * 4.0, "clock": 4 * 4 * 2.0,
+                                "drain": 1 * 4 * 4 * 1.5 * 1.0}
+    assert head_energy(counters(), SHAPE, "dense", E, low=7)["pe_classes"]["low"] == 0
+    with pytest.raises(ValueError, match="low and pair_cycles must be >= 0"):
+        head_energy(counters(), SHAPE, "pe", E, low=-1)
     assert r["dispatcher"] == 10 * (2 * 100.0 + 1 * 50.0)
     assert r["sram_bytes"] == 6 * 4 * 1.25 + 1 * 2 + 2 * 4 * 4 * 3
     assert r["dram_bytes"] == 64
@@ -117,6 +126,20 @@ def test_counters_of_a_small_head_price_consistently():
     assert res["dense-plain"]["pe"] < res["dense"]["pe"]
     # Reuse skips work: fewer busy PE-cycles than dense, so less MUL energy.
     assert res["pe"]["pe_classes"]["mul"] < res["dense"]["pe_classes"]["mul"]
+
+
+def test_op_mix_counts_the_engines_busy_cycles():
+    from golden.energy.op_mix import busy_op_mix
+    from golden.numerics import ChannelGroups
+    q, k, _ = make_qkv("hunyuanvideo", "2x4x4", seed=0)
+    mix = busy_op_mix(q, k, "2x4x4", ChannelGroups.from_preset("hunyuanvideo"))
+    d = head_counters("hunyuanvideo", "2x4x4", arrays=2, variants=("pe",))
+    assert mix["busy"] == d["variants"]["pe"]["busy_pe_cycles"]
+    assert 0 < mix["low"] < mix["mul"]
+    paper = json.loads((DATA / "paper_op_mix.json").read_text())
+    counters_ = json.loads((DATA / "paper_counters.json").read_text())
+    assert paper["busy"] == counters_["variants"]["pe"]["busy_pe_cycles"]
+    assert paper["command"].startswith("python -m golden.energy.op_mix")
 
 
 def test_linear_layer_energy():
