@@ -1,5 +1,5 @@
-"""Energy per event of the PEs and 4 x 4 arrays, measured on their gate-level netlists
-(``make energy``).
+"""Energy per event of the PEs, the 4 x 4 arrays and the MergeMatcher, measured on their
+gate-level netlists (``make energy``).
 
 Method (``docs/energy.md``, section 1):
 
@@ -581,7 +581,7 @@ def dispatcher_vectorless(config: KaleidoConfig | None = None) -> dict:
 
 def main(argv=None) -> int:
     """``python -m kaleido_hw.flow.gate_energy [--cycles N] [--array-cycles N] [--out FILE]``:
-    measure every event of both PEs and both 4 x 4 arrays and write the JSON (default
+    measure every event of both PEs, both 4 x 4 arrays and the MergeMatcher and write the JSON (default
     :data:`DATA_FILE`) with the command; the dispatcher blocks' vectorless figures go to
     :data:`DISPATCHER_FILE`."""
     import argparse
