@@ -12,7 +12,7 @@ SEEDS   ?= 8
 export PATH := $(CURDIR)/tools/bin:$(VENV)/bin:$(PATH)
 export KALEIDO_PYTHON := $(VPY)
 
-.PHONY: install test verilog lint bench synth synth-engine synth-vector regress report clean
+.PHONY: install test verilog lint bench synth synth-engine synth-vector energy regress report clean
 
 install:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,12 @@ synth-engine:
 # docs/vector.md, "Area").
 synth-vector:
 	nice $(VPY) -m kaleido_hw.flow.vector_area --json build/vector_area.json
+
+# Energy per event of BaselinePE, ReusePE and their 4x4 arrays from gate-level toggle counts
+# and OpenSTA, and the dispatcher blocks' vectorless energy per cycle (about 7 minutes;
+# docs/energy.md), written to golden/energy/data/pe_events.json and dispatcher.json.
+energy:
+	nice $(VPY) -m kaleido_hw.flow.gate_energy --cycles 2048 --array-cycles 512
 
 regress:
 	KALEIDO_SEEDS=$(SEEDS) $(VPY) tests/test_regress.py -n $(JOBS)

@@ -33,6 +33,11 @@ report             paper       what
 ``head``           Fig. 18a    a whole head (S, softmax, P @ V) dense vs reuse on the same arrays:
                                cycles per stage and the head's speedup
                                (``kaleido_hw.reports.head_report``, ``golden.engine.head``)
+``energy``         Fig. 19/18b energy per head of dense on plain arrays, dense, pe, pe-sh, pe-m,
+                               full (paper scale from stored counters, one head per preset, a
+                               linear layer): gate-level per-event PE energies x cycle-model
+                               counters + dispatcher, SRAM, DRAM (``golden.energy``,
+                               ``kaleido_hw.reports.energy_report``, ``docs/energy.md``)
 ``iso-area``       Sec. 7      S elements (and linear output elements) per ns per mm2 of dense on
                                plain arrays (= 1), pe, pe-sh, pe-m, full, from the cycle models
                                and the standard-cell area and period (``kaleido_hw.reports.iso_area``;
@@ -1318,6 +1323,102 @@ def report_head(ctx: Context, plt) -> Result:
     return r
 
 
+def report_energy(ctx: Context, plt) -> Result:
+    """Fig. 19 (energy) and Fig. 18b analogues: energy per head of every variant from the
+    engine counters and the gate-level per-event energies (``docs/energy.md``)."""
+    from golden.energy.model import CALIBRATIONS, COMPONENTS
+    from kaleido_hw.reports import energy_report as er
+
+    r = Result("energy")
+    if ctx.workload is not None:
+        r.skipped = "runs on the stored paper-scale counters and synthetic heads"
+        return r
+    cfg = _engine_config(ctx)
+    e = er.default_energies()
+    paper = er.all_paper_rows()
+    abl = er.ablation_rows(e, cfg.engine_arrays, grid=ctx.settings.grid,
+                           presets=er.PRESETS[:1] if ctx.settings.quick else er.PRESETS)
+    lin = er.linear_rows(e, cfg.engine_arrays)
+    r.rows = paper + abl + lin
+    r.table = _md_table(["scope", "calibration", "preset", "variant", "cycles", "energy uJ",
+                         "PE", "dispatcher", "SRAM", "DRAM", "energy / pe",
+                         "saving vs dense (plain)"], er.table_rows(r.rows))
+    by = {(row["scope"], row["calibration"], row["preset"], row["variant"]): row
+          for row in r.rows}
+    heads = list(dict.fromkeys((row["scope"], row["calibration"], row["preset"])
+                               for row in paper + abl))
+    for scope, cal, preset in heads:
+        full, pe = by[(scope, cal, preset, "full")], by[(scope, cal, preset, "pe")]
+        plain = by[(scope, cal, preset, "dense-plain")]
+        r.summary.setdefault(scope, {}).setdefault(cal, {})[preset] = {
+            "dispatcher_saving": 1 - full["total_pj"] / pe["total_pj"],
+            "full_saving_vs_dense_plain": full["saving_vs_dense_plain"],
+            "full_pe_energy_vs_dense_plain": full["pe_pj"] / plain["pe_pj"]}
+        r.lines.append(f"{scope} {preset} ({cal}): full vs pe "
+                       f"{100 * (1 - full['total_pj'] / pe['total_pj']):+.1f}% saved (paper "
+                       f"Fig. 19: {100 * er.PAPER_FIG19_DISPATCHER_SAVING:.1f}%), full vs dense "
+                       f"on plain arrays {full['saving_vs_dense_plain']:.3f}x")
+    r.notes.append("per-event PE energies: gate-level toggle counts (Icarus, zero delay) priced "
+                   "with OpenSTA on the OSU 0.18 um cells at 100 MHz (golden/energy/data/"
+                   "pe_events.json, make energy); calibration 'pe': as measured on the "
+                   "stand-alone PEs, 'array': rescaled to the measured 4x4 arrays, "
+                   "'array-step': whole array steps as measured; MergeMatcher: gate-level "
+                   "(slot-issuing and idle cycles), ClusterScheduler: OpenSTA vectorless per "
+                   "cycle; SRAM/DRAM: Horowitz ISSCC 2014, SRAM scaled 45 -> "
+                   "180 nm by 16x (golden.energy.memory)")
+    r.notes.append(er.NODE_NOTE)
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2))
+    main = [(s_, c, p) for s_, c, p in heads if c == er.PRIMARY]
+    norm = ["pe", "pe-sh", "pe-m", "full"]
+    width = 0.8 / len(main)
+    x = np.arange(len(norm))
+    for i, key in enumerate(main):
+        axes[0].bar(x + i * width, [by[key + (v,)]["vs_pe"] for v in norm], width,
+                    label=f"{key[2]} ({key[0]})")
+    axes[0].axhline(1 - er.PAPER_FIG19_DISPATCHER_SAVING, color="k", ls="--", lw=0.8,
+                    label="paper: full")
+    axes[0].set_xticks(x + 0.4 - width / 2, norm)
+    axes[0].set_ylim(0.85, 1.05)
+    axes[0].set_ylabel("energy / energy of pe")
+    axes[0].set_title(f"Fig. 19 analogue (energy; {er.PRIMARY} calibration)", fontsize=9)
+    variants = ["dense-plain", "dense", "pe", "pe-sh", "pe-m", "full"]
+    x2 = np.arange(len(variants))
+    for i, key in enumerate(main):
+        axes[1].bar(x2 + i * width, [by[key + (v,)]["saving_vs_dense_plain"]
+                                     for v in variants], width, label=f"{key[2]} ({key[0]})")
+    axes[1].axhline(1.0, color="k", lw=0.6)
+    axes[1].set_xticks(x2 + 0.4 - width / 2, variants, fontsize=7)
+    axes[1].set_ylabel("energy of dense on plain arrays / energy")
+    axes[1].set_title("saving vs dense on plain BaselinePE arrays", fontsize=9)
+    bottom = np.zeros(len(variants))
+    preset = paper[0]["preset"]
+    for comp in COMPONENTS:
+        vals = np.array([by[("paper", er.PRIMARY, preset, v)][f"{comp}_pj"] * 1e-12
+                         for v in variants])
+        axes[2].bar(x2, vals, 0.6, bottom=bottom, label=comp)
+        bottom += vals
+    axes[2].set_ylim(0, 1.08 * bottom.max())
+    axes[2].set_xticks(x2, variants, fontsize=7)
+    axes[2].set_ylabel("J per head (180 nm)")
+    axes[2].set_title("paper scale: breakdown by component", fontsize=9)
+    w3 = 0.8 / len(CALIBRATIONS)
+    for i, cal in enumerate(CALIBRATIONS):
+        axes[3].bar(x2 + i * w3, [by[("paper", cal, preset, v)]["saving_vs_dense_plain"]
+                                  for v in variants], w3, label=cal)
+    axes[3].axhline(1.0, color="k", lw=0.6)
+    axes[3].set_xticks(x2 + 0.4 - w3 / 2, variants, fontsize=7)
+    axes[3].set_ylabel("energy of dense on plain arrays / energy")
+    axes[3].set_title("paper scale under each calibration", fontsize=9)
+    for ax in axes:
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.suptitle("Energy per attention head, OSU 0.18 um per-event energies x cycle-model "
+                 "counters", fontsize=10)
+    fig.tight_layout()
+    r.figures[""] = fig
+    return r
+
+
 @dataclass(frozen=True)
 class Report:
     """One report: its name (for ``--only``), the paper figure it reproduces, its title and the
@@ -1348,6 +1449,9 @@ REPORTS: dict[str, Report] = {rep.name: rep for rep in (
            report_attention),
     Report("head", "Fig. 18a (head)", "A whole head: S, softmax and P @ V, dense vs reuse",
            report_head),
+    Report("energy", "Fig. 19 / 18b (energy)",
+           "Energy per head: variants, dense on plain arrays, breakdown by component",
+           report_energy),
     Report("iso-area", "Sec. 7 (iso-area)",
            "Iso-area throughput: elements per ns per mm2 against plain arrays", report_iso_area),
 )}

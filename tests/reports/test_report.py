@@ -205,3 +205,23 @@ def test_area_is_skipped_without_yosys(tmp_path, monkeypatch, capsys):
     assert main(["report", "--only", "area", "--out", str(tmp_path)]) == 0
     assert "skipped: yosys not found" in capsys.readouterr().out
     assert "`area`: skipped" in (tmp_path / "summary.md").read_text()
+
+
+def test_energy_report(quick):
+    doc, rows = load(quick, "energy")
+    scopes = {r["scope"] for r in doc["rows"]}
+    assert scopes == {"paper", "ablation", "linear"}
+    for r in doc["rows"]:
+        parts = r["pe_pj"] + r["dispatcher_pj"] + r["sram_pj"] + r["dram_pj"]
+        assert r["total_pj"] == pytest.approx(parts, rel=1e-9)
+        if r["variant"] == "pe":
+            assert r["vs_pe"] == 1.0
+    assert {r["calibration"] for r in doc["rows"] if r["scope"] == "paper"} == {
+        "pe", "array", "array-step"}
+    paper = {r["variant"]: r for r in doc["rows"]
+             if r["scope"] == "paper" and r["calibration"] == "array"}
+    assert set(paper) == {"dense-plain", "dense", "pe", "pe-sh", "pe-m", "full"}
+    assert paper["dense-plain"]["saving_vs_dense_plain"] == 1.0
+    assert paper["pe"]["dispatcher_pj"] == 0 < paper["full"]["dispatcher_pj"]
+    assert "hunyuanvideo" in doc["summary"]["paper"]["array-step"]
+    assert any("16 nm" in n for n in doc["notes"])
