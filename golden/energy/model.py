@@ -8,8 +8,9 @@ Inputs
       measured on the stand-alone PE (``calibration="pe"``) or rescaled so that 16 of them
       match the measured 4 x 4 array's dense step and idle cycle (``"array"``: decoders,
       skew registers and drain read-out included, operands arriving from neighbours);
-    * the MergeMatcher's energy per cycle, issuing or idle, measured the same way; the
-      ClusterScheduler's from OpenSTA's vectorless estimate (``data/dispatcher.json``);
+    * the MergeMatcher's energy per cycle, issuing or idle, and the ClusterScheduler's
+      while it streams entries, measured the same way (its SRAM macros left out: the SRAM
+      traffic is priced below);
     * per-byte SRAM and DRAM energies from published figures (:mod:`golden.energy.memory`).
 
 PE-cycles (every PE of every array, every cycle, gets exactly one class)
@@ -24,8 +25,9 @@ PE-cycles (every PE of every array, every cycle, gets exactly one class)
     (``mac`` for ``mul``), with the same counters.
 
 Dispatcher
-    Two ClusterSchedulers (one per side) with the scheduler, clocked every engine cycle at
-    their vectorless per-cycle energy (``data/dispatcher.json``); one MergeMatcher per array
+    Two ClusterSchedulers (one per side) with the scheduler, each at its gate-level energy
+    of a streaming cycle every engine cycle (an upper bound: a scheduler streams only during
+    a chunk's pre-pass); one MergeMatcher per array
     with the matcher, measured at gate level (``pe_events.json``): a slot-issuing cycle per
     pass-3 step (``issued[3]``), a clock-only cycle otherwise.
 
@@ -120,7 +122,10 @@ def load_energies(data: Path = DATA, sram_size: str = "1MB", node_nm: int = 180,
         plain = _array_calibrated(plain, {k: v["pj"] for k, v in ev["baseline_array"].items()},
                                   "mac", pes)
     matcher = {k: v["pj"] for k, v in ev["merge_matcher"].items()}
-    return Energies(reuse, plain, disp["cluster_scheduler"]["pj_per_cycle"], matcher["match"],
+    # The gate-level figure where measured, else the vectorless estimate.
+    scheduler = (ev["cluster_scheduler"]["schedule"]["pj"] if "cluster_scheduler" in ev
+                 else disp["cluster_scheduler"]["pj_per_cycle"])
+    return Energies(reuse, plain, scheduler, matcher["match"],
                     sram_pj_per_byte(sram_size, node_nm), dram_pj_per_byte(), calibration,
                     arrays, matcher["clock"])
 

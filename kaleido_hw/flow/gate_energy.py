@@ -1,5 +1,5 @@
-"""Energy per event of the PEs, the 4 x 4 arrays and the MergeMatcher, measured on their
-gate-level netlists (``make energy``).
+"""Energy per event of the PEs, the 4 x 4 arrays and the dispatcher's MergeMatcher and
+ClusterScheduler, measured on their gate-level netlists (``make energy``).
 
 Method (``docs/energy.md``, section 1):
 
@@ -30,6 +30,9 @@ Method (``docs/energy.md``, section 1):
 
 Zero-delay simulation: glitches are not counted (a lower bound on switching power). No wire
 capacitance (nothing is placed) and an ideal clock net (no clock tree), as in the area flow.
+A top with memories (the scheduler) keeps them as SRAM macros: simulated with behavioural
+models (:func:`kaleido_hw.flow.sram_macros.macro_verilog`), linked as black boxes, not
+powered (the energy model prices SRAM accesses itself).
 """
 
 from __future__ import annotations
@@ -48,11 +51,12 @@ from golden.pe.modes import linear_words
 from golden.workloads import make_qkv
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.flow.gate_sim import port_widths, simulate, toggle_counts
+from kaleido_hw.flow.sram_macros import MACRO_NAME, macro_verilog
 from kaleido_hw.flow.stdcell import (CLOCK_PORT, liberty_path, run_sta,
                                      stdcell_available, synth_stdcell)
 
 
-__all__ = ["PERIOD_NS", "PE_TOPS", "ARRAY_TOPS", "ARRAY_PASS_STEPS", "array_stream", "MATCHER_TOPS", "MATCHER_BATCH_CYCLES", "matcher_stream",
+__all__ = ["PERIOD_NS", "PE_TOPS", "ARRAY_TOPS", "ARRAY_PASS_STEPS", "array_stream", "MATCHER_TOPS", "MATCHER_BATCH_CYCLES", "matcher_stream", "SCHEDULER_TOPS", "scheduler_stream",
            "EVENTS", "EventEnergy", "operand_stream", "event_stream",
            "netlist_pins", "liberty_pin_caps", "parse_instance_power", "power_script",
            "parse_power_groups", "REFERENCE_ACTIVITY", "reference_power", "event_energy", "measure_top",
@@ -71,10 +75,14 @@ EVENTS = {
     "baseline_array": ("dense_step", "bubble", "clock"),
     "pe_array": ("dense_step", "reuse_step", "bubble", "clock"),
     "merge_matcher": ("match", "clock"),
+    "cluster_scheduler": ("schedule", "clock"),
 }
-#: Dispatcher blocks measured at gate level (the ClusterScheduler keeps its vectorless
-#: figure: two per engine, a negligible share at paper scale).
+#: Dispatcher blocks measured at gate level.
 MATCHER_TOPS = ("merge_matcher",)
+#: The scheduler: its string queue and output banks are SRAM macros, simulated with
+#: behavioural models (:func:`kaleido_hw.flow.sram_macros.macro_verilog`) and left out of the
+#: power (the model prices SRAM accesses separately); its logic is measured like the others.
+SCHEDULER_TOPS = ("cluster_scheduler",)
 #: Cycles a matcher batch is held on the input (about the slots a 16-channel batch takes).
 MATCHER_BATCH_CYCLES = 8
 #: Channel steps per pass in the array streams (the chunk width W, ``sched_pattern_width``).
@@ -98,14 +106,16 @@ EVENT_DOCS = {
     "bubble": "array: steps that issue nothing (issue 0), operands held",
     "match": "MergeMatcher: a new batch (C token ids, C x M codes uniform over FULL, HALF, "
              "NONE) offered every 8 cycles, input valid and output ready always high",
+    "schedule": "ClusterScheduler: one entry per cycle in (token id, the W-channel work "
+                "pattern of a hunyuanvideo token's follower codes) and out, input valid and "
+                "output ready always high; its SRAM macros not included",
 }
 #: Where ``make energy`` stores the result (with the command that made it).
 DATA_FILE = Path(__file__).resolve().parents[2] / "golden" / "energy" / "data" / "pe_events.json"
 #: Where the dispatcher blocks' per-cycle energy goes.
 DISPATCHER_FILE = DATA_FILE.with_name("dispatcher.json")
-#: The dispatcher blocks whose vectorless estimate is stored (the energy model uses it for
-#: the ClusterScheduler, which has no gate-level stream; the MergeMatcher is also measured
-#: at gate level, :data:`MATCHER_TOPS`, and that figure is the one used).
+#: The dispatcher blocks whose vectorless estimate is stored beside the gate-level figures
+#: (:data:`MATCHER_TOPS`, :data:`SCHEDULER_TOPS`), which are the ones the model uses.
 DISPATCHER_TOPS = ("cluster_scheduler", "merge_matcher")
 
 
@@ -218,6 +228,37 @@ def matcher_stream(event: str, cycles: int, config: KaleidoConfig | None = None,
     return out
 
 
+def scheduler_stream(event: str, cycles: int, config: KaleidoConfig | None = None,
+                     seed: int = 0) -> list[dict]:
+    """``cycles`` input words of ``cluster_scheduler`` (``i__valid``, ``i__payload``: token id
+    of ``token_id_width`` bits, then the W-bit pattern, bit j = channel j has work;
+    ``o__ready``) in which every cycle is ``event`` (``schedule`` or ``clock``). The patterns
+    are a hunyuanvideo head's: per token, channel j of a W-channel chunk of its y group has
+    work unless its follower code is FULL."""
+    if event not in ("schedule", "clock"):
+        raise ValueError(f"event of cluster_scheduler must be one of schedule, clock, got "
+                         f"{event!r}")
+    from golden.numerics import FULL, ChannelGroups, reuse_masks
+
+    cfg = config or KaleidoConfig()
+    T, W = cfg.token_id_width, cfg.sched_pattern_width
+    q, _, _ = make_qkv("hunyuanvideo", "4x8x8", seed=seed)
+    groups = ChannelGroups.from_preset("hunyuanvideo")
+    codes = reuse_masks(q, "4x8x8", groups)
+    chans = np.flatnonzero(np.asarray(groups.group_of) == 1)[:W]
+    work = codes[:, chans] != FULL                                   # (N, W)
+    patterns = (work.astype(np.int64) << np.arange(W)).sum(axis=1)
+    out = []
+    for c in range(cycles):
+        if event == "clock":
+            out.append({})
+            continue
+        tok = c % patterns.size
+        out.append({"i__valid": 1, "i__payload": (tok % (1 << T)) | (int(patterns[tok]) << T),
+                    "o__ready": 1})
+    return out
+
+
 def event_stream(top: str, event: str, cycles: int, head_dim: int = 128, seed: int = 0,
                  acc_width: int = 24) -> list[dict]:
     """``cycles`` input words (``{port: int}``) of ``top`` in which every cycle is ``event``."""
@@ -230,6 +271,8 @@ def event_stream(top: str, event: str, cycles: int, head_dim: int = 128, seed: i
         return array_stream(event, cycles, seed=seed)
     if top in MATCHER_TOPS:
         return matcher_stream(event, cycles, seed=seed)
+    if top in SCHEDULER_TOPS:
+        return scheduler_stream(event, cycles, seed=seed)
     a0, a1, b = operand_stream(cycles, head_dim, seed)
     rng = np.random.default_rng(seed + 1)
     drain_data = rng.integers(-(1 << (acc_width - 1)), 1 << (acc_width - 1), cycles)
@@ -291,11 +334,14 @@ def _net_key(expr: str):
 
 def netlist_pins(netlist: str, top: str) -> list[tuple[str, str, list]]:
     """``[(cell type, instance, [(pin, (net, bit) or None)])]`` of module ``top`` of a
-    ``write_verilog`` netlist (None: a constant)."""
+    ``write_verilog`` netlist (None: a constant). An SRAM macro is listed without its pins:
+    it is a black box here (no load, no power; the model prices SRAM accesses itself)."""
     m = re.search(rf"^module {re.escape(top)}\s*\(.*?^endmodule", netlist, re.M | re.S)
     if m is None:
         raise ValueError(f"module {top!r} not found in the netlist")
-    return [(kind, inst.lstrip("\\").strip(), [(pin, _net_key(e)) for pin, e in _CONN.findall(body)])
+    return [(kind, inst.lstrip("\\").strip(),
+             [] if MACRO_NAME.fullmatch(kind) else
+             [(pin, _net_key(e)) for pin, e in _CONN.findall(body)])
             for kind, inst, body in _INSTANCE.findall(m.group(0))]
 
 
@@ -325,7 +371,7 @@ def parse_instance_power(text: str) -> dict[str, tuple[float, float, float]]:
             for m in _INST_POWER.finditer(text)}
 
 
-def power_script(top: str, netlist: str, liberty: str, pins: dict, ports: dict, *,
+def power_script(top: str, netlist: str, liberty, pins: dict, ports: dict, *,
                  default_input: float = 0.0, period_ns: float = PERIOD_NS,
                  clock: str = CLOCK_PORT) -> str:
     """OpenSTA script: the netlist, the clock, the activity (toggles per cycle, duty) of the
@@ -339,7 +385,9 @@ def power_script(top: str, netlist: str, liberty: str, pins: dict, ports: dict, 
     calls a Tcl helper this build lacks (``invalid command name "get_pins_error"``), so pins
     are annotated with what it would run, ``sta::set_power_pin_activity``; and a
     ``-global`` activity would override every pin's, so none is set."""
-    lines = [f"read_liberty {liberty}", f"read_verilog {netlist}", f"link_design {top}",
+    libs = [liberty] if isinstance(liberty, (str, Path)) else list(liberty)
+    lines = [f"read_liberty {lib}" for lib in libs]
+    lines += [f"read_verilog {netlist}", f"link_design {top}",
              f"create_clock -name {clock} -period {period_ns:g} [get_ports {clock}]",
              f"set_power_activity -input -activity {default_input:g} -duty 0.5"]
     groups: dict = {}
@@ -377,13 +425,16 @@ class _Design:
     voltage: float
     input_ports: frozenset = frozenset()
     reference: dict = None
+    macro_liberties: tuple = ()      # black-box SRAM macros: linked, not powered
 
 
-def _design(top: str, netlist: Path, liberty: Path) -> _Design:
+def _design(top: str, netlist: Path, liberty: Path, macro_liberties=()) -> _Design:
     from kaleido_hw.flow.stdcell import liberty_cells
 
     lib_text = liberty.read_text()
     cells = liberty_pin_caps(lib_text)
+    for lib in macro_liberties:          # their bus pins are not read: no load, no power
+        cells.update({name: {} for name in liberty_pin_caps(Path(lib).read_text())})
     _, sequential = liberty_cells(lib_text)
     instances = netlist_pins(netlist.read_text(), top)
     loads: dict = {}
@@ -395,7 +446,8 @@ def _design(top: str, netlist: Path, liberty: Path) -> _Design:
     voltage = float(_VOLTAGE.search(lib_text).group(1))
     inputs = frozenset(p for p, (d, _) in port_widths(netlist.read_text(), top).items()
                        if d == "input" and p != CLOCK_PORT)
-    return _Design(top, netlist, instances, cells, sequential, loads, voltage, inputs)
+    return _Design(top, netlist, instances, cells, sequential, loads, voltage, inputs,
+                   macro_liberties=tuple(str(x) for x in macro_liberties))
 
 
 def _register_pins(design: _Design, activity: dict | None, cycles: int, value=None) -> dict:
@@ -422,7 +474,8 @@ REFERENCE_ACTIVITY = (0.5, 0.5)
 
 def _run_power(design: _Design, liberty: Path, pins: dict, ports: dict, work: Path,
                default_input: float) -> tuple[tuple, dict]:
-    script = power_script(design.top, str(design.netlist.resolve()), str(liberty), pins, ports,
+    script = power_script(design.top, str(design.netlist.resolve()),
+                          [str(liberty), *design.macro_liberties], pins, ports,
                           default_input=default_input)
     text = run_sta(script, work)
     return parse_power_groups(text), parse_instance_power(text)
@@ -518,14 +571,20 @@ def measure_top(top: str, events=None, cycles: int = 512, warmup: int = 16, seed
         if synth.area_um2 is None:
             raise RuntimeError(f"{top}: synthesis failed: {'; '.join(synth.notes)}")
         netlist = base / top / f"{top}.net.v"
-        design = _design(top, netlist, liberty)
+        text = netlist.read_text()
+        macros = []
+        if MACRO_NAME.search(text):
+            (base / top / "macros.v").write_text(macro_verilog(text))
+            macros = [base / top / "macros.v"]
+        design = _design(top, netlist, liberty,
+                         [base / top / "sram_macros.lib"] if macros else ())
         reference_power(design, liberty, base / top / "reference")
         out = []
         for event in events:
             run = base / top / event
             stream = event_stream(top, event, cycles + warmup, seed=seed,
                                   acc_width=config.acc_width)
-            vcd = simulate(netlist, top, stream, run, warmup=warmup)
+            vcd = simulate(netlist, top, stream, run, warmup=warmup, extra_sources=macros)
             activity, _ = toggle_counts(vcd)
             p = event_energy(design, liberty, activity, cycles, run)
             toggles = sum(a.toggles for (n, _), a in activity.items()
@@ -539,7 +598,7 @@ def measure_top(top: str, events=None, cycles: int = 512, warmup: int = 16, seed
     return out
 
 
-def measure(tops=PE_TOPS + ARRAY_TOPS + MATCHER_TOPS, cycles: int = 2048,
+def measure(tops=PE_TOPS + ARRAY_TOPS + MATCHER_TOPS + SCHEDULER_TOPS, cycles: int = 2048,
             array_cycles: int = 512,
             seed: int = 0, work: Path | None = None, progress=None) -> dict:
     """Every event of every top in ``tops`` (``cycles`` measured cycles per PE event,
@@ -581,7 +640,7 @@ def dispatcher_vectorless(config: KaleidoConfig | None = None) -> dict:
 
 def main(argv=None) -> int:
     """``python -m kaleido_hw.flow.gate_energy [--cycles N] [--array-cycles N] [--out FILE]``:
-    measure every event of both PEs, both 4 x 4 arrays and the MergeMatcher and write the JSON (default
+    measure every event of both PEs, both 4 x 4 arrays, the MergeMatcher and the ClusterScheduler and write the JSON (default
     :data:`DATA_FILE`) with the command; the dispatcher blocks' vectorless figures go to
     :data:`DISPATCHER_FILE`."""
     import argparse

@@ -127,10 +127,13 @@ def _hex_words(stream: list[dict], inputs: list[str], ports) -> str:
 
 
 def simulate(netlist: Path, top: str, stream: list[dict], work: Path, *, warmup: int = 8,
-             clock: str = "clk", reset: str = "rst", timeout: int = 600) -> Path:
+             clock: str = "clk", reset: str = "rst", timeout: int = 600,
+             extra_sources=()) -> Path:
     """Run ``stream`` (one ``{input port: int}`` per cycle; missing ports are 0) through the
     netlist; returns the path of the value-change dump of the words after ``warmup``.
-    RuntimeError (with the tool's message) when Icarus fails."""
+    ``extra_sources``: more Verilog files (the SRAM macros' behavioural models,
+    :func:`kaleido_hw.flow.sram_macros.macro_verilog`). RuntimeError (with the tool's
+    message) when Icarus fails."""
     why = iverilog_available()
     if why:
         raise RuntimeError(why)
@@ -148,7 +151,8 @@ def simulate(netlist: Path, top: str, stream: list[dict], work: Path, *, warmup:
     (work / "stim.hex").write_text(_hex_words(stream, inputs, ports))
     (work / "tb.v").write_text(testbench(top, ports, inputs, len(stream), warmup, clock, reset))
     r = subprocess.run(["iverilog", "-g2005", "-o", "tb.vvp", "tb.v", str(netlist.resolve()),
-                        str(CELL_MODELS)], cwd=work, capture_output=True, text=True,
+                        str(CELL_MODELS), *(str(Path(x).resolve()) for x in extra_sources)],
+                       cwd=work, capture_output=True, text=True,
                        timeout=timeout)
     if r.returncode != 0:
         raise RuntimeError(f"iverilog failed: {(r.stderr or r.stdout).strip()[-400:]}")

@@ -49,7 +49,7 @@ __all__ = ["BITCELL_UM2", "GF180_MACRO_WIDTH_UM", "GF180_MACROS", "GF180_WORD_BI
            "SRAM_UM2_PER_BIT", "ARRAY_EFFICIENCY", "CLOCK_TO_Q_NS", "SETUP_NS",
            "OUTPUT_TRANSITION_NS", "INPUT_CAP_PF", "CLOCK_CAP_PF", "MemoryShape", "macro_name",
            "macro_area_um2", "macro_liberty", "MEM_PARAMETERS", "MemoryCell", "parse_memories",
-           "macro_script", "join_macro_clocks"]
+           "macro_script", "join_macro_clocks", "MACRO_NAME", "macro_verilog"]
 
 #: 6T bit cell of the GF180MCU SRAM macros (datasheet, "Features").
 BITCELL_UM2 = 13.5
@@ -269,3 +269,56 @@ def join_macro_clocks(netlist: str) -> str:
     per port, all the same clock) becomes ``.RD_CLK(clk)``. Ports on different clocks stay as
     they are (OpenSTA then refuses the netlist, and the build says so)."""
     return _MULTI_CLOCK.sub(r".\1(\2)", netlist)
+
+
+# -- behavioural models for gate-level simulation -------------------------------------------------
+
+#: A macro cell's name: words, width, address bits, read and write ports, ``_async`` reads.
+MACRO_NAME = re.compile(r"\bKSRAM_(\d+)x(\d+)_a(\d+)_r(\d+)w(\d+)(_async)?\b")
+
+
+def macro_verilog(netlist: str) -> str:
+    """Behavioural Verilog of every macro cell a mapped netlist instantiates, for a gate-level
+    simulation of the logic around them (the macros themselves have no cell model): each read
+    port registers ``mem[RD_ADDR]`` on ``RD_CLK`` when ``RD_EN`` (the old word when the same
+    edge writes it, as the memories are built: no transparency), or reads it combinationally
+    for an ``_async`` macro; each write port writes the bits whose ``WR_EN`` is set. Contents
+    and read data start at 0 (an SRAM's are arbitrary; 0 keeps X out of the toggle counts)."""
+    out = []
+    for name in sorted({m.group(0) for m in MACRO_NAME.finditer(netlist)}):
+        words, width, abits, r, w, asyn = MACRO_NAME.fullmatch(name).groups()
+        words, width, abits, r, w = int(words), int(width), int(abits), int(r), int(w)
+        read = (f"    for (p = 0; p < {r}; p = p + 1)\n"
+                f"      if (RD_EN[p]) RD_DATA[p*{width} +: {width}] <= "
+                f"mem[RD_ADDR[p*{abits} +: {abits}]];\n")
+        if asyn:
+            read_block = (f"  always @* begin\n"
+                          f"    for (p = 0; p < {r}; p = p + 1)\n"
+                          f"      RD_DATA[p*{width} +: {width}] = "
+                          f"mem[RD_ADDR[p*{abits} +: {abits}]];\n  end\n")
+        else:
+            read_block = f"  always @(posedge RD_CLK) begin\n{read}  end\n"
+        out.append(
+            f"module {name} (RD_CLK, RD_EN, RD_ARST, RD_SRST, RD_ADDR, RD_DATA, WR_CLK, WR_EN,\n"
+            f"    WR_ADDR, WR_DATA);\n"
+            f"  input RD_CLK, WR_CLK;\n"
+            f"  input [{r - 1}:0] RD_EN, RD_ARST, RD_SRST;\n"
+            f"  input [{r * abits - 1}:0] RD_ADDR;\n"
+            f"  output reg [{r * width - 1}:0] RD_DATA;\n"
+            f"  input [{w * width - 1}:0] WR_EN, WR_DATA;\n"
+            f"  input [{w * abits - 1}:0] WR_ADDR;\n"
+            f"  reg [{width - 1}:0] mem [0:{words - 1}];\n"
+            f"  integer p, b, i;\n"
+            f"  initial begin\n"
+            f"    for (i = 0; i < {words}; i = i + 1) mem[i] = 0;\n"
+            f"    RD_DATA = 0;\n"
+            f"  end\n"
+            f"{read_block}"
+            f"  always @(posedge WR_CLK) begin\n"
+            f"    for (p = 0; p < {w}; p = p + 1)\n"
+            f"      for (b = 0; b < {width}; b = b + 1)\n"
+            f"        if (WR_EN[p*{width} + b])\n"
+            f"          mem[WR_ADDR[p*{abits} +: {abits}]][b] <= WR_DATA[p*{width} + b];\n"
+            f"  end\n"
+            f"endmodule\n")
+    return "\n".join(out)

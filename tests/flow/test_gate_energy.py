@@ -130,11 +130,57 @@ def test_matcher_stream_offers_a_batch_every_few_cycles():
     assert ge.matcher_stream("clock", 4) == [{}] * 4
 
 
+def test_scheduler_stream_carries_a_heads_work_patterns():
+    cfg = KaleidoConfig()
+    s = ge.scheduler_stream("schedule", 300, cfg)
+    assert all(w["i__valid"] == 1 and w["o__ready"] == 1 for w in s)
+    T, W = cfg.token_id_width, cfg.sched_pattern_width
+    ids = [w["i__payload"] & ((1 << T) - 1) for w in s]
+    patterns = {w["i__payload"] >> T for w in s}
+    assert ids[:3] == [0, 1, 2] and max(patterns) < 1 << W and len(patterns) > 4
+    assert ge.scheduler_stream("clock", 3) == [{}] * 3
+
+
+@pytest.mark.skipif(iverilog_available() is not None, reason="Icarus Verilog missing")
+def test_sram_macro_model_reads_the_old_word_and_writes_by_bit(tmp_path):
+    """The behavioural model of a macro (gate-level runs of tops with memories): a registered
+    read returns the word before a write on the same edge, writes take only enabled bits."""
+    import subprocess
+
+    from kaleido_hw.flow.sram_macros import macro_verilog
+    model = macro_verilog("  KSRAM_8x4_a3_r1w1 m (")
+    tb = """
+module tb;
+  reg clk = 0; reg re = 0; reg [2:0] ra = 0, wa = 0; reg [3:0] we = 0, wd = 0;
+  wire [3:0] rd;
+  KSRAM_8x4_a3_r1w1 m (.RD_CLK(clk), .RD_EN(re), .RD_ARST(1'b0), .RD_SRST(1'b0),
+    .RD_ADDR(ra), .RD_DATA(rd), .WR_CLK(clk), .WR_EN(we), .WR_ADDR(wa), .WR_DATA(wd));
+  always #5 clk = ~clk;
+  initial begin
+    wa = 3; wd = 4'hA; we = 4'hF; @(posedge clk); #1;
+    wd = 4'h5; we = 4'h3; re = 1; ra = 3; @(posedge clk); #1;   // read old 0xA, write low bits
+    $display("%h", rd);
+    we = 0; @(posedge clk); #1;
+    $display("%h", rd);
+    $finish;
+  end
+endmodule
+"""
+    (tmp_path / "m.v").write_text(model)
+    (tmp_path / "tb.v").write_text(tb)
+    subprocess.run(["iverilog", "-o", "tb.vvp", "tb.v", "m.v"], cwd=tmp_path, check=True)
+    out = subprocess.run(["vvp", "-n", "tb.vvp"], cwd=tmp_path, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["a", "9"]
+
+
 def test_bad_arguments_name_the_parameter():
     with pytest.raises(ValueError, match="event of baseline_pe must be one of"):
         ge.event_stream("baseline_pe", "mul", 4)
     with pytest.raises(ValueError, match="top must be one of"):
-        ge.event_stream("cluster_scheduler", "mac", 4)
+        ge.event_stream("vector_unit", "mac", 4)
+    with pytest.raises(ValueError, match="event of cluster_scheduler must be one of"):
+        ge.scheduler_stream("match", 4)
     with pytest.raises(ValueError, match="event of merge_matcher must be one of"):
         ge.matcher_stream("idle", 4)
     with pytest.raises(ValueError, match="event of an array must be one of"):
