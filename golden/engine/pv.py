@@ -42,13 +42,13 @@ Plain numpy, no hardware imports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from golden.checks import as_int8, check_bits, check_int, check_tokens, check_window
-from golden.engine.linear import (ABSENT, ANCHOR, FOLLOWER1, FOLLOWER2, LinearPlan,
-                                  linear_plans)
+from golden.engine.linear import (ABSENT, ANCHOR, FOLLOWER1, FOLLOWER2, LinearCounters,
+                                  LinearPlan, linear_plans)
 from golden.engine.model import EngineTiming
 from golden.numerics import AXIS_T, FULL, HALF, NONE, as_grid
 
@@ -263,30 +263,11 @@ class PvTiming:
     tail_base: int = _ENGINE_TIMING.tail_base
 
 
-@dataclass
-class PvCounters:
-    """Counters of one P @ V run on P arrays (sums over arrays unless per-array)."""
-    cycles: int = 0
-    busy_pe_cycles: int = 0
-    issued: list = field(default_factory=lambda: [0, 0, 0])     # A, F1, F2 steps
-    skipped: list = field(default_factory=lambda: [0, 0, 0])    # F1/F2 steps not issued
-    bubbles: int = 0
-    blocks: int = 0
-    groups: int = 0
-    array_busy: list = field(default_factory=list)     # busy PE-cycles per array
-    array_steps: list = field(default_factory=list)    # issued + bubble steps per array
-
-    @property
-    def steps(self) -> int:
-        """Issued plus bubble steps, over all arrays."""
-        return sum(self.issued) + self.bubbles
-
-    def as_dict(self) -> dict:
-        """Every counter as a JSON-ready dict."""
-        return {"cycles": self.cycles, "busy_pe_cycles": self.busy_pe_cycles,
-                "issued": list(self.issued), "skipped": list(self.skipped),
-                "bubbles": self.bubbles, "blocks": self.blocks, "groups": self.groups,
-                "array_busy": list(self.array_busy), "array_steps": list(self.array_steps)}
+class PvCounters(LinearCounters):
+    """Counters of one P @ V run on P arrays (sums over arrays unless per-array), in the
+    linear layers' layout: ``issued`` A, F1, F2 steps; ``skipped`` F1/F2 steps not issued
+    (``skipped[0]`` is 0: A always issues); ``bubbles``, ``blocks``, ``groups``;
+    ``array_busy`` and ``array_steps`` per array."""
 
 
 def _column_block_issue(work: np.ndarray, cols: int) -> np.ndarray:
