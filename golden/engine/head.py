@@ -39,8 +39,8 @@ from golden.engine.model import EngineParams, engine_counters
 from golden.engine.pv import pv_counters
 from golden.numerics import AXIS_T
 
-__all__ = ["RECIPROCAL_CYCLES", "ROW_HOLD_BASE", "softmax_cycles", "pipeline_cycles",
-           "HeadCycles", "head_cycles"]
+__all__ = ["RECIPROCAL_CYCLES", "ROW_HOLD_BASE", "row_period", "softmax_cycles",
+           "pipeline_cycles", "HeadCycles", "head_cycles"]
 
 #: Cycles the vector unit's reciprocal spends per row (13 division steps and a register).
 RECIPROCAL_CYCLES = 14
@@ -60,9 +60,14 @@ def softmax_cycles(rows: int, row_len: int, lanes: int = 16, buffers: int = 5) -
     if rows == 0:
         return 0
     k = -(-row_len // lanes)
-    hold = 3 * k + ROW_HOLD_BASE
-    period = max(k, RECIPROCAL_CYCLES, hold / buffers)
-    return int(np.ceil((rows - 1) * period)) + hold
+    return int(np.ceil((rows - 1) * row_period(k, buffers))) + 3 * k + ROW_HOLD_BASE
+
+
+def row_period(beats: int, buffers: int) -> float:
+    """Average cycles between rows of ``beats`` beats streamed back to back through the
+    vector unit with ``buffers`` row buffers: ``max(k, 14, (3k + 26) / buffers)`` (one beat
+    per cycle, the reciprocal's cycles per row, a row's hold of its buffer)."""
+    return max(beats, RECIPROCAL_CYCLES, (3 * beats + ROW_HOLD_BASE) / buffers)
 
 
 def pipeline_cycles(s: float, softmax: float, pv: float, blocks: int) -> int:

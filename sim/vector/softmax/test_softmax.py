@@ -25,6 +25,7 @@ import numpy as np
 from cocotb.triggers import RisingEdge
 from simlib import StreamSink, StreamSource, seeds_requested, start_clock_and_reset
 
+from golden.engine.head import row_period
 from golden.vector.softmax import (MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN, softmax_int,
                                    softmax_scale)
 
@@ -183,7 +184,7 @@ async def test_full_rows_throughput(dut):
     period = (steady[-1] - steady[0]) / (len(steady) - 1)
     dut._log.info(f"{beats}-beat rows, {NB} buffers: {period:.2f} cycles per row once full "
                   f"(gaps {[b - a for a, b in zip(steady, steady[1:])]}; ideal {beats})")
-    bound = max(beats, 14, (3 * beats + 26) / NB)
+    bound = row_period(beats, NB)
     assert period <= bound, f"rows leave every {period:.2f} cycles, expected at most {bound:.2f}"
 
 
