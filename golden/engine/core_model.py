@@ -29,6 +29,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from golden.checks import check_int
+
 __all__ = ["COMPUTE_OVERHEAD", "DECODE_CYCLES", "ARITH_CYCLES", "CORE_COUNTERS",
            "core_counters", "MemoryTiming", "memory_cycles", "core_time", "STORE_OVERHEAD",
            "FENCE_CYCLES", "AXI_RAM_LATENCY", "BenchMemory", "load_run_cycles",
@@ -155,11 +157,8 @@ class BenchMemory:
         return cls(AXI_RAM_LATENCY, config.axi_max_outstanding)
 
     def __post_init__(self):
-        if not (isinstance(self.latency, int) and self.latency >= 0):
-            raise ValueError(f"BenchMemory.latency must be an integer >= 0, got {self.latency!r}")
-        if not (isinstance(self.outstanding, int) and self.outstanding >= 1):
-            raise ValueError(f"BenchMemory.outstanding must be an integer >= 1, got "
-                             f"{self.outstanding!r}")
+        check_int("BenchMemory.latency", self.latency, 0, 1 << 20)
+        check_int("BenchMemory.outstanding", self.outstanding, 1, 1 << 10)
 
 
 @lru_cache(maxsize=4096)
