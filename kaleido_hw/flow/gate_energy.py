@@ -432,9 +432,7 @@ def _design(top: str, netlist: Path, liberty: Path, macro_liberties=()) -> _Desi
     from kaleido_hw.flow.stdcell import liberty_cells
 
     lib_text = liberty.read_text()
-    cells = liberty_pin_caps(lib_text)
-    for lib in macro_liberties:          # their bus pins are not read: no load, no power
-        cells.update({name: {} for name in liberty_pin_caps(Path(lib).read_text())})
+    cells = liberty_pin_caps(lib_text)   # macros need none: netlist_pins lists them pinless
     _, sequential = liberty_cells(lib_text)
     instances = netlist_pins(netlist.read_text(), top)
     loads: dict = {}
