@@ -197,12 +197,13 @@ def paper(variants, seed: int = 0, config=None) -> list[dict]:
         bar.done = bar.total
         bar.close()
     pe_cycles = runs["pe"][0].cycles if "pe" in runs else None
+    memory = paper_memory(head.grid.n, head.groups.head_dim)
     rows = []
     for variant in order:
         c, sec = runs[variant]
         rows.append(_row("paper", head, params, variant, c, runs["dense"][0], sec,
                          speedup_over_pe=pe_cycles / c.cycles if pe_cycles else None,
-                         **paper_memory(head.grid.n, head.groups.head_dim)))
+                         **memory))
     return rows
 
 
