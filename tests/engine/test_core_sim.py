@@ -7,8 +7,8 @@ equal to the interpreter's byte for byte and the counters equal to
 reset in the middle of a run, each followed by a clean run.
 
 ``make regress`` runs the bench on the default build (``rtl_out/kaleido_core.v``: 4 arrays of
-4 x 4, d = 128, boxes of 64 tokens) with the 1,024-token hunyuanvideo head
-(``KALEIDO_CORE_GRID=4x16x16``; ``tests/test_regress.py``).
+4 x 4, d = 128, boxes of 64 tokens) with its small head; ``make bench-head`` runs the
+1,024-token hunyuanvideo head on it (``KALEIDO_CORE_GRID=4x16x16``, ``docs/engine.md``).
 """
 
 from __future__ import annotations
