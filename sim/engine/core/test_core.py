@@ -50,12 +50,12 @@ def _groups():
     return preset if preset.head_dim <= CFG.engine_max_head_dim else SMALL_GROUPS
 
 
-def _plan(grid, variant=None, seed=0):
+def _plan(grid, variant=None, seed=0, banks=None):
     groups = _groups()
     d = groups.head_dim
     h = make_qkv(CFG.preset, grid, seed=seed)     # the preset's synthetic head (its first d
     q, k = h.q[:, :d].copy(), h.k[:, :d].copy()   # channels on a small build)
-    plan = plan_head(CFG, grid, d, groups=groups, banks=1,
+    plan = plan_head(CFG, grid, d, groups=groups, banks=banks,
                      variant=variant or os.environ.get("KALEIDO_CORE_VARIANT") or None)
     mem = Memory(plan.memory_size)
     write_operands(mem, q, k, plan.addrs, grid)
@@ -183,15 +183,23 @@ async def test_head(dut):
 async def test_timing(dut):
     """A small head with commands back to back and an AxiRam without pauses: ``cycles`` and
     ``mem_wait`` equal the exact model (``core_cycles`` with ``BenchMemory.axi_ram``), which
-    holds while every token's request is one AXI burst."""
-    plan, mem = _plan((2, 3, 5))              # boxes with padding on the small builds
-    if plan.groups.head_dim > 8 * CFG.axi_max_burst:
-        raise AssertionError(f"the timing check needs head_dim <= 8 * axi_max_burst "
-                             f"({8 * CFG.axi_max_burst}), got {plan.groups.head_dim}")
-    ram = _ram(dut, plan.memory_size, random.Random(0), pause=0)
-    result, c, _ = await _run_head(dut, ram, plan, mem, gap=0)
-    want = core_cycles(plan.commands, result, BenchMemory.axi_ram(CFG))
-    assert {n: c[n] for n in want} == want, f"RTL {c}, model {want}"
+    holds while every token's request is one AXI burst; for the build's program (loads
+    under computes when ``core_banks`` > 1) and for a one-bank program (no prefetch)."""
+    ram = None
+    # Boxes with padding; at least two per side, so that two banks overlap walks and computes
+    # (2x3x5 is one box on the default build).
+    grid = (2, 3, 5) if _plan((2, 3, 5))[0].n_boxes > 1 else (2, 3, 15)
+    for banks in sorted({1, CFG.core_banks}):
+        plan, mem = _plan(grid, banks=banks)
+        if plan.groups.head_dim > 8 * CFG.axi_max_burst:
+            raise AssertionError(f"the timing check needs head_dim <= 8 * axi_max_burst "
+                                 f"({8 * CFG.axi_max_burst}), got {plan.groups.head_dim}")
+        if ram is None:
+            ram = _ram(dut, plan.memory_size, random.Random(0), pause=0)
+        result, c, _ = await _run_head(dut, ram, plan, mem, gap=0)
+        want = core_cycles(plan.commands, result, BenchMemory.axi_ram(CFG))
+        assert {n: c[n] for n in want} == want, f"banks {banks}: RTL {c}, model {want}"
+        dut._log.info(f"grid {grid}, {plan.n_boxes} boxes, banks {banks}: {want}")
 
 
 @cocotb.test()
