@@ -188,7 +188,7 @@ async def test_timing(dut):
     ram = None
     # Boxes with padding; at least two per side, so that two banks overlap walks and computes
     # (2x3x5 is one box on the default build).
-    grid = (2, 3, 5) if _plan((2, 3, 5))[0].n_boxes > 1 else (2, 3, 15)
+    grid = (2, 3, 5) if _plan((2, 3, 5))[0].n_boxes > 1 else (2, 3, 11)
     for banks in sorted({1, CFG.core_banks}):
         plan, mem = _plan(grid, banks=banks)
         if plan.groups.head_dim > 8 * CFG.axi_max_burst:
