@@ -154,6 +154,13 @@ class KaleidoConfig:
             Longest burst the DMA issues, in beats: a power of two in 1..256.
         axi_max_outstanding : int
             Read bursts, and write bursts awaiting their response, in flight at once, 1..16.
+
+    Engine core (``docs/engine.md``, "Engine core")
+        core_banks : int
+            Scratchpad banks per side (Q, K) of the engine core, 1..4 (the 2-bit bank field
+            of LOAD and COMPUTE): the engine's Q/K memories hold ``core_banks`` boxes each.
+            2 (the default) lets a LOAD into one bank run while a COMPUTE reads the other;
+            1 runs loads and computes one after another.
     """
 
     preset: str = "hunyuanvideo"
@@ -185,6 +192,7 @@ class KaleidoConfig:
     axi_data_width: int = 64
     axi_max_burst: int = 16
     axi_max_outstanding: int = 4
+    core_banks: int = 2
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -260,6 +268,8 @@ class KaleidoConfig:
             raise ConfigError(f"axi_max_burst must be a power of two in [1, 256], "
                               f"got {self.axi_max_burst}")
         _check_int("axi_max_outstanding", self.axi_max_outstanding, 1, 16)
+        _check_int("core_banks", self.core_banks, 1, 4,
+                   " (scratchpad banks per side: the 2-bit bank field of LOAD and COMPUTE)")
 
     @property
     def groups(self) -> ChannelGroups:

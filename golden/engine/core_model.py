@@ -7,12 +7,15 @@ Exact (the RTL must equal them for any memory timing and back-pressure): ``comma
 per-array work counter summed over COMPUTEs and arrays, and ``compute`` (the cycles the
 core spends in COMPUTEs: the engine's cycles plus :data:`COMPUTE_OVERHEAD` per COMPUTE).
 
-Exact for the bench's memory: ``cycles`` and ``mem_wait`` (:func:`core_cycles`, per command
-:func:`command_cycles`) for commands offered back to back against a memory of fixed latency
-that returns one beat per cycle with a limit of requests in flight (:class:`BenchMemory`: the
-behavioural memory of the Amaranth bench, and with :meth:`BenchMemory.axi_ram` the AxiDma
-against cocotbext-axi's AxiRam without pauses). The core runs its commands one after another
-(one bank per side), so every cycle outside a COMPUTE is a cycle the arrays wait for memory.
+Exact for the bench's memory: ``cycles`` and ``mem_wait`` (:func:`core_cycles`, event by
+event :func:`core_schedule`) for commands offered back to back against a memory of fixed
+latency that returns one beat per cycle with a limit of requests in flight
+(:class:`BenchMemory`: the behavioural memory of the Amaranth bench, and with
+:meth:`BenchMemory.axi_ram` the AxiDma against cocotbext-axi's AxiRam without pauses). The
+controller decodes commands in order; a LOAD's walk runs in the load unit while the
+controller goes on (a COMPUTE on the other bank, say), so ``cycles`` is not a sum of
+per-command cycles. ``mem_wait`` (``cycles - compute``) counts every cycle outside a COMPUTE:
+the cycles the arrays wait for memory.
 
 Modelled: the memory time for a stated bandwidth (:func:`memory_cycles`, :func:`core_time`,
 ``MemoryTiming.from_bandwidth``): what the loads and stores of a head cost against the
@@ -34,7 +37,7 @@ from golden.checks import check_int
 __all__ = ["COMPUTE_OVERHEAD", "DECODE_CYCLES", "ARITH_CYCLES", "CORE_COUNTERS",
            "core_counters", "MemoryTiming", "memory_cycles", "core_time", "STORE_OVERHEAD",
            "FENCE_CYCLES", "AXI_RAM_LATENCY", "BenchMemory", "load_run_cycles",
-           "command_cycles", "core_cycles", "PAPER_DRAM_GBPS", "PAPER_CLOCK_GHZ",
+           "LOAD_ISSUE_CYCLES", "CommandTiming", "core_schedule", "command_cycles", "core_cycles", "PAPER_DRAM_GBPS", "PAPER_CLOCK_GHZ",
            "head_traffic", "dram_cycles"]
 
 #: Cycles a COMPUTE costs beyond the engine's own ``cycles``: the start pulse and the cycle
@@ -114,8 +117,9 @@ def memory_cycles(result, timing: MemoryTiming = MemoryTiming()) -> dict:
 
 
 def core_time(result, timing: MemoryTiming = MemoryTiming()) -> dict:
-    """Compute and memory cycles of a program on this (sequential) core, and the share the
-    arrays wait: ``compute``, ``memory``, ``total``, ``wait_share``."""
+    """Compute and memory cycles of a program run one command after another (a core with one
+    bank per side: no load overlaps a compute), and the share the arrays wait:
+    ``compute``, ``memory``, ``total``, ``wait_share``."""
     comp = core_counters(result)["compute"]
     mem = memory_cycles(result, timing)["total"]
     return {"compute": comp, "memory": mem, "total": comp + mem,
@@ -163,7 +167,7 @@ class BenchMemory:
 
 @lru_cache(maxsize=4096)
 def load_run_cycles(real: tuple, beats_per_token: int, latency: int, outstanding: int) -> int:
-    """Cycles of a LOAD's walk (state LD_RUN) over a box whose tokens, in box order, are
+    """Cycles of a LOAD's walk (in the core's load unit) over a box whose tokens, in box order, are
     inside the grid where ``real`` is true: the request walker asks for one request of
     ``beats_per_token`` beats per inside token (when fewer than ``outstanding`` are in
     flight) and steps over a padding token in one cycle; the write walker takes one beat per
@@ -202,50 +206,103 @@ def load_run_cycles(real: tuple, beats_per_token: int, latency: int, outstanding
     return cycle + 1
 
 
-def command_cycles(commands, result, memory: BenchMemory = BenchMemory()) -> list[int]:
-    """Cycles of every command of a program that ran without error (``result`` of
-    ``run_program(commands, ..., engine=True)``) on the core with :class:`BenchMemory`
-    ``memory`` and commands offered back to back: from the command's decode cycle to the
-    cycle before the next command's decode. Their sum is the core's ``cycles`` counter."""
+#: Cycles from a LOAD's decode to its hand-off to the load unit when the unit is free: the
+#: decode, the origin's address and remainders (:data:`ARITH_CYCLES`) and the hand-off.
+LOAD_ISSUE_CYCLES = DECODE_CYCLES + ARITH_CYCLES + 1
+
+
+@dataclass(frozen=True)
+class CommandTiming:
+    """When one command ran on the core (cycles from the first command's decode, 0):
+    ``arrive`` (the controller is ready for it), ``decode`` (it is taken: later than
+    ``arrive`` while it waits for the load unit), ``end`` (the controller is ready for the
+    next one) and, for a LOAD, ``walk``: the first and last cycle of its walk in the load
+    unit (else None)."""
+    name: str
+    arrive: int
+    decode: int
+    end: int
+    walk: tuple | None = None
+
+
+def core_schedule(commands, result, memory: BenchMemory = BenchMemory()) -> list:
+    """:class:`CommandTiming` of every command of a program that ran without error
+    (``result`` of ``run_program(commands, ..., engine=True)``) on the core with
+    :class:`BenchMemory` ``memory`` and commands offered back to back.
+
+    The controller takes one command at a time, in order. CONFIG, STRIDES and STORE wait
+    until the load unit is idle, and so does a COMPUTE that reads the bank being loaded;
+    then CONFIG takes 1 cycle, GROUPS ``1 + count``, STRIDES ``1 + 17``, COMPUTE ``1 +``
+    engine ``cycles`` ``+ 2`` and STORE ``1 + 4 + box_tokens**2`` (+1 when odd: the
+    half-empty last beat). A LOAD takes :data:`LOAD_ISSUE_CYCLES` to its hand-off, later if
+    the load unit is still walking the previous LOAD; the load unit then walks the box for
+    :func:`load_run_cycles` cycles from the next cycle while the controller goes on. FENCE
+    takes its decode and waits in a second cycle until the load unit is idle (2 cycles
+    when it is). The memory serves one transfer at a time: no STORE runs during a walk and
+    a walk starts only when the STORE before it has ended, so a walk's cycles do not depend
+    on what the controller does meanwhile."""
     from golden.engine.commands import Command, decode
     from golden.engine.program import box_coords
 
     blocks = iter(result.blocks)
     cfg = None
     out = []
+    t = 0                                 # the controller is ready for the next command
+    ld_end = -1                           # last cycle of the load unit's current walk
+    ld_bank = None                        # (side, bank) it walks
     for cmd in commands:
         c = decode(cmd.encode() if isinstance(cmd, Command) else cmd)
         name = c.NAME
-        cycles = DECODE_CYCLES
+        busy = ld_end >= t
+        held = busy and (name in ("CONFIG", "STRIDES", "STORE") or (
+            name == "COMPUTE" and ld_bank in ((0, c.q_bank), (1, c.k_bank))))
+        d = ld_end + 1 if held else t
+        walk = None
         if name == "CONFIG":
             cfg = c
+            end = d + DECODE_CYCLES
         elif name == "GROUPS":
-            cycles += len(c.groups)
+            end = d + DECODE_CYCLES + len(c.groups)
         elif name == "STRIDES":
-            cycles += ARITH_CYCLES
+            end = d + DECODE_CYCLES + ARITH_CYCLES
         elif name == "LOAD":
             coords = box_coords(c.origin, cfg.box)
             real = tuple(bool(r) for r in (coords < np.asarray(cfg.grid)[None, :]).all(axis=1))
-            cycles += ARITH_CYCLES + load_run_cycles(real, -(-cfg.head_dim // 8),
-                                                     memory.latency, memory.outstanding)
+            h = max(d + LOAD_ISSUE_CYCLES - 1, ld_end + 1)      # the hand-off cycle
+            n = load_run_cycles(real, -(-cfg.head_dim // 8), memory.latency,
+                                memory.outstanding)
+            walk = (h + 1, h + n)
+            ld_end, ld_bank = h + n, (c.side, c.bank)
+            end = h + 1
         elif name == "COMPUTE":
             b = next(blocks)
             if b.engine is None:
-                raise ValueError("command_cycles needs run_program(..., engine=True)")
-            cycles += int(b.engine.cycles) + COMPUTE_OVERHEAD
+                raise ValueError("core_schedule needs run_program(..., engine=True)")
+            end = d + DECODE_CYCLES + int(b.engine.cycles) + COMPUTE_OVERHEAD
         elif name == "STORE":
             n = int(np.prod(cfg.box))
-            cycles += STORE_OVERHEAD + n * n + (n * n) % 2
+            end = d + DECODE_CYCLES + STORE_OVERHEAD + n * n + (n * n) % 2
         else:                             # FENCE
-            cycles = FENCE_CYCLES
-        out.append(cycles)
+            end = max(d + FENCE_CYCLES, ld_end + 2)
+        out.append(CommandTiming(name, t, d, end, walk))
+        t = end
     return out
+
+
+def command_cycles(commands, result, memory: BenchMemory = BenchMemory()) -> list[int]:
+    """Cycles the controller spends on every command (:func:`core_schedule`: from its
+    arrival, waits for the load unit included, to the next command's arrival). With one
+    bank per side and a FENCE at the end (the host's programs) their sum is the core's
+    ``cycles``; in general a walk may outlast the last command (:func:`core_cycles`)."""
+    return [c.end - c.arrive for c in core_schedule(commands, result, memory)]
 
 
 def core_cycles(commands, result, memory: BenchMemory = BenchMemory()) -> dict:
     """The core's ``cycles``, ``compute`` and ``mem_wait`` counters, exact for a program
-    run back to back against :class:`BenchMemory` (see :func:`command_cycles`)."""
-    total = sum(command_cycles(commands, result, memory))
+    run back to back against :class:`BenchMemory` (:func:`core_schedule`: ``cycles`` from
+    the first command's decode until the controller and the load unit are idle)."""
+    sched = core_schedule(commands, result, memory)
+    total = max([sched[-1].end] + [c.walk[1] + 1 for c in sched if c.walk]) if sched else 0
     comp = core_counters(result)["compute"]
     return {"cycles": total, "compute": comp, "mem_wait": total - comp}
 

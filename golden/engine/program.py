@@ -130,9 +130,12 @@ class CoreLimits:
                              f"got {self.variants!r}")
 
     @classmethod
-    def from_config(cls, config, banks: int = 2) -> "CoreLimits":
+    def from_config(cls, config, banks: int | None = None) -> "CoreLimits":
         """From a ``KaleidoConfig`` (duck-typed: no hardware import): box tokens and head_dim
-        from the engine's memories, variants as ``kaleido_engine.built_variants``."""
+        from the engine's memories, banks from ``core_banks`` unless given, variants as
+        ``kaleido_engine.built_variants``."""
+        if banks is None:
+            banks = config.core_banks
         if config.engine_pe == "plain":
             variants = ("dense",)
         else:

@@ -8,13 +8,14 @@ S of the head is the set of S blocks of every (Q box, K box) pair. The controlle
 the commands of :mod:`golden.engine.commands` in order:
 
 * CONFIG, GROUPS, STRIDES latch the run's parameters (one cycle each);
-* LOAD walks the box's tokens: a request walker asks the DMA for ``head_dim / 8`` beats per
-  token inside the grid, a write walker moves the returned beats into the engine's Q or K
-  memory (padding tokens outside the grid are written as zeros, never fetched);
+* LOAD walks the box's tokens into the named bank, in the load unit: a request walker asks
+  the DMA for ``head_dim / 8`` beats per token inside the grid, a write walker moves the
+  returned beats into the engine's Q or K memory (padding tokens outside the grid are
+  written as zeros, never fetched);
 * COMPUTE starts the engine on the loaded pair and adds its counters to the core's;
 * STORE streams the S block (``box_tokens**2`` int32, row-major, two per 64-bit beat) to
   memory through one DMA write;
-* FENCE waits until the DMA has no transfer in flight.
+* FENCE waits until the load unit is idle and the DMA has no transfer in flight.
 
 Errors (a malformed command, a command out of order, an engine configuration error, an AXI
 error reported by the DMA) stop execution with a sticky ``error`` code and the index of the
@@ -22,9 +23,15 @@ failing command; later commands are consumed and dropped, so a producer never bl
 ``error_clear``. The controller drains what is in flight (read data, S values) before it
 accepts commands again, so a run after an error starts clean.
 
-This first core runs loads, computes and stores one after the other: the engine has one Q
-and one K bank. ``cnt.mem_wait`` counts the cycles in which the arrays waited for memory
-(every LOAD, STORE and FENCE cycle), the measure that double buffering will drive to zero.
+The scratchpad has ``core_banks`` banks per side (the engine's Q/K memories that many boxes
+deep). The controller hands each LOAD's walk to a load unit that runs while later commands
+execute, so the next box loads while the engine computes on the other bank. Order is kept
+by holds at the decode: a COMPUTE that reads the bank being walked, and CONFIG, STRIDES and
+STORE, wait for the walk; a LOAD is decoded only once the COMPUTE before it has ended (the
+controller waits for ``done``), so no walk overwrites a bank a run reads. An error names the
+first failing command in program order: an AXI error during a walk is its LOAD's, even
+when a later command has already failed its decode. ``cnt.mem_wait`` counts the cycles in
+which the arrays waited for memory (every counted cycle outside a COMPUTE).
 """
 
 from __future__ import annotations
@@ -50,11 +57,8 @@ assert CORE_COUNTERS[6:] == ARRAY_COUNTERS
 #: Opcode bits [3:0] and opcode of each command name.
 OPCODE_BITS = 4
 OPCODES = {name: code for code, name in cmds.OPCODES.items()}
-#: Scratchpad banks per side of this core (``CoreLimits.banks``): loads, computes and stores
-#: run one after another.
-BANKS = 1
 #: States of the controller (``docs/engine.md``, "Engine core").
-ST = {name: i for i, name in enumerate(("IDLE", "GROUPS", "STRIDES", "LD_ADDR", "LD_RUN", "CMP_START", "CMP_WAIT", "ST_REQ", "ST_DATA", "FENCE", "ERROR"))}
+ST = {name: i for i, name in enumerate(("IDLE", "GROUPS", "STRIDES", "LD_ADDR", "LD_WAIT", "CMP_START", "CMP_WAIT", "ST_REQ", "ST_DATA", "FENCE", "ERROR"))}
 #: Bits of the grid extents and origins in CONFIG and LOAD.
 GRID_FIELD_BITS = 16
 
@@ -106,7 +110,9 @@ class CoreController(wiring.Component):
         check_core_config(config)
         self.config, self.addr_width = config, addr_width
         aw, dw = addr_width, 8 * WRITE_BYTES
-        self.engine = KaleidoEngine(config)
+        #: Scratchpad banks per side (``core_banks``, ``CoreLimits.banks``).
+        self.banks = config.core_banks
+        self.engine = KaleidoEngine(config, self.banks)
         # Dispatcher blocks built, and a plain build: what CONFIG's reuse bits may ask for.
         self.built = (int(config.engine_dispatcher in ("scheduler", "full")),
                       int(config.engine_dispatcher in ("matcher", "full")),
@@ -157,7 +163,8 @@ class CoreController(wiring.Component):
         strides = [[Signal(aw, name=f"stride_{'qk'[sd]}_{a}") for a in "xyt"] for sd in (0, 1)]
         strides_set = Signal(2)
         configured, pending = Signal(), Signal()
-        loaded = Signal(2)                    # the side's bank 0 holds a box since CONFIG
+        B = self.banks
+        loaded = Signal(2 * B)                # bank b of side s (bit s*B + b) holds a box
         n_tok = Signal(3 * sw)                # tokens of one box
         m.d.comb += n_tok.eq(box[0] * box[1] * box[2])
         beats_per_token = Signal(t.dim_width)
@@ -192,21 +199,35 @@ class CoreController(wiring.Component):
         term = [Mux(mul_c[i][0], mul_s[i], 0) for i in range(3)]
 
         # -- load ---------------------------------------------------------------------------------
-        side = Signal()
+        # The controller decodes a LOAD and computes its origin's address (LD_ADDR), then
+        # hands the walk to the load unit (ld_*), which runs while the controller goes on.
+        side = Signal()                       # side of the STRIDES / LOAD being decoded
+        bank = Signal(range(B))               # bank of the LOAD being decoded
         addr_high = Signal()                  # LOAD address beyond axi_addr_width
         origin = [Signal(G, name=f"origin_{a}") for a in "thw"]
-        lim = [Signal(sw, name=f"lim_{a}") for a in "thw"]
+        lim_next = [Signal(sw, name=f"lim_next_{a}") for a in "thw"]
         for i in range(3):
             room = grid[i] - origin[i]
-            m.d.sync += lim[i].eq(Mux(room < box[i], room, box[i]))
+            m.d.sync += lim_next[i].eq(Mux(room < box[i], room, box[i]))
+        ld_busy = Signal()                    # the load unit walks a box
+        ld_side, ld_bank = Signal(), Signal(range(B))
+        ld_index = Signal(32)                 # its LOAD's command index
+        ld_err = Signal()                     # a DMA error ended the load unit's LOAD
+        lim = [Signal(sw, name=f"lim_{a}") for a in "thw"]
         req = BoxWalker(m, "req", sw, t.tok_width, aw)
         wrw = BoxWalker(m, "wrw", sw, t.tok_width)
         req.connect(box, lim)
         wrw.connect(box, lim)
         lane = Signal(t.dim_width)
-        side_strides = [Mux(side, strides[1][i], strides[0][i]) for i in range(3)]
+        side_strides = [Mux(ld_side, strides[1][i], strides[0][i]) for i in range(3)]
         rr = self.rd_req.payload
         m.d.comb += [rr.addr.eq(req.addr), rr.beats.eq(beats_per_token)]
+
+        def bank_bit(sd, b):
+            # One-hot of bank b of side sd in ``loaded``.
+            return Const(1, 2 * B) << (Mux(sd, B, 0) + b)
+
+        cmp_bank = [Signal(range(B), name=f"cmp_{s}_bank") for s in "qk"]   # COMPUTE's banks
 
         # -- groups -------------------------------------------------------------------------------
         g_first = Signal(9)
@@ -258,9 +279,19 @@ class CoreController(wiring.Component):
             # Address bits beyond the AXI address: past the end of any memory.
             return v[aw:] != 0 if len(v) > aw else Const(0)
 
+        # A command held in IDLE until the load unit is done: CONFIG, STRIDES (they change what
+        # it walks), STORE (no store runs while an earlier LOAD may still fail: the
+        # interpreter's memory), and a COMPUTE that reads the bank being loaded.
+        fc = _fields(word, "COMPUTE")
+        conflict = Mux(ld_side, fc["k_bank"] == ld_bank, fc["q_bank"] == ld_bank)
+        hold = Signal()
+        m.d.comb += hold.eq(ld_busy & ((op == OPCODES["CONFIG"]) | (op == OPCODES["STRIDES"])
+                                       | (op == OPCODES["STORE"])
+                                       | ((op == OPCODES["COMPUTE"]) & conflict)))
+
         with m.If(state == ST["IDLE"]):
-            m.d.comb += self.cmd.ready.eq(1)
-            with m.If(self.cmd.valid):
+            m.d.comb += self.cmd.ready.eq(~hold)
+            with m.If(self.cmd.valid & ~hold):
                 m.d.sync += [cnt.commands.eq(cnt.commands + 1), cmd_index.eq(cnt.commands)]
                 with m.If(op == OPCODES["CONFIG"]):
                     f = _fields(word, "CONFIG")
@@ -343,7 +374,7 @@ class CoreController(wiring.Component):
                     sd = f["side"][0]
 
                     def start_load():
-                        m.d.sync += [side.eq(sd), step.eq(0), addr_high.eq(
+                        m.d.sync += [side.eq(sd), bank.eq(f["bank"]), step.eq(0), addr_high.eq(
                                      high_bits(f["address"])),
                                      acc[0].eq(f["address"][:aw])]
                         for i in range(3):
@@ -358,24 +389,28 @@ class CoreController(wiring.Component):
                         (word & ~cmds.used_mask("LOAD") != 0, E["malformed"]),
                         (f["side"] > 1, E["malformed"]),
                         (~configured, E["not_configured"]),
-                        (f["bank"] >= BANKS, E["bad_bank"]),
+                        (f["bank"] >= B, E["bad_bank"]),
                         (~strides_set.bit_select(sd, 1), E["not_configured"]),
                         (f["address"][0:4] != 0, E["misaligned"]),
                     ], start_load)
                 with m.Elif(op == OPCODES["COMPUTE"]):
-                    f = _fields(word, "COMPUTE")
+                    f = fc
+
+                    def start_compute():
+                        m.d.sync += [cmp_bank[0].eq(f["q_bank"]), cmp_bank[1].eq(f["k_bank"])]
+                        goto("CMP_START")
                     check([
                         (word & ~cmds.used_mask("COMPUTE") != 0, E["malformed"]),
                         (f["kind"] > 2, E["malformed"]),
                         (~configured, E["not_configured"]),
                         (f["kind"] != cmds.KIND_S, E["unsupported"]),
-                        (f["q_bank"] >= BANKS, E["bad_bank"]),
-                        (~loaded[0], E["bank_empty"]),
-                        (f["k_bank"] >= BANKS, E["bad_bank"]),
-                        (~loaded[1], E["bank_empty"]),
+                        (f["q_bank"] >= B, E["bad_bank"]),
+                        ((loaded & bank_bit(0, f["q_bank"])) == 0, E["bank_empty"]),
+                        (f["k_bank"] >= B, E["bad_bank"]),
+                        ((loaded & bank_bit(1, f["k_bank"])) == 0, E["bank_empty"]),
                         ((assigned | ~in_head) != (1 << D) - 1, E["not_configured"]),
                         (pending, E["result_pending"]),
-                    ], lambda: goto("CMP_START"))
+                    ], start_compute)
                 with m.Elif(op == OPCODES["STORE"]):
                     f = _fields(word, "STORE")
 
@@ -436,38 +471,17 @@ class CoreController(wiring.Component):
                 with m.Elif(addr_high):
                     m.d.comb += [fail.eq(1), fail_code.eq(E["out_of_range"])]
                 with m.Else():
-                    m.d.sync += [*req.start(acc[0][:aw]), *wrw.start(), lane.eq(0),
-                                 loaded.eq(loaded & Mux(side, 0b01, 0b10))]
-                    m.d.sync += state.eq(ST["LD_RUN"])
+                    m.d.sync += state.eq(ST["LD_WAIT"])
             stop_on_fail()
 
-        with m.Elif(state == ST["LD_RUN"]):
-            with m.If(~req.done):
-                with m.If(req.inside):
-                    m.d.comb += self.rd_req.valid.eq(1)
-                    with m.If(self.rd_req.ready):
-                        req.advance(side_strides)
-                with m.Else():
-                    req.advance(side_strides)
-            wr = eng.wr
-            take = Signal()
-            m.d.comb += [wr.sel.eq(side), wr.token.eq(wrw.tok), wr.lane.eq(lane),
-                         wr.strobe.eq((1 << WRITE_BYTES) - 1), wr.en.eq(take)]
-            with m.If(~wrw.done):
-                with m.If(wrw.inside):
-                    m.d.comb += [self.rd_data.ready.eq(1),
-                                 wr.data.eq(self.rd_data.payload.data),
-                                 take.eq(self.rd_data.valid)]
-                with m.Else():
-                    m.d.comb += take.eq(1)          # padding: zeros, nothing fetched
-            with m.If(take):
-                with m.If(lane + 1 == beats_per_token):
-                    m.d.sync += lane.eq(0)
-                    wrw.advance()
-                with m.Else():
-                    m.d.sync += lane.eq(lane + 1)
-            with m.If(wrw.done):
-                m.d.sync += loaded.eq(loaded | Mux(side, 0b10, 0b01))
+        with m.Elif(state == ST["LD_WAIT"]):
+            # Hand the walk to the load unit once it is free and no write is in flight (an
+            # AXI error while the load unit walks is then its LOAD's).
+            with m.If(~ld_busy & self.dma_idle):
+                m.d.sync += [*req.start(acc[0][:aw]), *wrw.start(), lane.eq(0),
+                             ld_busy.eq(1), ld_side.eq(side), ld_bank.eq(bank),
+                             ld_index.eq(cmd_index), loaded.eq(loaded | bank_bit(side, bank))]
+                m.d.sync += [lim[i].eq(lim_next[i]) for i in range(3)]
                 m.d.sync += state.eq(ST["IDLE"])
             stop_on_fail()
 
@@ -526,33 +540,80 @@ class CoreController(wiring.Component):
             stop_on_fail()
 
         with m.Elif(state == ST["FENCE"]):
-            with m.If(self.dma_idle):
+            with m.If(self.dma_idle & ~ld_busy):
                 m.d.sync += state.eq(ST["IDLE"])
             stop_on_fail()
 
         with m.Elif(state == ST["ERROR"]):
             # Drop commands; drain what is in flight so that the next run starts clean.
-            m.d.comb += [self.cmd.ready.eq(1), self.rd_data.ready.eq(1),
-                         s.ready.eq(draining), self.dma_error_clear.eq(self.error_clear)]
-            with m.If(self.error_clear & ~draining & self.dma_idle):
+            # A load handed off before the failing command runs to its end (or to a DMA
+            # error, which then names it: the earlier command).
+            m.d.comb += [self.cmd.ready.eq(1), s.ready.eq(draining),
+                         self.dma_error_clear.eq(self.error_clear & ~ld_busy)]
+            with m.If(self.error_clear & ~draining & self.dma_idle & ~ld_busy):
                 m.d.sync += [self.error.eq(0), self.engine_error.eq(0), loaded.eq(0),
-                             pending.eq(0)]
+                             pending.eq(0), ld_err.eq(0)]
                 m.d.sync += state.eq(ST["IDLE"])
 
         with m.Else():
             goto("ERROR")                   # unreachable encodings
 
-        with m.If(fail):
+        with m.If(fail & ~ld_err):
             # cmd_index is updated at this edge for a command accepted now.
             m.d.sync += [self.error.eq(fail_code),
                          self.error_command.eq(Mux((state == ST["IDLE"]), cnt.commands,
                                                    cmd_index))]
 
+        # -- the load unit: request and write walkers of the LOAD handed off -----------------------
+        dma_ok = self.dma_error == 0
+        with m.If(ld_busy):
+            with m.If(~req.done & dma_ok):
+                with m.If(req.inside):
+                    m.d.comb += self.rd_req.valid.eq(1)
+                    with m.If(self.rd_req.ready):
+                        req.advance(side_strides)
+                with m.Else():
+                    req.advance(side_strides)
+            wr = eng.wr
+            take = Signal()
+            m.d.comb += [wr.sel.eq(ld_side), wr.token.eq(wrw.tok), wr.lane.eq(lane),
+                         wr.strobe.eq((1 << WRITE_BYTES) - 1), wr.en.eq(take)]
+            if B > 1:
+                m.d.comb += wr.bank.eq(ld_bank)
+            with m.If(~wrw.done):
+                with m.If(wrw.inside):
+                    m.d.comb += [wr.data.eq(self.rd_data.payload.data),
+                                 take.eq(self.rd_data.valid)]
+                with m.Else():
+                    m.d.comb += take.eq(1)          # padding: zeros, nothing fetched
+            with m.If(take):
+                with m.If(lane + 1 == beats_per_token):
+                    m.d.sync += lane.eq(0)
+                    wrw.advance()
+                with m.Else():
+                    m.d.sync += lane.eq(lane + 1)
+            with m.If(wrw.done):
+                m.d.sync += ld_busy.eq(0)
+            with m.If(~dma_ok):
+                # Its read failed (no write is in flight while it walks): error 12 names its
+                # LOAD, which precedes every command decoded since, failed or not.
+                m.d.sync += [ld_busy.eq(0), ld_err.eq(1), self.error.eq(E["out_of_range"]),
+                             self.error_command.eq(ld_index)]
+        # The write walker takes the beats of its inside tokens; the error state drops the
+        # beats of a walk a DMA error ended. (Low otherwise, as the DMA's R channel expects
+        # of an idle consumer.)
+        m.d.comb += self.rd_data.ready.eq(Mux(ld_busy, ~wrw.done & wrw.inside,
+                                              state == ST["ERROR"]))
+
+        if B > 1:
+            m.d.comb += [eng.q_bank.eq(cmp_bank[0]), eng.k_bank.eq(cmp_bank[1])]
+
         executing = ~(state == ST["IDLE"]) & ~(state == ST["ERROR"])
         computing = (state == ST["CMP_START"]) | (state == ST["CMP_WAIT"])
-        # A cycle counts from a command's arrival (its decode cycle) until the core is idle.
-        running = executing | ((state == ST["IDLE"]) & self.cmd.valid)
-        m.d.comb += self.busy.eq(executing)
+        # A cycle counts from a command's arrival (its decode cycle) until the core, load
+        # unit included, is idle.
+        running = executing | ld_busy | ((state == ST["IDLE"]) & self.cmd.valid)
+        m.d.comb += self.busy.eq(executing | ld_busy)
         m.d.sync += [cnt.cycles.eq(cnt.cycles + running),
                      cnt.compute.eq(cnt.compute + computing),
                      cnt.mem_wait.eq(cnt.mem_wait + (running & ~computing))]

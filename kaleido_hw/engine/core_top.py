@@ -57,7 +57,7 @@ class KaleidoCore(wiring.Component):
         "cmd__valid": "command stream: a 128-bit command word is offered",
         "cmd__ready": "command stream: the word is taken (always, in the error state: dropped)",
         "cmd__payload": "command word (golden.engine.commands; docs/engine.md, Command stream)",
-        "busy": "a command is executing",
+        "busy": "a command is executing or a LOAD's walk runs in the load unit",
         "error": ("sticky error code of golden.engine.commands.ERROR_CODES (0 none): "
                   + ", ".join(f"{c} {n}" for c, (n, _) in ERROR_CODES.items())),
         "error_command": "index (from 0 after reset) of the command that failed",

@@ -233,7 +233,7 @@ def _variant(limits: CoreLimits, variant):
 
 def plan_head(cfg: KaleidoConfig, grid, head_dim: int, groups=None, box=None, addrs=None,
               variant: str | None = None, full_bits: int | None = None,
-              half_bits: int | None = None, banks: int = 2, base: int = 0,
+              half_bits: int | None = None, banks: int | None = None, base: int = 0,
               split_pairs: bool = False) -> HeadPlan:
     """The program that computes S of one head on ``grid`` on the core built from ``cfg``.
 
@@ -242,7 +242,8 @@ def plan_head(cfg: KaleidoConfig, grid, head_dim: int, groups=None, box=None, ad
     reuse pairs (:func:`split_axes`) is refused unless ``split_pairs`` (S then differs from
     the whole grid's wherever a cut pair was reused). ``addrs``: default
     :meth:`HeadAddrs.packed` from ``base``. ``variant``: default the core's most capable;
-    thresholds default to ``cfg``'s.
+    thresholds default to ``cfg``'s; ``banks``: scratchpad banks per side, default the
+    core's ``core_banks`` (1 gives a program without prefetch).
     """
     if not isinstance(cfg, KaleidoConfig):
         raise ConfigError(f"cfg must be a KaleidoConfig, got {type(cfg).__name__}")
@@ -276,7 +277,7 @@ def plan_head(cfg: KaleidoConfig, grid, head_dim: int, groups=None, box=None, ad
     nb = int(np.prod(boxes))
     if addrs is None:
         addrs = HeadAddrs.packed(grid, head_dim, base)
-    steps = command_order(nb, banks)
+    steps = command_order(nb, limits.banks)
     plan = HeadPlan(grid, groups, box, boxes, steps, addrs, limits, variant, fb, hb, [])
     plan.commands = _commands(plan)
     return plan

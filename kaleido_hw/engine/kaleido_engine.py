@@ -37,7 +37,7 @@ from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.array import BaselineArray, PEArray
 from kaleido_hw.bitops import lowest_set, popcount
-from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.dispatch.merged_cell import MergedCell, merged_col_layout, merged_row_layout
 from kaleido_hw.dispatch.order_unit import OrderUnit
 from kaleido_hw.engine.array_sequencer import ArraySequencer, unit_tokens
@@ -116,10 +116,11 @@ _ARRAY_COUNTER_DOCS = {
 _MAX_ARRAYS = 64
 
 
-def _write_signature(geo: KaleidoGeometry) -> wiring.Signature:
+def _write_signature(geo: KaleidoGeometry, banks: int = 1) -> wiring.Signature:
     t = geo.tile
+    bank = {"bank": Out(range(banks))} if banks > 1 else {}
     return wiring.Signature({
-        "en": Out(1), "sel": Out(1), "token": Out(t.tok_width),
+        "en": Out(1), "sel": Out(1), "token": Out(t.tok_width), **bank,
         "lane": Out(max(1, (t.max_dim // WRITE_BYTES - 1).bit_length())),
         "data": Out(8 * WRITE_BYTES), "strobe": Out(WRITE_BYTES),
     })
@@ -152,6 +153,10 @@ def _port_docs() -> dict:
                    "every array's copy (ignored while busy)"),
         "wr__sel": "operand of the write: 0 Q, 1 K",
         "wr__token": "token index of the write (0..engine_max_tokens-1)",
+        "wr__bank": ("bank of the write (banks > 1: the engine core's scratchpad); allowed "
+                     "while busy into a bank the run does not read"),
+        "q_bank": "bank of the Q memory the run reads (banks > 1; sampled at start)",
+        "k_bank": "bank of the K memory the run reads (banks > 1; sampled at start)",
         "wr__lane": "8-channel lane of the write: channels 8*lane .. 8*lane+7",
         "wr__data": "8 int8 values, channel 8*lane+b at bits [8b, 8b+8)",
         "wr__strobe": "byte enables of wr__data (bit b writes channel 8*lane+b)",
@@ -200,6 +205,11 @@ class KaleidoEngine(wiring.Component):
         ``engine_dispatcher`` (which dispatcher blocks are built), ``engine_pe`` (ReusePE
         arrays, or "plain": BaselineArrays and no CodeUnits, dense only), ``sched_entries``,
         ``sched_clusters``, ``sched_lfsr_seed``, ``matcher_lookahead``.
+    banks : int
+        Boxes each Q and K memory holds (the engine core's scratchpad banks, ``core_banks``):
+        1, the standalone engine, or up to 4. With more than one, ``wr.bank`` names the
+        bank written, ``q_bank``/``k_bank`` (sampled at ``start``) the banks a run reads, and
+        a write into a bank the run does not read is taken while the engine is busy.
 
     The chunk controller keeps the channels of the current group not yet handed out; the
     next chunk is the lowest W of them (``x & (x - 1)`` applied W times), else the first
@@ -211,11 +221,17 @@ class KaleidoEngine(wiring.Component):
 
     PORT_DOCS = _port_docs()
 
-    def __init__(self, config: KaleidoConfig):
+    def __init__(self, config: KaleidoConfig, banks: int = 1):
         self.geo = geo = KaleidoGeometry.from_config(config)
         self.config = config
+        if isinstance(banks, bool) or not isinstance(banks, int) or not 1 <= banks <= 4:
+            raise ConfigError(f"core_banks must be an integer in [1, 4], got {banks!r}")
+        self.banks = banks
+        run_banks = ({"q_bank": In(range(banks)), "k_bank": In(range(banks))}
+                     if banks > 1 else {})
         super().__init__({
-            "wr": In(_write_signature(geo)),
+            "wr": In(_write_signature(geo, banks)),
+            **run_banks,
             "cfg": In(_config_signature(geo)),
             "start": In(1),
             "read": In(1),
@@ -292,6 +308,21 @@ class KaleidoEngine(wiring.Component):
         m.submodules.acc = acc = EngineBuffer(self.config)
         m.d.comb += accept.eq(self.start & ~self.busy & ~acc.reading)
         cnt = self.cnt
+        B = self.banks
+        # The banks the run reads, and each memory address's offset (bank * N): a Mux of
+        # constants, not a multiplier.
+        run_bank = [Signal(range(B), name=f"run_{s}_bank") for s in "qk"]
+        if B > 1:
+            with m.If(accept):
+                m.d.sync += [run_bank[0].eq(self.q_bank), run_bank[1].eq(self.k_bank)]
+
+        def bank_addr(token, bank):
+            if B == 1:
+                return token
+            off = Const(0, (B * N).bit_length())
+            for b in range(1, B):
+                off = Mux(bank == b, b * N, off)
+            return token + off
         with m.If(accept):
             m.d.sync += [cnt.cycles.eq(0)]
             with m.If(err != 0):
@@ -393,16 +424,19 @@ class KaleidoEngine(wiring.Component):
         byte_en = Cat(*(Mux(self.wr.lane == lane, self.wr.strobe, 0) for lane in range(lanes)))
         done_bits, fin_now, fin_seen = [], [], []
         for a in range(P):
-            qmem = memory.Memory(shape=8 * D, depth=N, init=[])
-            kmem = memory.Memory(shape=8 * D, depth=N, init=[])
+            qmem = memory.Memory(shape=8 * D, depth=B * N, init=[])
+            kmem = memory.Memory(shape=8 * D, depth=B * N, init=[])
             m.submodules[f"q_mem{a}"], m.submodules[f"k_mem{a}"] = qmem, kmem
             if a == 0:
                 self._pre_mem = {"q": qmem, "k": kmem}
             for sel, mem in ((0, qmem), (1, kmem)):
                 port = mem.write_port(granularity=8)
-                m.d.comb += [port.addr.eq(self.wr.token),
+                wbank = self.wr.bank if B > 1 else Const(0)
+                # Never into a bank the run reads.
+                free = (~self.busy | (wbank != run_bank[sel])) if B > 1 else ~self.busy
+                m.d.comb += [port.addr.eq(bank_addr(self.wr.token, wbank)),
                              port.data.eq(Cat(*[self.wr.data] * lanes)),
-                             port.en.eq(Mux(self.wr.en & ~self.busy & (self.wr.sel == sel),
+                             port.en.eq(Mux(self.wr.en & free & (self.wr.sel == sel),
                                             byte_en, 0))]
             seq = ArraySequencer(self.config, a)
             self.sequencers.append(seq)
@@ -429,8 +463,10 @@ class KaleidoEngine(wiring.Component):
             k_rd = kmem.read_port(domain="sync", transparent_for=())
             m.d.comb += [
                 seq.start.eq(kick), seq.cfg.eq(run), seq.go.eq(go), seq.chunk.eq(chunk),
-                q_rd.addr.eq(seq.q_addr), q_rd.en.eq(seq.q_en), seq.q_data.eq(q_rd.data),
-                k_rd.addr.eq(seq.k_addr), k_rd.en.eq(seq.k_en), seq.k_data.eq(k_rd.data),
+                q_rd.addr.eq(bank_addr(seq.q_addr, run_bank[0])), q_rd.en.eq(seq.q_en),
+                seq.q_data.eq(q_rd.data),
+                k_rd.addr.eq(bank_addr(seq.k_addr, run_bank[1])), k_rd.en.eq(seq.k_en),
+                seq.k_data.eq(k_rd.data),
                 arr.row.eq(seq.row), arr.col.eq(seq.col), arr.tag.eq(seq.tag),
                 acc.wr[a].eq(arr.drain),
             ]
@@ -459,7 +495,7 @@ class KaleidoEngine(wiring.Component):
         m.d.comb += all_done.eq(Cat(*done_bits).all())
         if scheduler:
             self._orders(m, run, kick, go, chunk, src_g, mask, next_chan, issue_chunk, ord_ok,
-                         q_ou, k_ou)
+                         q_ou, k_ou, run_bank, bank_addr)
 
         # -- end of the run: every array's final step, then the drain wave -----------------------
         all_fin = Cat(*fin_now).all() & ~Cat(*fin_seen).all()
@@ -486,7 +522,7 @@ class KaleidoEngine(wiring.Component):
 
 
     def _orders(self, m, run, kick, go, chunk, src_g, mask, next_chan, issue_chunk, ord_ok,
-                q_ou, k_ou):
+                q_ou, k_ou, run_bank, bank_addr):
         """The scheduler's pre-pass (``docs/engine.md``, "Orders" and section "RTL").
 
         Chunk 0 runs in natural order (both OrderUnits' ``natural`` pulse, one cycle after the
@@ -540,11 +576,12 @@ class KaleidoEngine(wiring.Component):
         chans = list(pre.chan)            # chunk channel j of the pre-pass chunk
 
         ready, has = [], []
-        for side, ou in (("q", q_ou), ("k", k_ou)):
+        for sel, (side, ou) in enumerate((("q", q_ou), ("k", k_ou))):
             mem = self._pre_mem[side]
             rd_a = mem.read_port(domain="sync", transparent_for=())
             rd_f = mem.read_port(domain="sync", transparent_for=())
-            m.d.comb += [rd_a.addr.eq(anchor), rd_f.addr.eq(follower),
+            m.d.comb += [rd_a.addr.eq(bank_addr(anchor, run_bank[sel])),
+                         rd_f.addr.eq(bank_addr(follower, run_bank[sel])),
                          rd_a.en.eq(feeding & adv), rd_f.en.eq(feeding & adv)]
             gate = stall_gate(m, self.config, STREAM_IDS[f"pre_{side}"], f"pre_{side}")
             taken = Signal(name=f"{side}_pre_taken")

@@ -2,9 +2,12 @@
 simulator, with a behavioural DMA and memory (``core_harness``): heads of several boxes with
 S bit-exact against the whole-grid golden S and every exact counter equal to
 ``golden.engine.core_model.core_counters``, under random command gaps, memory latency and
-back-pressure; every error code of ``golden.engine.commands.ERROR_CODES`` raised at the same
-command as ``golden.engine.program.run_program`` raises it, the rest of the program dropped,
-and a clean run after ``error_clear``. The Verilog top with the AxiDma is benched in
+back-pressure; ``cycles`` and ``mem_wait`` equal to ``core_cycles`` for the bench's memory,
+on one scratchpad bank per side and on two (loads under computes), and through the
+interlocks; every error code of ``golden.engine.commands.ERROR_CODES`` raised at the same
+command as ``golden.engine.program.run_program`` raises it, also an AXI error in a LOAD
+that walks under later commands, the rest of the program dropped, and a clean run after
+``error_clear``. The Verilog top with the AxiDma is benched in
 ``tests/engine/test_core_sim.py``."""
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from core_harness import run_core
 from golden import ChannelGroups
 from golden.engine.commands import (ERROR_CODES, Compute, Fence, Groups, Load, Store,
                                     Strides)
-from golden.engine.core_model import BenchMemory, core_counters, core_cycles, load_run_cycles
+from golden.engine.core_model import (BenchMemory, core_counters, core_cycles, core_schedule,
+                                     load_run_cycles)
 from golden.engine.program import Memory, ProgramError, run_program
 from golden.numerics import VideoGrid
 from kaleido_hw.config import ConfigError, KaleidoConfig
@@ -29,6 +33,8 @@ from token_data import smooth_tokens as _smooth
 G16 = ChannelGroups.from_sizes(4, 6, 6)
 TINY = KaleidoConfig(rows=2, cols=2, engine_arrays=1, engine_max_tokens=16,
                      engine_max_head_dim=16, engine_dispatcher="none")
+#: The same core with one bank per side: loads, computes and stores one after another.
+TINY1 = dataclasses.replace(TINY, core_banks=1)
 
 
 def _head(grid, d, seed):
@@ -39,7 +45,7 @@ def _head(grid, d, seed):
 
 def _setup(cfg, grid, variant, seed=0, groups=G16):
     q, k = _head(grid, groups.head_dim, seed)
-    plan = plan_head(cfg, grid, groups.head_dim, groups=groups, banks=1, variant=variant)
+    plan = plan_head(cfg, grid, groups.head_dim, groups=groups, variant=variant)
     mem = Memory(plan.memory_size)
     write_operands(mem, q, k, plan.addrs, grid)
     return q, k, plan, mem
@@ -78,28 +84,132 @@ def test_core_head(cfg, grid, variant, kw):
     assert c["cycles"] == c["compute"] + c["mem_wait"] and c["mem_wait"] > 0
 
 
+@pytest.mark.parametrize("cfg", [TINY, TINY1], ids=["2banks", "1bank"])
 @pytest.mark.parametrize("grid, box, variant, latency, outstanding", [
     ((2, 3, 5), None, "pe", 5, 4),        # padded boxes
     ((2, 4, 4), None, "pe", 12, 2),       # the outstanding limit starves the walk
     ((1, 3, 7), (1, 3, 5), "dense", 2, 3),  # odd box: half-empty last beat of a STORE
 ], ids=["padded", "starved", "odd-box"])
-def test_core_cycles_are_exact_for_the_bench_memory(grid, box, variant, latency, outstanding):
+def test_core_cycles_are_exact_for_the_bench_memory(cfg, grid, box, variant, latency,
+                                                    outstanding):
     """Commands back to back against a memory of fixed latency, one beat per cycle and an
     outstanding limit: ``cycles`` and ``mem_wait`` equal ``core_cycles`` exactly (and so
-    does the bench's own count of the cycles until idle)."""
+    does the bench's own count of the cycles until idle), with loads under computes (two
+    banks) and without (one)."""
     q, k = _head(grid, G16.head_dim, 0)
-    plan = plan_head(TINY, grid, G16.head_dim, groups=G16, banks=1, variant=variant, box=box,
+    plan = plan_head(cfg, grid, G16.head_dim, groups=G16, variant=variant, box=box,
                      split_pairs=box is not None)
     mem = Memory(plan.memory_size)
     write_operands(mem, q, k, plan.addrs, grid)
     gold = Memory(plan.memory_size)
     gold.data[:] = mem.data
     result = run_program(plan.commands, gold, plan.limits, engine=True)
-    out, data = _run_rtl(TINY, plan.commands, mem, latency=latency, outstanding=outstanding)
+    out, data = _run_rtl(cfg, plan.commands, mem, latency=latency, outstanding=outstanding)
     assert out.error == 0 and np.array_equal(data, gold.data)
     want = core_cycles(plan.commands, result, BenchMemory(latency, outstanding))
     assert {n: out.counters[n] for n in want} == want
     assert out.cycles == want["cycles"] + 1       # the bench also counts the last, idle cycle
+
+
+def test_banks_same_memory():
+    """One bank per side (no prefetch: loads, computes and stores one after another), two
+    (each LOAD walks while the COMPUTE before it runs) and four (round robin over banks
+    0..3) leave the same memory, the interpreter's, and the same exact counters; more banks
+    take fewer cycles, all of them saved on waiting for memory."""
+    runs = {}
+    for cfg in (TINY1, TINY, dataclasses.replace(TINY, core_banks=4)):
+        q, k, plan, mem = _setup(cfg, (2, 3, 5), "pe", seed=4)
+        gold = Memory(plan.memory_size)
+        gold.data[:] = mem.data
+        result = run_program(plan.commands, gold, plan.limits, engine=True)
+        out, data = _run_rtl(cfg, plan.commands, mem, latency=4)
+        assert out.error == 0 and np.array_equal(data, gold.data)
+        assert {n: out.counters[n] for n in core_counters(result)} == core_counters(result)
+        assert {n: out.counters[n] for n in ("cycles", "compute", "mem_wait")} \
+            == core_cycles(plan.commands, result, BenchMemory(4, 4))
+        runs[cfg.core_banks] = out.counters, data
+    (one, m1), (two, m2), (four, m4) = runs[1], runs[2], runs[4]
+    assert np.array_equal(m1, m2) and np.array_equal(m1, m4)
+    assert two["compute"] == one["compute"] and two["commands"] == one["commands"]
+    assert two["cycles"] < one["cycles"] and two["mem_wait"] < one["mem_wait"]
+    assert four["compute"] == one["compute"] and four["cycles"] <= two["cycles"]
+
+
+def _interlock_program():
+    """A hand-written two-bank program on 2x2x8 (boxes 2x2x4: Q0, Q1, K0, K1) in which a
+    COMPUTE follows the LOAD of a bank it reads (it waits for the walk), and a LOAD
+    overwrites the bank the COMPUTE just before it read (it waits for that COMPUTE)."""
+    q, k, plan, mem = _setup(TINY, (2, 2, 8), "pe", seed=6)
+    assert plan.n_boxes == 2 and plan.limits.banks == 2
+    a = plan.addrs
+
+    def ld(side, box, bank):
+        return Load(side, bank, *plan.origin(box), a.k if side else a.q)
+
+    prog = list(plan.commands[:4]) + [
+        ld(0, 0, 0), ld(1, 0, 0), Compute(0, 0), Store(plan.s_address(0, 0)),
+        ld(1, 1, 1), ld(0, 1, 1), Compute(1, 1), ld(1, 0, 1), Store(plan.s_address(1, 1)),
+        Compute(1, 1), Store(plan.s_address(1, 0)),
+        ld(0, 0, 1), ld(1, 1, 0), Compute(1, 0), Store(plan.s_address(0, 1)), Fence()]
+    return q, k, plan, mem, prog
+
+
+def test_core_interlock():
+    """The interlocks keep the program's meaning (the interpreter's memory, S of the whole
+    grid) under random gaps and latency, and ``core_cycles`` (whose COMPUTE waits for the
+    walk into its bank) stays exact."""
+    q, k, plan, mem, prog = _interlock_program()
+    gold = Memory(plan.memory_size)
+    gold.data[:] = mem.data
+    result = run_program(prog, gold, plan.limits, engine=True)
+    out, data = _run_rtl(TINY, prog, mem, gap=0.2, stall=0.2, latency=6, seed=7)
+    assert out.error == 0 and np.array_equal(data, gold.data)
+    mem.data[:] = data
+    assert np.array_equal(read_s(mem, plan), whole_grid_s(q, k, plan.grid, G16, plan.full_bits,
+                                                          plan.half_bits, "pe"))
+    sched = core_schedule(prog, result, BenchMemory(3, 4))
+    held = [c for c in sched if c.decode > c.arrive]
+    assert [c.name for c in held] == ["COMPUTE", "COMPUTE", "STORE", "COMPUTE"]
+    mem.data[:] = gold.data
+    out, _ = _run_rtl(TINY, prog, mem, latency=3, outstanding=4)
+    want = core_cycles(prog, result, BenchMemory(3, 4))
+    assert {n: out.counters[n] for n in want} == want
+
+
+@pytest.mark.parametrize("then", ["compute", "malformed"])
+def test_core_background_load_error(then):
+    """An AXI error in a LOAD that walks while later commands run (the prefetch of the next
+    K box under a COMPUTE) names that LOAD, as the interpreter does (the first failing
+    command in program order), even when a later command has already failed its decode;
+    the load unit drains and the next run is clean."""
+    q, k = _head((2, 2, 8), G16.head_dim, 8)
+    plan = plan_head(TINY, (2, 2, 8), G16.head_dim, groups=G16, variant="pe", box=(1, 2, 8),
+                     split_pairs=True)
+    mem = Memory(plan.memory_size)
+    write_operands(mem, q, k, plan.addrs, plan.grid)
+    prog = list(plan.commands)
+    i_k = next(i for i, c in enumerate(prog) if isinstance(c, Load) and c.side == 1
+               and c.bank == 1)
+    assert isinstance(prog[i_k + 1], Compute)     # the walk runs under this COMPUTE
+    if then == "malformed":
+        prog[i_k + 1] = 0x9
+    limit = prog[i_k].address + plan.addrs.t_stride + 64      # K box 1: t = 1, 4 tokens in
+    small = Memory(limit)
+    small.data[:] = mem.data[:limit]
+    with pytest.raises(ProgramError) as exc:
+        run_program(prog, small, plan.limits)
+    assert (exc.value.code, exc.value.index) == (12, i_k)
+    words = [c.encode() if hasattr(c, "encode") else c for c in prog]
+    buf = bytearray(mem.data.tobytes())
+    bad, good = run_core(CoreController(TINY), words, buf, fault=[(limit, 1 << 40)],
+                         then=[c.encode() for c in plan.commands], stall=0.2, latency=6)
+    assert (bad.error, bad.error_command) == (12, i_k)
+    assert bad.accepted == len(words)
+    gold = Memory(plan.memory_size)
+    gold.data[:] = mem.data
+    run_program(plan.commands, gold, plan.limits)
+    assert good.error == 0
+    assert np.array_equal(np.frombuffer(bytes(buf), np.uint8), gold.data)
 
 
 def test_load_walk_closed_form():
@@ -142,7 +252,7 @@ def _error_programs():
         "not_configured-load": [ld],
         "not_configured-strides": [c for c in base[:i_load + 1] if not isinstance(c, Strides)],
         "not_configured-groups": [c for c in base[:i_cmp + 1] if not isinstance(c, Groups)],
-        "bad_bank": base[:i_load] + [rep(ld, bank=1)],
+        "bad_bank": base[:i_load] + [rep(ld, bank=plan.limits.banks)],
         "bank_empty": [c for c in base[:i_cmp + 1] if not isinstance(c, Load) or c.side == 0],
         "misaligned-load": base[:i_load] + [rep(ld, address=ld.address + 8)],
         "misaligned-stride": [cfg, Strides(0, 24, 1024, 4096)],
@@ -199,6 +309,9 @@ def test_core_bus_error():
 def test_core_config_errors():
     with pytest.raises(ConfigError, match="engine_max_tokens must be at most 362"):
         check_core_config(KaleidoConfig(engine_max_tokens=400))
+    for bad in (0, 5, 2.0):
+        with pytest.raises(ConfigError, match=r"core_banks must be (an integer )?in \[1, 4\]"):
+            KaleidoConfig(core_banks=bad)
 
 
 def test_head_traffic_at_paper_scale():

@@ -142,6 +142,7 @@ def _generate_cli(tmp_path, toml_text, *extra):
     ("acc_width = 12\n", ["acc_width must be in [21, 48]", "56-channel"]),
     ("acc_width = 60\n", ["acc_width must be in [21, 48]"]),
     ('preset = "sora"\n', ["preset must be one of", "hunyuanvideo"]),
+    ("core_banks = 5\n", ["core_banks must be in [1, 4]", "bank field of LOAD and COMPUTE"]),
     ("acc_width = 24\nrows = \n", ["not valid TOML"]),
 ])
 def test_bad_config_is_rejected_before_anything_is_written(tmp_path, toml_text, needles):

@@ -53,12 +53,12 @@ def _groups():
     return preset if preset.head_dim <= CFG.engine_max_head_dim else SMALL_GROUPS
 
 
-def _plan(grid, variant=None, seed=0):
+def _plan(grid, variant=None, seed=0, banks=None):
     groups = _groups()
     d = groups.head_dim
     h = make_qkv(CFG.preset, grid, seed=seed)     # the preset's synthetic head (its first d
     q, k = h.q[:, :d].copy(), h.k[:, :d].copy()   # channels on a small build)
-    plan = plan_head(CFG, grid, d, groups=groups, banks=1,
+    plan = plan_head(CFG, grid, d, groups=groups, banks=banks,
                      variant=variant or os.environ.get("KALEIDO_CORE_VARIANT") or None)
     mem = Memory(plan.memory_size)
     write_operands(mem, q, k, plan.addrs, grid)
@@ -191,22 +191,36 @@ async def test_head(dut):
 async def test_timing(dut):
     """A small head with commands back to back and an AxiRam without pauses: ``cycles`` and
     ``mem_wait`` equal the exact model (``core_cycles`` with ``BenchMemory.axi_ram``), which
-    holds while every token's request is one AXI burst."""
-    grid = GRID if "KALEIDO_CORE_GRID" in os.environ else (2, 3, 5)   # (2, 3, 5): padded boxes
-    plan, mem = _plan(grid)
-    if plan.groups.head_dim > 8 * CFG.axi_max_burst:
-        raise AssertionError(f"the timing check needs head_dim <= 8 * axi_max_burst "
-                             f"({8 * CFG.axi_max_burst}), got {plan.groups.head_dim}")
-    ram = _ram(dut, plan.memory_size, random.Random(0), pause=0)
-    # A long head polls for its end every 256 cycles; the counters are exact regardless.
-    poll = 256 if len(plan.commands) > 100 else 1
-    result, c, _ = await _run_head(dut, ram, plan, mem, gap=0, poll=poll)
-    want = core_counters(result) | core_cycles(plan.commands, result, BenchMemory.axi_ram(CFG))
-    assert {n: c[n] for n in want} == want, f"RTL {c}, model {want}"
-    dut._log.info(f"grid {grid} box {plan.box} variant {plan.variant}: {len(plan.commands)} "
-                  f"commands, memory equal to the interpreter's, counters equal to the model: "
-                  + ", ".join(f"{n} {c[n]}" for n in ("cycles", "compute", "mem_wait",
-                                                      "engine_cycles", "busy_pe_cycles")))
+    holds while every token's request is one AXI burst; for the build's program (loads
+    under computes when ``core_banks`` > 1) and for a one-bank program (no prefetch). With
+    ``KALEIDO_CORE_GRID`` set (``make bench-head``): that grid's head, the build's program
+    only."""
+    ram = None
+    if "KALEIDO_CORE_GRID" in os.environ:
+        grid, bank_counts = GRID, [CFG.core_banks]
+    else:
+        # Boxes with padding; at least two per side, so that two banks overlap walks and
+        # computes (2x3x5 is one box on the default build).
+        grid = (2, 3, 5) if _plan((2, 3, 5))[0].n_boxes > 1 else (2, 3, 11)
+        bank_counts = sorted({1, CFG.core_banks})
+    for banks in bank_counts:
+        plan, mem = _plan(grid, banks=banks)
+        if plan.groups.head_dim > 8 * CFG.axi_max_burst:
+            raise AssertionError(f"the timing check needs head_dim <= 8 * axi_max_burst "
+                                 f"({8 * CFG.axi_max_burst}), got {plan.groups.head_dim}")
+        if ram is None:
+            ram = _ram(dut, plan.memory_size, random.Random(0), pause=0)
+        # A long head polls for its end every 256 cycles; the counters are exact regardless.
+        poll = 256 if len(plan.commands) > 100 else 1
+        result, c, _ = await _run_head(dut, ram, plan, mem, gap=0, poll=poll)
+        want = core_counters(result) | core_cycles(plan.commands, result,
+                                                   BenchMemory.axi_ram(CFG))
+        assert {n: c[n] for n in want} == want, f"banks {banks}: RTL {c}, model {want}"
+        dut._log.info(f"grid {grid} box {plan.box} variant {plan.variant}, banks {banks}: "
+                      f"{len(plan.commands)} commands, memory equal to the interpreter's, "
+                      f"counters equal to the model: " + ", ".join(
+                          f"{n} {c[n]}" for n in ("cycles", "compute", "mem_wait",
+                                                  "engine_cycles", "busy_pe_cycles")))
 
 
 @cocotb.test()
