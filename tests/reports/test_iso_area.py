@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+import kaleido_hw.flow.synth  # noqa: F401  (takes names from the real stdcell at import: load it
+#                                            before a test puts the fake in its place)
 from kaleido_hw.cli import main
 from kaleido_hw.reports import iso_area as ia
 
