@@ -33,9 +33,9 @@ figures and is attributed to a block by that path (:func:`block_of`), so a share
 counts once per instance; the blocks' logic area plus the SRAM macros' area must equal yosys'
 hierarchical total (checked, :data:`SUM_TOLERANCE`). Sharing changes no module's logic, but
 the shared module's invented names (``$12``) are renamed, and ABC's choices depend on names
-(yosys orders signals by them): a module maps within a few tenths of a percent of its
-unshared copies, which already differed that much from each other (``share=False`` maps
-every copy, as before). With a "none" and a "full" build at the same P, the dispatcher's cost
+(yosys orders signals by them): a module maps within about 2% of its unshared copies,
+which already differed by about 1% from each other, and the whole engine's logic within a
+few tenths of a percent (``share=False`` maps every copy, as before; ``docs/engine.md``). With a "none" and a "full" build at the same P, the dispatcher's cost
 is given two ways: the modules that exist only for it (OrderUnits with their
 ClusterSchedulers, the pre-pass code units, the SlotUnits with their MergeMatchers) plus the
 MergedCell arrays' overhead over the TileCell arrays, and the whole-engine difference full
