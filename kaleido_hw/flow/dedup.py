@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 
-__all__ = ["share_identical_modules"]
+__all__ = ["share_identical_modules", "instance_modules"]
 
 _MODULE = re.compile(r"^module (\\\S+ |[^\s(]+)\((.*?)\);\n(.*?)^endmodule\n", re.S | re.M)
 _ESCAPED = re.compile(r"\\\S+(?= )")           # an escaped identifier ends at a space
@@ -53,6 +53,27 @@ def share_identical_modules(text: str) -> str:
     if dangling:    # an instantiation this pass did not recognise: never drop its module
         raise ValueError(f"share_identical_modules: {dangling[0]} is still instantiated")
     return result
+
+
+def instance_modules(text: str, top: str) -> dict[str, str]:
+    """{hierarchical instance path below ``top`` ("" for the top): its module's name} of
+    yosys-written Verilog (shared or not), in depth-first order of the instantiations."""
+    found = {m.group(1).rstrip(): m.group(3) for m in _MODULE.finditer(text)}
+    key = {name.lstrip("\\"): name for name in found}
+    if top not in key:
+        raise ValueError(f"instance_modules: no module {top}")
+    out: dict[str, str] = {}
+
+    def visit(path: str, module: str):
+        out[path] = module.lstrip("\\")
+        for line in found[module].splitlines():
+            m = _INST.match(line)
+            if m and m.group(1).rstrip() in found:
+                inst = m.group(2).rstrip().lstrip("\\")
+                visit(f"{path}.{inst}" if path else inst, m.group(1).rstrip())
+
+    visit("", key[top])
+    return out
 
 
 class _Module:

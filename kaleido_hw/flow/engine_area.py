@@ -4,19 +4,22 @@
 A build is ``(arrays, variant)`` (:func:`default_builds`): P PE arrays and one of
 :data:`VARIANTS`: "none", "scheduler", "matcher", "full" (``engine_dispatcher``: which
 dispatcher hardware is built) or "plain" (the same engine on BaselinePEs, no dispatcher:
-``engine_pe = "plain"``; built only where :class:`KaleidoConfig` has that key). Every build
-is made from :data:`AREA_CONFIG` by :func:`variant_config`.
+``engine_pe = "plain"``; built only where :class:`KaleidoConfig` has that key). The
+comparison builds are made from :data:`AREA_CONFIG` by :func:`variant_config`; the default
+build (``--engine-default``) is :class:`KaleidoConfig`'s defaults as they are.
 
 Flow, per build (:func:`synth_engine`):
 
 1. Generate the engine's Verilog (:func:`~kaleido_hw.flow.generate.emit_verilog`: memories
-   without initial contents, one module per instance).
+   without initial contents) with identical modules shared
+   (:func:`~kaleido_hw.flow.dedup.share_identical_modules`: the 4 arrays' 64 PEs become 4
+   PE modules, the 4 sequencers one), so that each distinct module is mapped once.
 2. Debian yosys maps it onto the OSU 0.18 um cells with the hierarchy kept
    (:func:`kaleido_hw.flow.stdcell.map_script`): ``synth -run begin:fine`` (``memory -nomap``: memories stay
    ``$mem_v2`` cells), the sequencers' 2-entry SlotUnit-block FIFOs mapped to flip-flops
    (``memory_map *blk_fifo*``), ``opt -fast -full; techmap; opt -fast``, then the mapping of
    :mod:`kaleido_hw.flow.stdcell` (``dfflibmap``; ``abc`` with buffering and sizing) on every
-   module. Every Amaranth submodule is its own module, instantiated once.
+   module.
 3. Every remaining memory becomes a black-box SRAM macro (:mod:`kaleido_hw.flow.sram_macros`:
    area from the GF180MCU 180 nm SRAM density, 30.4 um2 per bit and read port; clock-to-Q
    4.48 ns, setup 0.70 ns), one Liberty cell per shape (:func:`kaleido_hw.flow.sram_macros.macro_script`);
@@ -25,9 +28,14 @@ Flow, per build (:func:`synth_engine`):
    ``make synth``) and estimates its power at 100 MHz, activity 0.1 (the macros have no
    power model: the power is the logic's).
 
-Each module is attributed to a block by its hierarchical name (:func:`block_of`); the blocks'
-logic area plus the SRAM macros' area must equal yosys' total (checked,
-:data:`SUM_TOLERANCE`). With a "none" and a "full" build at the same P, the dispatcher's cost
+Every instance path (:func:`~kaleido_hw.flow.dedup.instance_modules`) gets its module's
+figures and is attributed to a block by that path (:func:`block_of`), so a shared module
+counts once per instance; the blocks' logic area plus the SRAM macros' area must equal yosys'
+hierarchical total (checked, :data:`SUM_TOLERANCE`). Sharing changes no module's logic, but
+the shared module's invented names (``$12``) are renamed, and ABC's choices depend on names
+(yosys orders signals by them): a module maps within about 2% of its unshared copies,
+which already differed by about 1% from each other, and the whole engine's logic within a
+few tenths of a percent (``share=False`` maps every copy, as before; ``docs/engine.md``). With a "none" and a "full" build at the same P, the dispatcher's cost
 is given two ways: the modules that exist only for it (OrderUnits with their
 ClusterSchedulers, the pre-pass code units, the SlotUnits with their MergeMatchers) plus the
 MergedCell arrays' overhead over the TileCell arrays, and the whole-engine difference full
@@ -49,6 +57,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -56,6 +65,7 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.engine_layouts import KaleidoGeometry
 from kaleido_hw.flow import sram_macros as sm
 from kaleido_hw.flow import stdcell
+from kaleido_hw.flow.dedup import instance_modules
 
 
 __all__ = ["AREA_CONFIG", "VARIANTS", "DEFAULT_ARRAYS", "DEFAULT_VARIANTS", "ENGINE_CACHE",
@@ -71,8 +81,8 @@ __all__ = ["AREA_CONFIG", "VARIANTS", "DEFAULT_ARRAYS", "DEFAULT_VARIANTS", "ENG
 #: of 64 and 128. Memory depth (tokens) changes only address widths in the logic; head_dim
 #: sizes the channel masks, the CodeUnits (per array and for the pre-pass) and the
 #: configuration check, so the control and sequencer figures grow with it (the PE arrays,
-#: SlotUnits and OrderUnits do not). The default build would take hours of yosys on two
-#: shared cores (its sequencer alone is 0.9 MB of Verilog).
+#: SlotUnits and OrderUnits do not). Six builds of it compare the variants; the default
+#: build is measured on its own (``--engine-default``).
 AREA_CONFIG = KaleidoConfig(engine_max_tokens=16, engine_max_head_dim=32)
 #: Engine variants a build can have (see the module docstring).
 VARIANTS = ("plain", "none", "scheduler", "matcher", "full")
@@ -88,8 +98,10 @@ ENGINE_CACHE = Path("build") / "engine_area.json"
 #: Largest allowed |blocks + SRAM - yosys total| / total: yosys prints every area with six
 #: decimals and the macros' areas have three, so only rounding may differ.
 SUM_TOLERANCE = 1e-6
+#: Parallel yosys runs that map the modules (step 2), each a share of the modules.
+MAP_JOBS = 2
 #: Version of the flow in the cache key (a cache of another flow is stale).
-FLOW = "osu018-stdcell+gf180-sram-1"
+FLOW = "osu018-stdcell+gf180-sram-2"
 
 #: Memory kinds, in report order.
 MEMORY_KINDS = ("operands", "order memories", "scheduler batches", "accumulation planes")
@@ -331,13 +343,17 @@ def _cpu() -> float:
 
 
 def synth_engine(config: KaleidoConfig, *, variant: str | None = None, timeout: int = 14400,
-                 keep: Path | None = None, log=None) -> EngineArea:
+                 keep: Path | None = None, log=None, share: bool = True,
+                 jobs: int = MAP_JOBS) -> EngineArea:
     """Map, measure and time the engine built from ``config`` (see the module docstring).
 
     ``variant``: the build's name (default: ``config.engine_dispatcher``); it picks the top
     module's name (:data:`TOP_NAMES`). ``keep``: a folder that receives the Verilog, the
-    scripts, the stat output and the netlist; ``log``: a callable taking progress lines. A
-    missing tool or a failed run gives a result without modules and a note.
+    scripts, the stat output and the netlist; ``log``: a callable taking progress lines;
+    ``share=False``: map every instance's copy of a module on its own (the figures are the
+    same up to ABC's name-dependent choices, see the module docstring); ``jobs``: parallel
+    yosys runs of the mapping (:func:`_map`). A missing tool or a failed run gives a result
+    without modules and a note.
     """
     variant = variant or config.engine_dispatcher
     top = TOP_NAMES.get(variant, "kaleido_engine")
@@ -355,16 +371,16 @@ def synth_engine(config: KaleidoConfig, *, variant: str | None = None, timeout: 
         work = Path(keep) if keep is not None else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         vfile = work / f"{top}.v"
-        vfile.write_text(emit_verilog(_component(config, top), top))
+        text = emit_verilog(_component(config, top), top, share=share)
+        vfile.write_text(text)
+        instances = instance_modules(text, top)
         if log:
             log(f"  Verilog written ({vfile.stat().st_size // 1000} kB, "
+                f"{len(set(instances.values()))} modules for {len(instances)} instances, "
                 f"{time.monotonic() - t0:.0f} s); yosys ...")
         cpu0 = _cpu()
         try:
-            # The sequencers' 2-entry SlotUnit-block FIFOs are flip-flops, not SRAM.
-            stdcell.run_yosys(stdcell.map_script(top, vfile.name, str(lib),
-                                                 register_memories="*blk_fifo*"),
-                              work, timeout=timeout)
+            _map(top, vfile.name, str(lib), _partition(text, jobs), work, timeout)
             memories = sm.parse_memories((work / "mems.txt").read_text(), top)
             (work / "sram_macros.lib").write_text(sm.macro_liberty(m.shape for m in memories))
             netlist = work / f"{top}.net.v"
@@ -382,7 +398,7 @@ def synth_engine(config: KaleidoConfig, *, variant: str | None = None, timeout: 
                               work, timeout=timeout)
             res.yosys_cpu_seconds = round(_cpu() - cpu0, 1)
             netlist.write_text(sm.join_macro_clocks(netlist.read_text()))
-            _fill(res, (work / "stat.txt").read_text(), memories, cells, sequential)
+            _fill(res, (work / "stat.txt").read_text(), memories, cells, sequential, instances)
             if log:
                 log(f"  mapped: {res.area_um2 / 1e6:.3f} mm2 ({time.monotonic() - t0:.0f} s, "
                     f"yosys CPU {res.yosys_cpu_seconds:.0f} s); OpenSTA ...")
@@ -402,30 +418,86 @@ def synth_engine(config: KaleidoConfig, *, variant: str | None = None, timeout: 
     return res
 
 
+def _partition(text: str, jobs: int) -> list[list[str]]:
+    """The modules of ``text`` (yosys-written Verilog) in at most ``jobs`` groups of about equal
+    Verilog size, the largest modules placed first, each in the smallest group so far."""
+    sizes = {m.group(1).lstrip("\\"): len(m.group(0)) for m in
+             re.finditer(r"^module (\S+?)[ (].*?^endmodule$", text, re.S | re.M)}
+    groups: list[list[str]] = [[] for _ in range(max(1, min(jobs, len(sizes))))]
+    load = [0] * len(groups)
+    for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
+        k = load.index(min(load))
+        groups[k].append(name)
+        load[k] += sizes[name]
+    return groups
+
+
+def _map(top: str, verilog_file: str, liberty: str, groups: list[list[str]], work: Path,
+         timeout: int) -> None:
+    """Step 2: map ``groups`` of modules (:func:`_partition`) in parallel yosys runs, one per
+    group, each leaving the other groups' modules as black boxes, and join them into
+    ``mapped.il`` and ``mems.txt`` (one run when there is one group)."""
+    # The sequencers' 2-entry SlotUnit-block FIFOs are flip-flops, not SRAM.
+    if len(groups) == 1:
+        stdcell.run_yosys(stdcell.map_script(top, verilog_file, liberty,
+                                             register_memories="*blk_fifo*"), work,
+                          timeout=timeout)
+        return
+    everything = [m for g in groups for m in g]
+
+    def run(k: int) -> str:
+        others = [m for m in everything if m not in groups[k]]
+        return stdcell.run_yosys(
+            stdcell.map_script(top, verilog_file, liberty, register_memories="*blk_fifo*",
+                               blackbox=others, il_file=f"mapped{k}.il"),
+            work, timeout=timeout, script_file=f"map{k}.ys")
+
+    with ThreadPoolExecutor(len(groups)) as pool:
+        list(pool.map(run, range(len(groups))))
+    stdcell.run_yosys(stdcell.join_script(top, [f"mapped{k}.il" for k in range(len(groups))]),
+                      work, timeout=timeout, script_file="join.ys")
+
+
 def _fill(res: EngineArea, stat: str, memories: list[sm.MemoryCell], cells: frozenset[str],
-          sequential: frozenset[str]) -> None:
-    """Fill ``res`` from ``stat -liberty`` (both libraries) and the memory cells; raises
-    ValueError when blocks + SRAM do not sum to yosys' total."""
+          sequential: frozenset[str], instances: dict[str, str] | None = None) -> None:
+    """Fill ``res`` from ``stat -liberty`` (both libraries) and the memory cells: one
+    :class:`ModuleArea` and one :class:`MemoryBits` per instance path, a shared module's
+    figures repeated for each of its instances. ``instances``: {instance path: module}
+    (:func:`~kaleido_hw.flow.dedup.instance_modules`; default: every module instantiated once,
+    at the path its name gives). Raises ValueError when a module or memory has no instance
+    path or blocks + SRAM do not sum to yosys' total (which counts a module once per
+    instance)."""
     top = res.top
     stats = stdcell.parse_stat(stat)
     counts, total = stdcell.parse_hierarchy(stat)
+    if instances is None:
+        instances = {("" if n == top else n[len(top) + 1:]): n for n in {**counts, **stats}}
+    paths_of: dict[str, list[str]] = {}
+    for path, module in instances.items():
+        paths_of.setdefault(module, []).append(path)
     macro_area = {sm.macro_name(m.shape): sm.macro_area_um2(m.shape) for m in memories}
     for name, s in stats.items():
         if name != top and not name.startswith(top + "."):
             raise ValueError(f"module {name} is not below the top {top}")
-        path = "" if name == top else name[len(top) + 1:]
-        n = counts.get(name, 1)
-        if n != 1:
-            raise ValueError(f"module {name} is instantiated {n} times; the breakdown expects "
-                             f"every Amaranth submodule once")
+        paths = paths_of.get(name)
+        if not paths:
+            raise ValueError(f"module {name} is at no instance path below the top {top}")
         macros = sum(k * macro_area[t] for t, k in s.types.items() if t in macro_area)
-        res.modules.append(ModuleArea(
-            path, block_of(path), sum(k for t, k in s.types.items() if t in cells),
-            sum(k for t, k in s.types.items() if t in sequential),
-            (s.area_um2 or 0.0) - macros))
-    res.memories = [MemoryBits(m.path, m.name, memory_kind(m.path, m.name), m.shape.width,
-                               m.shape.words, m.shape.read_ports, sm.macro_area_um2(m.shape))
-                    for m in memories]
+        for path in paths:
+            res.modules.append(ModuleArea(
+                path, block_of(path), sum(k for t, k in s.types.items() if t in cells),
+                sum(k for t, k in s.types.items() if t in sequential),
+                (s.area_um2 or 0.0) - macros))
+    order = {path: i for i, path in enumerate(instances)}
+    res.modules.sort(key=lambda m: order[m.path])
+    res.memories = []
+    for m in memories:
+        paths = paths_of.get(top if m.path == "" else f"{top}.{m.path}")
+        if not paths:
+            raise ValueError(f"memory {m.name} is in module {m.path!r}, which has no instance")
+        res.memories += [MemoryBits(path, m.name, memory_kind(path, m.name), m.shape.width,
+                                    m.shape.words, m.shape.read_ports,
+                                    sm.macro_area_um2(m.shape)) for path in paths]
     if total is None:
         total = stats[top].area_um2 or 0.0
     res.total_area_um2 = total
@@ -602,22 +674,23 @@ def format_engine_report(results: list[EngineArea]) -> str:
 
 def source_hash() -> str:
     """SHA-256 (16 hex digits) of the Python sources the KaleidoEngine is built from: the
-    modules reachable from ``kaleido_hw/engine/kaleido_engine.py`` by relative or ``golden``
-    imports."""
-    root = Path(__file__).resolve().parent
-    repo = root.parent
-    todo, seen = [root / "kaleido_engine.py"], set()
+    modules reachable from ``kaleido_hw/engine/kaleido_engine.py`` by relative,
+    ``kaleido_hw`` or ``golden`` imports."""
+    repo = Path(__file__).resolve().parents[2]
+    todo, seen = [repo / "kaleido_hw" / "engine" / "kaleido_engine.py"], set()
     while todo:
         f = todo.pop()
         if f in seen or not f.exists():
             continue
         seen.add(f)
         text = f.read_text()
-        base = f.parent
         for mod in re.findall(r"^from \.(\w+) import", text, re.M):
-            todo.append(base / f"{mod}.py")
-        for mod in re.findall(r"^from golden\.(\w+) import", text, re.M):
-            todo.append(repo / "golden" / f"{mod}.py")
+            todo.append(f.parent / f"{mod}.py")
+        for mod in re.findall(r"^from ((?:kaleido_hw|golden)(?:\.\w+)+) import", text, re.M):
+            base = repo.joinpath(*mod.split("."))
+            todo += [base.with_suffix(".py"), base / "__init__.py"]
+    if not seen:
+        raise RuntimeError("source_hash: kaleido_hw/engine/kaleido_engine.py not found")
     h = hashlib.sha256()
     for f in sorted(seen):
         h.update(f.relative_to(repo).as_posix().encode() + b"\0" + f.read_bytes())
@@ -638,29 +711,46 @@ def _key(config: KaleidoConfig) -> dict:
             "sources": source_hash()}
 
 
+def _entries(path: Path) -> list[dict]:
+    """The cache's entries ({"key", "builds"}, one per base configuration)."""
+    data = json.loads(path.read_text())
+    return data["entries"] if "entries" in data else [data]
+
+
 def save_cache(results: list[EngineArea], base: KaleidoConfig, path: Path = ENGINE_CACHE) -> None:
-    """Write ``results`` (builds of ``base``) with their cache key to ``path``."""
+    """Write ``results`` (builds of ``base``) with their cache key to ``path``, replacing the
+    entry of the same base configuration and keeping the others (the small builds of
+    :data:`AREA_CONFIG` and the default build live side by side)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"key": _key(base), "builds": [asdict(r) for r in results]},
-                               indent=1) + "\n")
+    key = _key(base)
+    try:
+        entries = [e for e in _entries(path) if e["key"]["config"] != key["config"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        entries = []
+    entries.append({"key": key, "builds": [asdict(r) for r in results]})
+    path.write_text(json.dumps({"entries": entries}, indent=1) + "\n")
 
 
 def load_cache(base: KaleidoConfig = AREA_CONFIG, path: Path = ENGINE_CACHE):
     """The cached builds of ``base`` that ran, or (None, reason) when there are none or they
-    are stale (other configuration, yosys, library, SRAM model or engine sources)."""
+    are stale (other yosys, library, SRAM model, flow or engine sources)."""
     path = Path(path)
     if not path.exists():
         return None, f"no {path} (run 'kaleido-hw synth --engine')"
     try:
-        data = json.loads(path.read_text())
         if shutil.which("yosys") is None:
             return None, "yosys not found"
-        if data["key"] != _key(base):
-            return None, (f"{path} is stale (configuration, yosys, library, SRAM model or "
-                          f"engine sources changed)")
+        key = _key(base)
+        mine = [e for e in _entries(path) if e["key"]["config"] == key["config"]]
+        if not mine:
+            return None, f"{path} has no build of this configuration"
+        if mine[0]["key"] != key:
+            return None, (f"{path} is stale (yosys, library, SRAM model, flow or engine "
+                          f"sources changed)")
         results = []
-        for b in data["builds"]:
+        for b in mine[0]["builds"]:
+            b = dict(b)
             mods = [ModuleArea(**m) for m in b.pop("modules")]
             mems = [MemoryBits(**m) for m in b.pop("memories")]
             results.append(EngineArea(**b, modules=mods, memories=mems))

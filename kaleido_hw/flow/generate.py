@@ -137,9 +137,9 @@ def emit_verilog(component: wiring.Component, name: str, *, share: bool = False)
     zero initialisers (:func:`drop_zero_memory_init`).
 
     ``share``: one module per distinct block instead of one per instance
-    (:func:`~kaleido_hw.flow.dedup.share_identical_modules`), as written to ``rtl_out``. The
-    synthesis flows keep one module per instance: their per-module area breakdowns name
-    every instance.
+    (:func:`~kaleido_hw.flow.dedup.share_identical_modules`), as written to ``rtl_out`` and
+    mapped by the engine's area flow (:mod:`kaleido_hw.flow.engine_area`, which counts a
+    shared module once per instance). ``make synth`` keeps one module per instance.
     """
     il_text = drop_zero_memory_init(rtlil.convert(component, name=name, emit_src=False))
     # The RTLIL -> Verilog step of amaranth.back.verilog.convert (same yosys script).

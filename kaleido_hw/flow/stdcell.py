@@ -69,7 +69,8 @@ __all__ = ["DEFAULT_LIBERTY", "LIBERTY_ENV", "LIBERTY_PACKAGE", "STA_PACKAGE", "
            "BUFFER_FANOUT", "CLOCK_PERIOD_NS", "SWITCHING_ACTIVITY", "DUTY", "CLOCK_PORT",
            "HIGH_LOAD_PF", "PathStage",
            "StdCellUnit", "StdCellResult", "ModuleStat", "TimingPath", "liberty_path",
-           "stdcell_available", "liberty_cells", "yosys_script", "map_script", "finish_script", "buffered",
+           "stdcell_available", "liberty_cells", "yosys_script", "map_script", "join_script",
+           "finish_script", "buffered",
            "sta_script",
            "parse_stat", "parse_hierarchy", "parse_timing", "parse_power", "NetlistIndex",
            "run_yosys", "run_sta", "time_netlist", "synth_stdcell", "UNIT_SUM_TOLERANCE",
@@ -198,21 +199,38 @@ def yosys_script(top: str, verilog_file: str, liberty: str, *, flatten: bool = T
 
 
 def map_script(top: str, verilog_file: str, liberty: str, *, flatten: bool = False,
-               register_memories: str | None = None) -> str:
+               register_memories: str | None = None, blackbox: list[str] | None = None,
+               il_file: str = "mapped.il") -> str:
     """The yosys script that maps ``top`` onto ``liberty`` with its memories kept as
     ``$mem_v2`` cells (``synth -run begin:fine`` stops after ``memory -nomap``); writes
     ``mems.txt`` (the memories, :func:`kaleido_hw.flow.sram_macros.parse_memories`) and
-    ``mapped.il`` (the design, for :func:`kaleido_hw.flow.sram_macros.macro_script`).
-    ``register_memories``: a yosys name pattern of memories mapped to flip-flops instead."""
-    lines = [f"read_verilog {verilog_file}",
-             f"synth {'-flatten ' if flatten else ''}-top {top} -run begin:fine"]
+    ``il_file`` (the design, for :func:`kaleido_hw.flow.sram_macros.macro_script`).
+    ``register_memories``: a yosys name pattern of memories mapped to flip-flops instead.
+    ``blackbox``: modules left alone (made black boxes, then left out of ``il_file``, and no
+    ``mems.txt``), so that several scripts can map parts of one design at once and
+    :func:`join_script` joins them."""
+    lines = [f"read_verilog {verilog_file}"]
+    if blackbox:
+        lines += [f"hierarchy -check -top {top}", "blackbox " + " ".join(blackbox),
+                  "synth -run coarse:fine"]      # "begin" is the hierarchy line above
+    else:
+        lines.append(f"synth {'-flatten ' if flatten else ''}-top {top} -run begin:fine")
     if register_memories:
         lines.append(f"memory_map {register_memories}")
     lines += ["opt -fast -full", "techmap", "opt -fast",
               f"dfflibmap -liberty {liberty}",
               f"abc -liberty {liberty} -script {ABC_SCRIPT}",
-              "opt_clean",
-              "tee -q -o mems.txt dump t:$mem_v2",
+              "opt_clean"]
+    lines += ["delete =A:blackbox"] if blackbox else ["tee -q -o mems.txt dump t:$mem_v2"]
+    lines.append(f"write_rtlil {il_file}")
+    return "\n".join(lines) + "\n"
+
+
+def join_script(top: str, il_files: list[str]) -> str:
+    """The yosys script that joins the parts mapped by :func:`map_script` with ``blackbox``
+    into ``mapped.il`` and writes ``mems.txt``, as one :func:`map_script` would."""
+    lines = [f"read_rtlil {f}" for f in il_files]
+    lines += [f"hierarchy -top {top}", "tee -q -o mems.txt dump t:$mem_v2",
               "write_rtlil mapped.il"]
     return "\n".join(lines) + "\n"
 
@@ -260,11 +278,12 @@ def sta_script(top: str, netlist_file: str, liberties: list[str], *,
     return "\n".join(lines) + "\n"
 
 
-def run_yosys(script: str, workdir: Path, *, timeout: int = 3600) -> str:
-    """Run a yosys script (written to ``workdir/flow.ys``); raises RuntimeError with the end of
-    yosys' message when it fails."""
-    (workdir / "flow.ys").write_text(script)
-    r = subprocess.run(["yosys", "-q", "-s", "flow.ys"], cwd=workdir, capture_output=True,
+def run_yosys(script: str, workdir: Path, *, timeout: int = 3600,
+              script_file: str = "flow.ys") -> str:
+    """Run a yosys script (written to ``workdir/script_file``); raises RuntimeError with the
+    end of yosys' message when it fails."""
+    (workdir / script_file).write_text(script)
+    r = subprocess.run(["yosys", "-q", "-s", script_file], cwd=workdir, capture_output=True,
                        text=True, timeout=timeout)
     if r.returncode != 0:
         raise RuntimeError(f"yosys failed: {(r.stderr or r.stdout).strip()[-400:]}")

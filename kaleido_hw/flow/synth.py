@@ -362,12 +362,18 @@ def add_arguments(parser):
                         help="instead of the tops: standard-cell area, timing and power of the "
                              "whole engine per block (long: make synth-engine; cached in "
                              "build/engine_area.json)")
-    parser.add_argument("--engine-arrays", default="1,4", metavar="LIST",
-                        help="with --engine: comma-separated array counts P (default: 1,4)")
-    parser.add_argument("--engine-variants", default="plain,none,full", metavar="LIST",
+    parser.add_argument("--engine-default", action="store_true",
+                        help="with --engine: the default build (the configuration as given, "
+                             "KaleidoConfig's defaults without --config: its own P and "
+                             "dispatcher) instead of the smaller comparison builds")
+    parser.add_argument("--engine-arrays", metavar="LIST",
+                        help="with --engine: comma-separated array counts P (default: 1,4; "
+                             "with --engine-default the configuration's engine_arrays)")
+    parser.add_argument("--engine-variants", metavar="LIST",
                         help="with --engine: comma-separated variants, of plain, none, scheduler, "
-                             "matcher, full (default: plain,none,full; plain only where the "
-                             "configuration has engine_pe)")
+                             "matcher, full (default: plain,none,full, plain only where the "
+                             "configuration has engine_pe; with --engine-default the "
+                             "configuration's engine_dispatcher)")
 
 
 def run(args) -> int:
@@ -423,12 +429,20 @@ def _run_engine(args) -> int:
     """``kaleido-hw synth --engine``: the builds of :mod:`kaleido_hw.flow.engine_area`."""
     from kaleido_hw.flow import engine_area as ea
 
-    base = KaleidoConfig.from_toml(args.config) if args.config else ea.AREA_CONFIG
-    arrays = _parse_list(args.engine_arrays, "--engine-arrays", cast=int)
+    if args.config:
+        base = KaleidoConfig.from_toml(args.config)
+    else:
+        base = KaleidoConfig() if args.engine_default else ea.AREA_CONFIG
+    default_arrays, default_variants = (
+        (str(base.engine_arrays), base.engine_dispatcher) if args.engine_default else
+        (",".join(map(str, ea.DEFAULT_ARRAYS)), ",".join(ea.DEFAULT_VARIANTS)))
+    text = args.engine_arrays or default_arrays
+    arrays = _parse_list(text, "--engine-arrays", cast=int)
     if any(not 1 <= a <= 64 for a in arrays):
         raise ValueError(f"--engine-arrays must be a comma-separated list of integers in "
-                         f"[1, 64], got {args.engine_arrays!r}")
-    variants = _parse_list(args.engine_variants, "--engine-variants", allowed=ea.VARIANTS)
+                         f"[1, 64], got {text!r}")
+    variants = _parse_list(args.engine_variants or default_variants, "--engine-variants",
+                           allowed=ea.VARIANTS)
     t0 = time.monotonic()
     results = ea.run_builds(base, ea.default_builds(arrays, variants), log=lambda line: print(line, flush=True))
     print()

@@ -197,7 +197,8 @@ def read_engine_cache(path: Path = ENGINE_CACHE, arrays: int | None = None
     missing when the dict is empty).
 
     The format of that file is not fixed yet, so it is read defensively: a top-level
-    ``builds`` list (or dict of builds); per build the array count (``arrays``, else
+    ``builds`` list (or dict of builds), or ``entries`` of such (one per configuration: the
+    one of ``engine_area.AREA_CONFIG`` is taken when there, else the first); per build the array count (``arrays``, else
     ``config.engine_arrays``), the dispatcher (``dispatcher``, else
     ``config.engine_dispatcher``), the PEs (``engine_pe``, else ``config.engine_pe``, else
     "reuse"), the standard-cell area ``area_um2`` (at the build or in a ``stdcell`` dict) and
@@ -213,6 +214,14 @@ def read_engine_cache(path: Path = ENGINE_CACHE, arrays: int | None = None
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         return {}, f"{path} is unreadable ({e})"
+    entries = data.get("entries") if isinstance(data, dict) else None
+    if isinstance(entries, list) and entries:
+        # One entry per base configuration: the comparison builds (engine_area.AREA_CONFIG)
+        # when there, else the first.
+        from kaleido_hw.flow.engine_area import AREA_CONFIG
+        mine = [e for e in entries if isinstance(e, dict)
+                and (e.get("key") or {}).get("config") == AREA_CONFIG.to_dict()]
+        data = (mine or entries)[0]
     builds = data.get("builds") if isinstance(data, dict) else None
     if isinstance(builds, dict):
         builds = list(builds.values())

@@ -1226,27 +1226,38 @@ def report_area(ctx: Context, plt) -> Result:
 
 def _engine_area(r: Result, plt) -> None:
     """The whole engine's breakdown from ``kaleido-hw synth --engine``'s cache (no synthesis
-    here: the builds take tens of minutes)."""
+    here): the comparison builds of ``engine_area.AREA_CONFIG`` and the default build
+    (``--engine-default``), each where the cache has it."""
+    from kaleido_hw.config import KaleidoConfig
     from kaleido_hw.flow import engine_area as ea
 
-    builds, why = ea.load_cache()
-    if builds is None:
-        r.notes.append(f"Whole-engine breakdown not included: {why}.")
-        return
-    r.rows += ea.report_rows(builds)
-    ratios = ea.plain_ratios(builds)
-    r.summary["engine"] = {f"P={b.arrays} {b.variant}": {
-        "area_um2": b.area_um2, "area_mm2": b.area_um2 / 1e6, "sram_area_um2": b.sram_area_um2,
-        "blocks": b.blocks(sram=True), "sram_bits": b.memory_bits(), "path_ns": b.path_ns,
-        "fmax_mhz": b.fmax_mhz, "power_mw": b.power_mw,
-        "over_plain": ratios.get(f"P={b.arrays} {b.variant}")} for b in builds}
-    r.table += "\n\nWhole engine (standard cells + SRAM macros):\n\n" + ea.report_table(builds)
-    r.notes.append(f"Whole engine from {ea.ENGINE_CACHE} ('kaleido-hw synth --engine', config "
-                   f"{ea.AREA_CONFIG.engine_max_tokens} tokens, {ea.AREA_CONFIG.engine_max_head_dim}"
-                   f" channels; memories as SRAM macros at the GF180MCU density; docs/engine.md, "
-                   f"'Area of the engine').")
-    r.notes += [f"engine P={b.arrays} {b.variant}: {n}" for b in builds for n in b.notes]
-    r.figures["-engine"] = ea.plot_engine_area(builds, plt)
+    default = KaleidoConfig()
+    for base, name, label in ((ea.AREA_CONFIG, "engine", "engine"),
+                              (default, "engine_default", "engine (defaults)")):
+        builds, why = ea.load_cache(base)
+        if builds is None:
+            r.notes.append(f"Whole-engine breakdown at {base.engine_max_tokens} tokens, "
+                           f"{base.engine_max_head_dim} channels not included: {why}.")
+            continue
+        r.rows += [{**row, "top": label + row["top"][len("engine"):]}
+                   for row in ea.report_rows(builds)]
+        ratios = ea.plain_ratios(builds)
+        r.summary[name] = {f"P={b.arrays} {b.variant}": {
+            "area_um2": b.area_um2, "area_mm2": b.area_um2 / 1e6,
+            "sram_area_um2": b.sram_area_um2, "blocks": b.blocks(sram=True),
+            "sram_bits": b.memory_bits(), "path_ns": b.path_ns, "fmax_mhz": b.fmax_mhz,
+            "power_mw": b.power_mw, "over_plain": ratios.get(f"P={b.arrays} {b.variant}")}
+            for b in builds}
+        r.table += (f"\n\nWhole engine at {base.engine_max_tokens} tokens, "
+                    f"{base.engine_max_head_dim} channels (standard cells + SRAM macros):\n\n"
+                    + ea.report_table(builds))
+        r.notes.append(f"Whole engine at {base.engine_max_tokens} tokens, "
+                       f"{base.engine_max_head_dim} channels from {ea.ENGINE_CACHE} ('kaleido-hw "
+                       f"synth --engine{' --engine-default' if base is default else ''}'; "
+                       f"memories as SRAM macros at the GF180MCU density; docs/engine.md, "
+                       f"'Area of the engine').")
+        r.notes += [f"{label} P={b.arrays} {b.variant}: {n}" for b in builds for n in b.notes]
+        r.figures["-" + name.replace("_", "-")] = ea.plot_engine_area(builds, plt)
 
 
 def report_attention(ctx: Context, plt) -> Result:

@@ -15,7 +15,7 @@ from amaranth.back import rtlil
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from kaleido_hw.flow.dedup import share_identical_modules
+from kaleido_hw.flow.dedup import instance_modules, share_identical_modules
 from kaleido_hw.flow.generate import drop_zero_memory_init, emit_verilog
 
 
@@ -116,6 +116,19 @@ def test_shared_modules_compute_the_same(tmp_path):
     out = _run(tmp_path, "shared", shared)
     assert out == _run(tmp_path, "plain", plain)
     assert len(out.splitlines()) == 200 and "x" not in out     # every word read was written
+
+
+def test_instance_paths_are_the_same_shared_or_not():
+    """Every instance keeps its hierarchical path; only the module behind it changes."""
+    plain = emit_verilog(_Top(), "top")
+    shared = share_identical_modules(plain)
+    a, b = instance_modules(plain, "top"), instance_modules(shared, "top")
+    assert list(a) == list(b) == ["", "pair0", "pair0.lo", "pair0.table", "pair1", "pair1.lo",
+                                  "pair1.table", "pair2", "pair2.lo", "pair2.table", "pair3",
+                                  "pair3.lo", "pair3.table"]
+    assert all(m == ("top." + p if p else "top") for p, m in a.items())
+    assert b["pair3.table"] == b["pair0.lo"] == "top.pair0.lo" and b["pair2"] == "top.pair2"
+    assert len(set(b.values())) == 5
 
 
 def test_an_unrecognised_instantiation_keeps_its_module():

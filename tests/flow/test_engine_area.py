@@ -15,6 +15,7 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.flow import engine_area as ea
 from kaleido_hw.flow import sram_macros as sm
 from kaleido_hw.flow import stdcell
+from kaleido_hw.flow.dedup import instance_modules
 
 
 #: The smallest engine with every block (P = 1, 1 x 1 PEs, 4 tokens, 8 channels, W = 4).
@@ -112,6 +113,77 @@ def test_fill_sums_blocks_and_sram_and_rejects_a_missed_module():
         STAT.split("=== design hierarchy ===")[1]
     with pytest.raises(ValueError, match="blocks \\+ SRAM sum to"):
         ea._fill(ea.EngineArea(1, "none", {}, top="top"), missed, sm.parse_memories(DUMP, "top"), CELLS, SEQ)
+
+
+def _stat(modules: dict, instances: dict, macros: dict) -> str:
+    """``stat -liberty`` text of a design: {module: {cell type: count}} (library cells of
+    CELLS_AREA and macros), {module: [child modules, once per instance]}."""
+    area = {**CELLS_AREA, **macros}
+    own = {m: sum(k * area[t] for t, k in types.items()) for m, types in modules.items()}
+
+    def whole(m):
+        return own[m] + sum(whole(c) for c in instances.get(m, []))
+
+    out = []
+    for m, types in modules.items():
+        kids = instances.get(m, [])
+        lines = [f"     {t} {k}" for t, k in types.items()]
+        lines += [f"     {c} {kids.count(c)}" for c in dict.fromkeys(kids)]
+        out.append(f"=== {m} ===\n   Number of cells: {sum(types.values()) + len(kids)}\n"
+                   + "\n".join(lines) + f"\n   Chip area for module '\\{m}': {own[m]:.6f}\n")
+    out.append(f"=== design hierarchy ===\n   top 1\n   Chip area for top module '\\top': "
+               f"{whole('top'):.6f}\n")
+    return "\n".join(out)
+
+
+CELLS_AREA = {"AND2X1": 16.0, "DFFPOSX1": 80.0, "INVX1": 8.0}
+
+
+def test_shared_modules_are_counted_once_per_instance():
+    """Modules shared by several instances give the same figures as one copy per instance:
+    one ModuleArea and one MemoryBits per instance path, summing to yosys' total."""
+    sched_shape = sm.MemoryShape(8, 9, 3, 1, 1)
+    sched = sm.macro_name(sched_shape)
+    macros = {sm.macro_name(Q_SHAPE): Q_AREA, sm.macro_name(ACC_SHAPE): ACC_AREA,
+              sched: sm.macro_area_um2(sched_shape)}
+    mods = {"top": {"AND2X1": 5, "DFFPOSX1": 4, sm.macro_name(Q_SHAPE): 1},
+            "top.array0": {"AND2X1": 2, "DFFPOSX1": 1},
+            "top.q_order": {"INVX1": 1}, "top.k_order": {"INVX1": 2},
+            "top.k_order.sched": {"DFFPOSX1": 2, sched: 1},
+            "top.acc": {"INVX1": 3, sm.macro_name(ACC_SHAPE): 1}}
+    kids = {"top": ["top.array0", "top.array0", "top.q_order", "top.k_order", "top.acc"],
+            "top.q_order": ["top.k_order.sched"], "top.k_order": ["top.k_order.sched"]}
+    paths = {"": "top", "array0": "top.array0", "array1": "top.array0", "q_order": "top.q_order",
+             "q_order.sched": "top.k_order.sched", "k_order": "top.k_order",
+             "k_order.sched": "top.k_order.sched", "acc": "top.acc"}
+    dump = DUMP + "module \\top.k_order.sched\n  cell $mem_v2 \\banks\n" + "".join(
+        f"    parameter \\{k} {v}\n" for k, v in
+        {"ABITS": 3, "RD_PORTS": 1, "SIZE": 8, "WIDTH": 9, "WR_PORTS": 1}.items()) + "  end\n"
+    shared = ea.EngineArea(2, "full", {}, top="top")
+    ea._fill(shared, _stat(mods, kids, macros), sm.parse_memories(dump, "top"), CELLS, SEQ,
+             paths)
+    # The same design with one module per instance, named by its path.
+    copies = {("top." + p if p else "top"): mods[m] for p, m in paths.items()}
+    copy_kids = {"top": ["top.array0", "top.array1", "top.q_order", "top.k_order", "top.acc"],
+                 "top.q_order": ["top.q_order.sched"], "top.k_order": ["top.k_order.sched"]}
+    copy_dump = dump + dump[dump.index("module \\top.k_order.sched"):].replace(
+        "k_order", "q_order")
+    unshared = ea.EngineArea(2, "full", {}, top="top")
+    ea._fill(unshared, _stat(copies, copy_kids, macros), sm.parse_memories(copy_dump, "top"),
+             CELLS, SEQ)
+    assert [m.path for m in shared.modules] == list(paths)
+    key = lambda m: m.path      # noqa: E731
+    assert sorted(shared.modules, key=key) == sorted(unshared.modules, key=key)
+    assert sorted(shared.memories, key=key) == sorted(unshared.memories, key=key)
+    assert shared.blocks(per_array=True, sram=True) == unshared.blocks(per_array=True, sram=True)
+    assert shared.total_area_um2 == pytest.approx(unshared.total_area_um2)
+    assert shared.area_um2 == pytest.approx(shared.total_area_um2)
+    assert shared.ffs == 4 + 1 + 1 + 2 + 2 and shared.memory_bits()["scheduler batches"] == 144
+    # A module that no instance path reaches is an error, not a silent omission.
+    with pytest.raises(ValueError, match="no instance path"):
+        ea._fill(ea.EngineArea(2, "full", {}, top="top"), _stat(mods, kids, macros),
+                 sm.parse_memories(dump, "top"), CELLS, SEQ,
+                 {p: m for p, m in paths.items() if "array" not in p})
 
 
 def test_block_and_memory_attribution():
@@ -230,6 +302,14 @@ def test_cache_round_trip_and_staleness(tmp_path, monkeypatch):
     got, why = ea.load_cache(TINY, path)
     assert why == "" and got[0].area_um2 == 47 and got[0].memory_bits()["accumulation planes"] == 32
     got, why = ea.load_cache(TINY.replace(rows=2), path)
+    assert got is None and "no build of this configuration" in why
+    # Builds of another configuration are kept beside, and each is replaced by its own.
+    ea.save_cache([_area(4, "full", [("", 20)], 64)], TINY.replace(rows=2), path)
+    ea.save_cache([_area(1, "none", [("", 30)], 32)], TINY, path)
+    assert ea.load_cache(TINY.replace(rows=2), path)[0][0].area_um2 == 84
+    assert ea.load_cache(TINY, path)[0][0].variant == "none"
+    monkeypatch.setattr(ea, "_yosys_version", lambda: "Yosys other")
+    got, why = ea.load_cache(TINY, path)
     assert got is None and "stale" in why
     got, why = ea.load_cache(TINY, tmp_path / "none.json")
     assert got is None and "kaleido-hw synth --engine" in why
@@ -250,6 +330,11 @@ def test_tiny_engine_synthesis():
     memories as configured and priced by the density, a timed path and a power figure."""
     r = ea.synth_engine(TINY)
     assert r.ok and not r.notes, r.notes
+    # Identical modules were mapped once (share=True), yet every instance has its row: the
+    # paths are the unshared Verilog's modules, one each.
+    from kaleido_hw.flow.generate import emit_verilog
+    unshared = emit_verilog(ea._component(TINY, "kaleido_engine"), "kaleido_engine")
+    assert [m.path for m in r.modules] == list(instance_modules(unshared, "kaleido_engine"))
     blocks = r.blocks()
     assert list(blocks) == list(ea.BLOCKS)
     assert all(v["area_um2"] > 0 for v in blocks.values())
@@ -278,7 +363,8 @@ def test_report_area_section_reads_the_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(ea.shutil, "which", lambda name: "/usr/bin/" + name)
     r = report.Result("area")
     report._engine_area(r, plt)
-    assert "Whole-engine breakdown not included: no build" in r.notes[0] and not r.figures
+    assert "Whole-engine breakdown at 16 tokens, 32 channels not included: no build" in \
+        r.notes[0] and "at 64 tokens, 128 channels not included" in r.notes[1] and not r.figures
     cfg = ea.AREA_CONFIG.to_dict()
     none = _area(1, "none", NONE_BLOCKS, 100)
     full = _area(1, "full", [("", 120), ("array0", 500), ("seq0", 330), ("acc", 210),
@@ -295,7 +381,17 @@ def test_report_area_section_reads_the_cache(tmp_path, monkeypatch):
     assert {"top": "engine P=1 full: whole engine", "cells": 7, "flipflops": 0,
             "area_um2": 1500.0, "sram_area_um2": 100.0, "sram_bits": 32, "path_ns": None,
             "fmax_mhz": None, "power_mw": None} in r.rows
-    assert "-engine" in r.figures
+    assert "-engine" in r.figures and "-engine-default" not in r.figures
+    # The default build, when cached, gets its own table, rows and figure.
+    default = _area(4, "full", FULL_BLOCKS, 400)
+    default.config = KaleidoConfig().to_dict()
+    ea.save_cache([default], KaleidoConfig())
+    r = report.Result("area")
+    report._engine_area(r, plt)
+    assert "Whole engine at 64 tokens, 128 channels" in r.table
+    assert r.summary["engine_default"]["P=4 full"]["area_um2"] == 1800
+    assert any(row["top"] == "engine (defaults) P=4 full: whole engine" for row in r.rows)
+    assert {"-engine", "-engine-default"} <= set(r.figures)
     plt.close("all")
 
 
@@ -325,3 +421,10 @@ def test_engine_command_prints_saves_and_caches(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(ea.shutil, "which", lambda name: "/usr/bin/" + name)
     got, why = ea.load_cache()
     assert why == "" and [(b.arrays, b.variant) for b in got] == [(2, "none"), (2, "full")]
+    # --engine-default: the defaults' own build (P = 4, full, 128 channels), cached beside.
+    calls.clear()
+    assert main(["synth", "--engine", "--engine-default"]) == 0
+    assert calls == [(4, "full", 128)]
+    got, why = ea.load_cache(KaleidoConfig())
+    assert why == "" and [(b.arrays, b.variant) for b in got] == [(4, "full")]
+    assert len(ea.load_cache()[0]) == 2

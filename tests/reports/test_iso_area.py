@@ -160,5 +160,19 @@ def test_blocks_and_engine_cache_reading(tmp_path):
     assert got == {} and "area_um2" in why
     path.write_text(json.dumps({"builds": [{"arrays": 4, "dispatcher": "full",
                                             "area_um2": 5.0, "path_ns": 1.0}]}))
+    # One entry per configuration: the comparison builds' entry is read.
+    from kaleido_hw.flow.engine_area import AREA_CONFIG
+    plain = {"arrays": 4, "dispatcher": "none", "engine_pe": "plain", "area_um2": 2.0,
+             "path_ns": 1.0}
+    entry = {"key": {"config": {"engine_max_tokens": 64}}, "builds": [
+        plain, {"arrays": 4, "dispatcher": "full", "area_um2": 9.0, "path_ns": 1.0}]}
+    small = {"key": {"config": AREA_CONFIG.to_dict()}, "builds": [
+        plain, {"arrays": 4, "dispatcher": "full", "area_um2": 5.0, "path_ns": 1.0}]}
+    path.write_text(json.dumps({"entries": [entry, small]}))
+    assert ia.read_engine_cache(path, arrays=4)[0]["full"]["area_um2"] == 5.0
+    path.write_text(json.dumps({"entries": [entry]}))
+    assert ia.read_engine_cache(path, arrays=4)[0]["full"]["area_um2"] == 9.0
+    path.write_text(json.dumps({"builds": [{"arrays": 4, "dispatcher": "full",
+                                            "area_um2": 5.0, "path_ns": 1.0}]}))
     got, why = ia.read_engine_cache(path, arrays=4)
     assert got == {} and "plain-engine build" in why
