@@ -201,7 +201,8 @@ def read_engine_cache(path: Path = ENGINE_CACHE, arrays: int | None = None
     one of ``engine_area.AREA_CONFIG`` is taken when there, else the first); per build the array count (``arrays``, else
     ``config.engine_arrays``), the dispatcher (``dispatcher``, else
     ``config.engine_dispatcher``), the PEs (``engine_pe``, else ``config.engine_pe``, else
-    "reuse"), the standard-cell area ``area_um2`` (at the build or in a ``stdcell`` dict) and
+    "reuse"), the standard-cell area ``area_um2`` or ``total_area_um2`` (what
+    ``engine_area.EngineArea`` writes; at the build or in a ``stdcell`` dict) and
     the period ``path_ns`` (same places; else ``1000 / fmax_mhz``). Builds without an area in
     um2 (the yosys transistor estimates of the current flow) are not used. A plain build
     (engine_pe "plain") is the dense reference; reuse builds map dispatcher none / scheduler
@@ -236,7 +237,8 @@ def read_engine_cache(path: Path = ENGINE_CACHE, arrays: int | None = None
         p = _first(b, "arrays") or cfg.get("engine_arrays")
         disp = _first(b, "dispatcher") or cfg.get("engine_dispatcher")
         pe = _first(b, "engine_pe") or cfg.get("engine_pe") or "reuse"
-        area = _first(b, "area_um2") or sc.get("area_um2")
+        # engine_area.EngineArea writes the whole engine (logic + SRAM) as total_area_um2.
+        area = _first(b, "area_um2", "total_area_um2") or sc.get("area_um2")
         period = _first(b, "path_ns") or sc.get("path_ns")
         fmax = _first(b, "fmax_mhz") or sc.get("fmax_mhz")
         if period is None and fmax:

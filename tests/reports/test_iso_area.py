@@ -172,6 +172,19 @@ def test_blocks_and_engine_cache_reading(tmp_path):
     assert ia.read_engine_cache(path, arrays=4)[0]["full"]["area_um2"] == 5.0
     path.write_text(json.dumps({"entries": [entry]}))
     assert ia.read_engine_cache(path, arrays=4)[0]["full"]["area_um2"] == 9.0
+    # The cache as engine_area.save_cache writes it: EngineArea records, whole-engine area
+    # in total_area_um2, dispatcher and PEs in the build's configuration.
+    from dataclasses import asdict
+    from kaleido_hw.flow.engine_area import EngineArea, variant_config
+    real = []
+    for variant, area in (("plain", 3e6), ("full", 7e6)):
+        cfg = variant_config(AREA_CONFIG, 4, variant)
+        real.append(asdict(EngineArea(4, variant, cfg.to_dict(), total_area_um2=area,
+                                      path_ns=10.0)))
+    path.write_text(json.dumps({"entries": [{"key": {"config": AREA_CONFIG.to_dict()},
+                                             "builds": real}]}))
+    got, why = ia.read_engine_cache(path, arrays=4)
+    assert why == "" and got["dense"]["area_um2"] == 3e6 and got["full"]["area_um2"] == 7e6
     path.write_text(json.dumps({"builds": [{"arrays": 4, "dispatcher": "full",
                                             "area_um2": 5.0, "path_ns": 1.0}]}))
     got, why = ia.read_engine_cache(path, arrays=4)
