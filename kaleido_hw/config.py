@@ -28,7 +28,8 @@ else:  # pragma: no cover
 from golden.numerics import PRESETS, ChannelGroups
 
 
-__all__ = ["ConfigError", "ENGINE_DISPATCHERS", "ENGINE_PES", "KaleidoConfig", "min_acc_width"]
+__all__ = ["ConfigError", "ENGINE_DISPATCHERS", "ENGINE_PES", "KaleidoConfig", "check_int",
+           "min_acc_width"]
 
 
 class ConfigError(ValueError):
@@ -57,7 +58,9 @@ def min_acc_width(channels: int) -> int:
     return (channels * MAX_PRODUCT).bit_length() + 1
 
 
-def _check_int(name, value, lo, hi, extra=""):
+def check_int(name, value, lo, hi, extra=""):
+    """Raise :class:`ConfigError` unless ``value`` is an int (not a bool) in ``[lo, hi]``;
+    the message names ``name``, the range and ``extra``."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{name} must be an integer in [{lo}, {hi}]{extra}, got {value!r}")
     if not lo <= value <= hi:
@@ -198,32 +201,32 @@ class KaleidoConfig:
         if self.preset not in PRESETS:
             raise ConfigError(
                 f"preset must be one of {', '.join(sorted(PRESETS))}, got {self.preset!r}")
-        _check_int("full_bits", self.full_bits, 4, 7)
-        _check_int("half_bits", self.half_bits, 3, 6,
+        check_int("full_bits", self.full_bits, 4, 7)
+        check_int("half_bits", self.half_bits, 3, 6,
                    " (a HALF follower computes a 4-bit low nibble, so its high nibble must agree)")
         if not self.half_bits < self.full_bits:
             raise ConfigError(
                 f"full_bits must be greater than half_bits ({self.half_bits}), got {self.full_bits}")
         need = min_acc_width(self.largest_group)
-        _check_int("acc_width", self.acc_width, need, 48,
+        check_int("acc_width", self.acc_width, need, 48,
                    f" (exact for the {self.largest_group}-channel groups of preset {self.preset!r})")
-        _check_int("rows", self.rows, 1, 16)
-        _check_int("cols", self.cols, 1, 16)
-        _check_int("engine_max_tokens", self.engine_max_tokens, 2, 1024)
-        _check_int("engine_max_head_dim", self.engine_max_head_dim, 8, 256, " (a multiple of 8)")
+        check_int("rows", self.rows, 1, 16)
+        check_int("cols", self.cols, 1, 16)
+        check_int("engine_max_tokens", self.engine_max_tokens, 2, 1024)
+        check_int("engine_max_head_dim", self.engine_max_head_dim, 8, 256, " (a multiple of 8)")
         if self.engine_max_head_dim % 8:
             raise ConfigError(f"engine_max_head_dim must be a multiple of 8 in [8, 256], "
                               f"got {self.engine_max_head_dim}")
-        _check_int("engine_arrays", self.engine_arrays, 1, 64)
+        check_int("engine_arrays", self.engine_arrays, 1, 64)
         for key in ("linear_max_in", "linear_max_out"):
-            _check_int(key, getattr(self, key), 8, 256, " (a multiple of 8)")
+            check_int(key, getattr(self, key), 8, 256, " (a multiple of 8)")
             if getattr(self, key) % 8:
                 raise ConfigError(f"{key} must be a multiple of 8 in [8, 256], "
                                   f"got {getattr(self, key)!r}")
         if self.engine_dispatcher not in ENGINE_DISPATCHERS:
             raise ConfigError(f"engine_dispatcher must be one of {', '.join(ENGINE_DISPATCHERS)}, "
                               f"got {self.engine_dispatcher!r}")
-        _check_int("engine_stall_seed", self.engine_stall_seed, 0, 0xFFFF)
+        check_int("engine_stall_seed", self.engine_stall_seed, 0, 0xFFFF)
         if self.engine_pe not in ENGINE_PES:
             raise ConfigError(f"engine_pe must be one of {', '.join(ENGINE_PES)}, "
                               f"got {self.engine_pe!r}")
@@ -232,43 +235,43 @@ class KaleidoConfig:
                 f"engine_pe = 'plain' needs engine_dispatcher = 'none' (BaselinePEs run dense "
                 f"only, so a plain engine has no dispatcher), got engine_dispatcher = "
                 f"{self.engine_dispatcher!r}")
-        _check_int("sched_entries", self.sched_entries, 4, 256)
-        _check_int("sched_pattern_width", self.sched_pattern_width, 4, 64)
+        check_int("sched_entries", self.sched_entries, 4, 256)
+        check_int("sched_pattern_width", self.sched_pattern_width, 4, 64)
         if self.sched_pattern_width % 4:
             raise ConfigError(
                 f"sched_pattern_width must be a multiple of 4 in [4, 64], got {self.sched_pattern_width}")
-        _check_int("sched_clusters", self.sched_clusters, 2, 16)
+        check_int("sched_clusters", self.sched_clusters, 2, 16)
         if self.sched_entries % self.sched_clusters:
             raise ConfigError(
                 f"sched_clusters must divide sched_entries ({self.sched_entries}), "
                 f"got {self.sched_clusters}")
-        _check_int("sched_lfsr_seed", self.sched_lfsr_seed, 1, 0xFFFF)
-        _check_int("matcher_lookahead", self.matcher_lookahead, 1, 16)
-        _check_int("matcher_channels", self.matcher_channels, 1, 64)
+        check_int("sched_lfsr_seed", self.sched_lfsr_seed, 1, 0xFFFF)
+        check_int("matcher_lookahead", self.matcher_lookahead, 1, 16)
+        check_int("matcher_channels", self.matcher_channels, 1, 64)
         if self.sched_pattern_width % self.matcher_channels:
             raise ConfigError(
                 f"sched_pattern_width must be a multiple of the matcher's channel batch "
                 f"matcher_channels ({self.matcher_channels}), got {self.sched_pattern_width}")
-        _check_int("token_id_width", self.token_id_width, 1, 32)
-        _check_int("vector_lanes", self.vector_lanes, 1, 64)
-        _check_int("vector_max_row", self.vector_max_row, self.vector_lanes, 4096,
+        check_int("token_id_width", self.token_id_width, 1, 32)
+        check_int("vector_lanes", self.vector_lanes, 1, 64)
+        check_int("vector_max_row", self.vector_max_row, self.vector_lanes, 4096,
                    f" (a multiple of vector_lanes = {self.vector_lanes})")
         if self.vector_max_row % self.vector_lanes:
             raise ConfigError(f"vector_max_row must be a multiple of vector_lanes "
                               f"({self.vector_lanes}) in [{self.vector_lanes}, 4096], "
                               f"got {self.vector_max_row}")
-        _check_int("vector_score_bits", self.vector_score_bits, 16, 32)
-        _check_int("vector_row_buffers", self.vector_row_buffers, 2, 8)
-        _check_int("axi_addr_width", self.axi_addr_width, 32, 64)
+        check_int("vector_score_bits", self.vector_score_bits, 16, 32)
+        check_int("vector_row_buffers", self.vector_row_buffers, 2, 8)
+        check_int("axi_addr_width", self.axi_addr_width, 32, 64)
         if self.axi_data_width not in (32, 64, 128):
             raise ConfigError(f"axi_data_width must be one of 32, 64, 128, "
                               f"got {self.axi_data_width!r}")
-        _check_int("axi_max_burst", self.axi_max_burst, 1, 256, " (a power of two)")
+        check_int("axi_max_burst", self.axi_max_burst, 1, 256, " (a power of two)")
         if self.axi_max_burst & (self.axi_max_burst - 1):
             raise ConfigError(f"axi_max_burst must be a power of two in [1, 256], "
                               f"got {self.axi_max_burst}")
-        _check_int("axi_max_outstanding", self.axi_max_outstanding, 1, 16)
-        _check_int("core_banks", self.core_banks, 1, 4,
+        check_int("axi_max_outstanding", self.axi_max_outstanding, 1, 16)
+        check_int("core_banks", self.core_banks, 1, 4,
                    " (scratchpad banks per side: the 2-bit bank field of LOAD and COMPUTE)")
 
     @property

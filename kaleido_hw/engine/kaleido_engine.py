@@ -37,7 +37,7 @@ from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.array import BaselineArray, PEArray
 from kaleido_hw.bitops import lowest_set, popcount
-from kaleido_hw.config import ConfigError, KaleidoConfig
+from kaleido_hw.config import KaleidoConfig, check_int
 from kaleido_hw.dispatch.merged_cell import MergedCell, merged_col_layout, merged_row_layout
 from kaleido_hw.dispatch.order_unit import OrderUnit
 from kaleido_hw.engine.array_sequencer import ArraySequencer, unit_tokens
@@ -224,8 +224,7 @@ class KaleidoEngine(wiring.Component):
     def __init__(self, config: KaleidoConfig, banks: int = 1):
         self.geo = geo = KaleidoGeometry.from_config(config)
         self.config = config
-        if isinstance(banks, bool) or not isinstance(banks, int) or not 1 <= banks <= 4:
-            raise ConfigError(f"core_banks must be an integer in [1, 4], got {banks!r}")
+        check_int("core_banks", banks, 1, 4)
         self.banks = banks
         run_banks = ({"q_bank": In(range(banks)), "k_bank": In(range(banks))}
                      if banks > 1 else {})
