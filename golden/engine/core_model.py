@@ -37,7 +37,8 @@ from golden.checks import check_int
 __all__ = ["COMPUTE_OVERHEAD", "DECODE_CYCLES", "ARITH_CYCLES", "CORE_COUNTERS",
            "core_counters", "MemoryTiming", "memory_cycles", "core_time", "STORE_OVERHEAD",
            "FENCE_CYCLES", "AXI_RAM_LATENCY", "BenchMemory", "load_run_cycles",
-           "LOAD_ISSUE_CYCLES", "CommandTiming", "core_schedule", "command_cycles", "core_cycles", "PAPER_DRAM_GBPS", "PAPER_CLOCK_GHZ",
+           "LOAD_ISSUE_CYCLES", "CommandTiming", "core_schedule", "command_cycles", "core_cycles",
+           "PAPER_DRAM_GBPS", "PAPER_CLOCK_GHZ",
            "head_traffic", "dram_cycles"]
 
 #: Cycles a COMPUTE costs beyond the engine's own ``cycles``: the start pulse and the cycle

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 
-__all__ = ["share_identical_modules", "instance_modules"]
+__all__ = ["share_identical_modules", "module_texts", "instance_modules"]
 
 _MODULE = re.compile(r"^module (\\\S+ |[^\s(]+)\((.*?)\);\n(.*?)^endmodule\n", re.S | re.M)
 _ESCAPED = re.compile(r"\\\S+(?= )")           # an escaped identifier ends at a space
@@ -55,24 +55,30 @@ def share_identical_modules(text: str) -> str:
     return result
 
 
+def module_texts(text: str) -> dict[str, str]:
+    """{module name (without yosys' escaping backslash): the module's whole text} of
+    yosys-written Verilog, in the order written."""
+    return {m.group(1).rstrip().lstrip("\\"): m.group(0) for m in _MODULE.finditer(text)}
+
+
 def instance_modules(text: str, top: str) -> dict[str, str]:
     """{hierarchical instance path below ``top`` ("" for the top): its module's name} of
     yosys-written Verilog (shared or not), in depth-first order of the instantiations."""
-    found = {m.group(1).rstrip(): m.group(3) for m in _MODULE.finditer(text)}
-    key = {name.lstrip("\\"): name for name in found}
-    if top not in key:
+    found = module_texts(text)
+    if top not in found:
         raise ValueError(f"instance_modules: no module {top}")
     out: dict[str, str] = {}
 
     def visit(path: str, module: str):
-        out[path] = module.lstrip("\\")
+        out[path] = module
         for line in found[module].splitlines():
             m = _INST.match(line)
-            if m and m.group(1).rstrip() in found:
+            child = m.group(1).rstrip().lstrip("\\") if m else None
+            if child in found:
                 inst = m.group(2).rstrip().lstrip("\\")
-                visit(f"{path}.{inst}" if path else inst, m.group(1).rstrip())
+                visit(f"{path}.{inst}" if path else inst, child)
 
-    visit("", key[top])
+    visit("", top)
     return out
 
 

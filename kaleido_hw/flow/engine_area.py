@@ -65,7 +65,7 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.engine_layouts import KaleidoGeometry
 from kaleido_hw.flow import sram_macros as sm
 from kaleido_hw.flow import stdcell
-from kaleido_hw.flow.dedup import instance_modules
+from kaleido_hw.flow.dedup import instance_modules, module_texts
 
 
 __all__ = ["AREA_CONFIG", "VARIANTS", "DEFAULT_ARRAYS", "DEFAULT_VARIANTS", "ENGINE_CACHE",
@@ -421,8 +421,7 @@ def synth_engine(config: KaleidoConfig, *, variant: str | None = None, timeout: 
 def _partition(text: str, jobs: int) -> list[list[str]]:
     """The modules of ``text`` (yosys-written Verilog) in at most ``jobs`` groups of about equal
     Verilog size, the largest modules placed first, each in the smallest group so far."""
-    sizes = {m.group(1).lstrip("\\"): len(m.group(0)) for m in
-             re.finditer(r"^module (\S+?)[ (].*?^endmodule$", text, re.S | re.M)}
+    sizes = {name: len(body) for name, body in module_texts(text).items()}
     groups: list[list[str]] = [[] for _ in range(max(1, min(jobs, len(sizes))))]
     load = [0] * len(groups)
     for name in sorted(sizes, key=lambda n: (-sizes[n], n)):
