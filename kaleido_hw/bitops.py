@@ -1,12 +1,13 @@
 """Small bit helpers of the blocks: the width of a field, and (combinational) population count
-(a balanced adder tree) and the index of the lowest set bit (a priority encoder)."""
+(a balanced adder tree), the index of the lowest set bit (a priority encoder) and the indices
+of the lowest few set bits (a rank select)."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Signal, Value
+from amaranth.hdl import Cat, Const, Mux, Signal, Value
 
 
-__all__ = ["bits_for", "popcount", "lowest_set"]
+__all__ = ["bits_for", "popcount", "lowest_set", "rank_select"]
 
 
 def bits_for(value: int) -> int:
@@ -50,3 +51,74 @@ def lowest_set(m, value, name: str = "lowest") -> tuple[Value, Value]:
     m.d.comb += [idx.eq(Cat(*[(onehot & bits).any() for bits in position_bits])),
                  any_.eq(value.any())]
     return idx, any_
+
+
+def rank_select(m, value, count: int, name: str = "rank", block: int = 8):
+    """``(indices, rest, taken)``: the positions of the ``count`` lowest set bits of ``value``,
+    as signals of module ``m``. ``indices[s]`` is the index of the set bit of rank ``s`` (the
+    (s+1)-th lowest; 0 when fewer than s+1 bits are set, as :func:`lowest_set` gives for an
+    empty word), ``rest`` is ``value`` without those bits and ``taken`` is
+    ``min(popcount(value), count)``.
+
+    Peeling the lowest bit ``count`` times (``x & (x - 1)``) puts ``count`` carry chains in
+    series. Here every bit learns its **rank**, the number of set bits below it, at once:
+    ranks are counted within blocks of ``block`` bits, the block totals are summed by a
+    parallel prefix (log2 of the block count adder levels), and each bit adds its block's
+    offset. Block sums saturate at ``count`` (a bit of rank ``count`` or more is not taken,
+    whatever its rank), so the prefix adders are ``bits_for(count)`` wide. A bit is taken
+    when it is set and its rank is below ``count``: then its one-hot rank has a bit;
+    ``indices[s]`` ORs the positions of the bits of rank ``s`` (at most one). The depth grows
+    with log(width), not with ``count`` x width."""
+    value = Value.cast(value)
+    width = len(value)
+    rw = bits_for(count)
+
+    def sat(x):
+        return Mux(x > count, count, x)[:rw]
+
+    # exclusive rank within the block (a running sum: blocks are short), each block's total
+    nblocks = (width + block - 1) // block
+    local, totals = [], []
+    for b in range(nblocks):
+        bits = value[b * block:min(width, (b + 1) * block)]
+        run = Const(0, 1)
+        for j in range(len(bits)):
+            local.append(run)
+            run = run + bits[j]
+        totals.append(Signal(rw, name=f"{name}_total{b}"))
+        m.d.comb += totals[-1].eq(sat(run))
+    # inclusive prefix of the totals (Kogge-Stone: at step d block b adds block b - d)
+    incl = totals
+    d = 1
+    while d < nblocks:
+        nxt = [Signal(rw, name=f"{name}_pre{d}_{b}") for b in range(nblocks)]
+        for b in range(nblocks):
+            m.d.comb += nxt[b].eq(sat(incl[b] + incl[b - d]) if b >= d else incl[b])
+        incl, d = nxt, 2 * d
+    offsets = [Const(0, rw)] + incl[:-1]
+    taken = Signal(rw, name=f"{name}_taken")
+    m.d.comb += taken.eq(incl[-1])
+
+    # Offsets saturate at count and a block adds fewer than block, so a rank of count or more
+    # (not taken) needs no second saturation: the one-hot below simply has no bit for it.
+    nbits = max(1, (width - 1).bit_length())
+    hits = [[] for _ in range(count)]        # per rank, the one-hot of the bit holding it
+    kept = []
+    for c in range(width):
+        rank = Signal(bits_for(count + block), name=f"{name}_r{c}")
+        m.d.comb += rank.eq(offsets[c // block] + local[c])
+        onehot = Signal(count, name=f"{name}_oh{c}")
+        m.d.comb += onehot.eq(Mux(value[c], Const(1, count) << rank, 0))
+        for s in range(count):
+            hits[s].append(onehot[s])
+        kept.append(~onehot.any())
+    rest = Signal(width, name=f"{name}_rest")
+    m.d.comb += rest.eq(value & Cat(*kept))
+    indices = []
+    for s in range(count):
+        hit = Cat(*hits[s])
+        idx = Signal(nbits, name=f"{name}_idx{s}")
+        m.d.comb += idx.eq(Cat(*[(hit & Const(sum(1 << p for p in range(width) if p >> k & 1),
+                                                width)).any() for k in range(nbits)]))
+        indices.append(idx)
+    return indices, rest, taken

@@ -36,7 +36,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.array import BaselineArray, PEArray
-from kaleido_hw.bitops import lowest_set, popcount
+from kaleido_hw.bitops import popcount, rank_select
 from kaleido_hw.config import KaleidoConfig, check_int
 from kaleido_hw.dispatch.merged_cell import MergedCell, merged_col_layout, merged_row_layout
 from kaleido_hw.dispatch.order_unit import OrderUnit
@@ -363,20 +363,12 @@ class KaleidoEngine(wiring.Component):
         m.d.comb += src_g.eq(Mux(use_rem, grp, Mux(later[0], 0, Mux(later[1], 1, 2))))
         src_bits = Signal(D)
         m.d.comb += src_bits.eq(Mux(use_rem, rem, run.gmask[src_g]))
-        chainv = src_bits
-        next_chan = []                        # the next chunk's channels, lowest first
-        for s in range(W):
-            idx, _ = lowest_set(m, chainv, f"chunk_ch{s}")
-            next_chan.append(idx)
-            nxt = Signal(D, name=f"chunk_chain{s}")
-            m.d.comb += nxt.eq(chainv & (chainv - 1))
-            chainv = nxt
-        after = chainv                        # what is left of the group after this chunk
+        # The next chunk's channels, lowest first (0 past the chunk's end), what is left of
+        # the group after it, and its size: a rank select, so the depth is log(d), not W x d.
+        next_chan, after, size = rank_select(m, src_bits, W, "chunk")
         more = Signal()
         m.d.comb += more.eq(Mux(src_g == 0, nonempty[1] | nonempty[2],
                                 Mux(src_g == 1, nonempty[2], 0)))
-        mask = Signal(D)
-        m.d.comb += mask.eq(src_bits & ~after)
 
         all_done = Signal()
         issue_chunk = Signal()
@@ -392,7 +384,7 @@ class KaleidoEngine(wiring.Component):
         with m.If(issue_chunk):
             m.d.sync += [
                 go.eq(1), waiting.eq(1), fresh.eq(0), grp.eq(src_g), rem.eq(after),
-                chunk.group.eq(src_g), chunk.size.eq(popcount(mask)),
+                chunk.group.eq(src_g), chunk.size.eq(size),
                 chunk.chan.eq(Cat(*next_chan)),
                 chunk.plane.eq(plane_ctr), chunk.last.eq((after == 0) & ~more),
                 plane_ctr.eq(plane_ctr + 1),
@@ -493,7 +485,7 @@ class KaleidoEngine(wiring.Component):
                              ac.stall.eq(ac.stall + seq.stalled)]
         m.d.comb += all_done.eq(Cat(*done_bits).all())
         if scheduler:
-            self._orders(m, run, kick, go, chunk, src_g, mask, next_chan, issue_chunk, ord_ok,
+            self._orders(m, run, kick, go, chunk, src_g, size, next_chan, issue_chunk, ord_ok,
                          q_ou, k_ou, run_bank, bank_addr)
 
         # -- end of the run: every array's final step, then the drain wave -----------------------
@@ -520,7 +512,7 @@ class KaleidoEngine(wiring.Component):
         return m
 
 
-    def _orders(self, m, run, kick, go, chunk, src_g, mask, next_chan, issue_chunk, ord_ok,
+    def _orders(self, m, run, kick, go, chunk, src_g, size, next_chan, issue_chunk, ord_ok,
                 q_ou, k_ou, run_bank, bank_addr):
         """The scheduler's pre-pass (``docs/engine.md``, "Orders" and section "RTL").
 
@@ -546,7 +538,7 @@ class KaleidoEngine(wiring.Component):
         m.d.comb += [latch.eq(run.schedule & go & ~chunk.last),
                      pre_start.eq(latch)]
         with m.If(latch):
-            m.d.sync += [pre.group.eq(src_g), pre.size.eq(popcount(mask)),
+            m.d.sync += [pre.group.eq(src_g), pre.size.eq(size),
                          pre.chan.eq(Cat(*next_chan))]
 
         feeding = Signal()
