@@ -12,13 +12,12 @@ async def write_operand(ctx, dut, sel: int, matrix, index: str = "token"):
     """Write an int8 ``matrix`` (one row per ``wr.<index>``) to operand ``sel``, one byte-lane
     group per cycle; leaves ``wr.en`` low."""
     port = getattr(dut.wr, index)
-    for row, lane, value, strobe in operand_writes(matrix):
+    for row, lane, value in operand_writes(matrix):
         ctx.set(dut.wr.en, 1)
         ctx.set(dut.wr.sel, sel)
         ctx.set(port, row)
         ctx.set(dut.wr.lane, lane)
         ctx.set(dut.wr.data, value)
-        ctx.set(dut.wr.strobe, strobe)
         await ctx.tick()
     ctx.set(dut.wr.en, 0)
 

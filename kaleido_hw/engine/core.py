@@ -577,7 +577,7 @@ class CoreController(wiring.Component):
             wr = eng.wr
             take = Signal()
             m.d.comb += [wr.sel.eq(ld_side), wr.token.eq(wrw.tok), wr.lane.eq(lane),
-                         wr.strobe.eq((1 << WRITE_BYTES) - 1), wr.en.eq(take)]
+                         wr.en.eq(take)]
             if B > 1:
                 m.d.comb += wr.bank.eq(ld_bank)
             with m.If(~wrw.done):

@@ -3,7 +3,8 @@
 hardware cannot do before any simulation starts.
 
 An operand (Q, K, X or W) is written token by token in lanes of :data:`WRITE_BYTES` bytes
-(``wr``: token, lane, data, byte strobes) while the engine is idle; the run's grid, channel
+(``wr``: token, lane, data; a write fills the whole lane, the last lane of a token padded
+with zeros past d) while the engine is idle; the run's grid, channel
 groups, directions and thresholds go on the ``cfg`` ports (:func:`engine_ports`), checked
 by :func:`check_run` with the conditions of the RTL's ``error`` bits.
 """
@@ -61,7 +62,8 @@ def engine_ports(config: KaleidoConfig, grid, groups, full_bits: int = 5, half_b
 
 
 def operand_writes(x) -> list[tuple[int, int, int, int]]:
-    """Host writes of one int8 operand (N x d): ``(token, lane, data, strobe)`` tuples."""
+    """Host writes of one int8 operand (N x d): ``(token, lane, data)`` tuples, the last lane
+    of a token zero past channel d (the engines write whole lanes)."""
     x = np.asarray(x)
     if x.dtype != np.int8 or x.ndim != 2:
         raise ValueError(f"operand must be an (N, d) int8 array, got {x.dtype} {x.shape}")
@@ -71,5 +73,5 @@ def operand_writes(x) -> list[tuple[int, int, int, int]]:
         for lane in range(-(-x.shape[1] // WRITE_BYTES)):
             chunk = u[tok, lane * WRITE_BYTES:(lane + 1) * WRITE_BYTES]
             value = int.from_bytes(bytes(chunk), "little")
-            out.append((tok, lane, value, (1 << len(chunk)) - 1))
+            out.append((tok, lane, value))
     return out

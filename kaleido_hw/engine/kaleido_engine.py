@@ -122,7 +122,7 @@ def _write_signature(geo: KaleidoGeometry, banks: int = 1) -> wiring.Signature:
     return wiring.Signature({
         "en": Out(1), "sel": Out(1), "token": Out(t.tok_width), **bank,
         "lane": Out(max(1, (t.max_dim // WRITE_BYTES - 1).bit_length())),
-        "data": Out(8 * WRITE_BYTES), "strobe": Out(WRITE_BYTES),
+        "data": Out(8 * WRITE_BYTES),
     })
 
 
@@ -149,8 +149,8 @@ def _counter_signature(arrays: int) -> wiring.Signature:
 
 def _port_docs() -> dict:
     docs = {
-        "wr__en": ("host write strobe: write the bytes of wr__data selected by wr__strobe into "
-                   "every array's copy (ignored while busy)"),
+        "wr__en": ("host write strobe: write the 8 bytes of wr__data into every array's copy "
+                   "(ignored while busy)"),
         "wr__sel": "operand of the write: 0 Q, 1 K",
         "wr__token": "token index of the write (0..engine_max_tokens-1)",
         "wr__bank": ("bank of the write (banks > 1: the engine core's scratchpad); allowed "
@@ -159,7 +159,6 @@ def _port_docs() -> dict:
         "k_bank": "bank of the K memory the run reads (banks > 1; sampled at start)",
         "wr__lane": "8-channel lane of the write: channels 8*lane .. 8*lane+7",
         "wr__data": "8 int8 values, channel 8*lane+b at bits [8b, 8b+8)",
-        "wr__strobe": "byte enables of wr__data (bit b writes channel 8*lane+b)",
         "cfg__t": "grid frames T (sampled at start)",
         "cfg__h": "grid rows H (sampled at start)",
         "cfg__w": "grid columns W (sampled at start); T*H*W <= engine_max_tokens",
@@ -212,8 +211,8 @@ class KaleidoEngine(wiring.Component):
         a write into a bank the run does not read is taken while the engine is busy.
 
     The chunk controller keeps the channels of the current group not yet handed out; the
-    next chunk is the lowest W of them (``x & (x - 1)`` applied W times), else the first
-    channels of the next non-empty group. It hands a chunk to every array with ``go`` and
+    next chunk is the lowest W of them (a rank select, :func:`~kaleido_hw.bitops.rank_select`),
+    else the first channels of the next non-empty group. It hands a chunk to every array with ``go`` and
     waits until every array reports ``chunk_done`` (the barrier, ``docs/engine.md``) and,
     with the scheduler, until both orders of the next chunk are complete; the next ``go``
     follows two cycles after the slowest array's last step, or one after the orders.
@@ -412,7 +411,10 @@ class KaleidoEngine(wiring.Component):
         # -- arrays ----------------------------------------------------------------------------
         tag_width = engine_tag_layout(geo).size
         lanes = D // WRITE_BYTES
-        byte_en = Cat(*(Mux(self.wr.lane == lane, self.wr.strobe, 0) for lane in range(lanes)))
+        # A write fills one whole 8-byte lane (channels past head_dim are never read): one
+        # write enable per lane, where byte enables gave yosys 8 x as many memory write
+        # ports to merge back (minutes of its clean-up passes on the default build).
+        lane_en = Cat(*(self.wr.lane == lane for lane in range(lanes)))
         done_bits, fin_now, fin_seen = [], [], []
         for a in range(P):
             qmem = memory.Memory(shape=8 * D, depth=B * N, init=[])
@@ -421,14 +423,14 @@ class KaleidoEngine(wiring.Component):
             if a == 0:
                 self._pre_mem = {"q": qmem, "k": kmem}
             for sel, mem in ((0, qmem), (1, kmem)):
-                port = mem.write_port(granularity=8)
+                port = mem.write_port(granularity=8 * WRITE_BYTES)
                 wbank = self.wr.bank if B > 1 else Const(0)
                 # Never into a bank the run reads.
                 free = (~self.busy | (wbank != run_bank[sel])) if B > 1 else ~self.busy
                 m.d.comb += [port.addr.eq(bank_addr(self.wr.token, wbank)),
                              port.data.eq(Cat(*[self.wr.data] * lanes)),
                              port.en.eq(Mux(self.wr.en & free & (self.wr.sel == sel),
-                                            byte_en, 0))]
+                                            lane_en, 0))]
             seq = ArraySequencer(self.config, a)
             self.sequencers.append(seq)
             # A register holding its reset value, not a constant: Amaranth would fold a

@@ -97,7 +97,7 @@ def _write_signature(geo: LinearGeometry) -> wiring.Signature:
         "en": Out(1), "sel": Out(1),
         "index": Out(bits_for(max(geo.max_tokens, geo.max_in) - 1)),
         "lane": Out(bits_for(lanes - 1)),
-        "data": Out(8 * WRITE_BYTES), "strobe": Out(WRITE_BYTES),
+        "data": Out(8 * WRITE_BYTES),
     })
 
 
@@ -128,14 +128,12 @@ class LinearEngine(wiring.Component):
     """
 
     PORT_DOCS = {
-        "wr__en": ("host write strobe: write the bytes of wr__data selected by wr__strobe "
-                   "(ignored while busy)"),
+        "wr__en": "host write strobe: write the 8 bytes of wr__data (ignored while busy)",
         "wr__sel": "operand of the write: 0 X (activation), 1 W (weight)",
         "wr__index": "X: token index (0..engine_max_tokens-1); W: input channel (0..linear_max_in-1)",
         "wr__lane": ("8-value lane of the write: X channels / W output features "
                      "8*lane .. 8*lane+7"),
         "wr__data": "8 int8 values, value 8*lane+b at bits [8b, 8b+8)",
-        "wr__strobe": "byte enables of wr__data (bit b writes value 8*lane+b)",
         "cfg__t": "grid frames T (sampled at start)",
         "cfg__h": "grid rows H (sampled at start)",
         "cfg__w": "grid columns W (sampled at start); T*H*W <= engine_max_tokens",
@@ -197,14 +195,13 @@ class LinearEngine(wiring.Component):
         m.submodules.x_mem, m.submodules.w_mem = xmem, wmem
         for sel, mem, width in ((0, xmem, D), (1, wmem, O)):
             lanes = width // WRITE_BYTES
-            byte_en = Cat(*(Mux(self.wr.lane == lane, self.wr.strobe, 0)
-                            for lane in range(lanes)))
-            port = mem.write_port(granularity=8)
+            lane_en = Cat(*(self.wr.lane == lane for lane in range(lanes)))
+            port = mem.write_port(granularity=8 * WRITE_BYTES)   # whole lanes, as the engine
             depth_ok = self.wr.index < mem.depth
             m.d.comb += [port.addr.eq(self.wr.index),
                          port.data.eq(Cat(*[self.wr.data] * lanes)),
                          port.en.eq(Mux(self.wr.en & ~self.busy & (self.wr.sel == sel)
-                                        & depth_ok, byte_en, 0))]
+                                        & depth_ok, lane_en, 0))]
 
         # -- configuration check -------------------------------------------------------------
         hw = Signal(2 * geo.size_width)

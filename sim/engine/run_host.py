@@ -64,12 +64,11 @@ class RunHost:
         dut = self.dut
         dut.wr__sel.value = sel
         port = getattr(dut, f"wr__{self.index}")
-        for row, lane, value, strobe in operand_writes(np.asarray(values)):
+        for row, lane, value in operand_writes(np.asarray(values)):
             dut.wr__en.value = 1
             port.value = row
             dut.wr__lane.value = lane
             dut.wr__data.value = value
-            dut.wr__strobe.value = strobe
             await RisingEdge(dut.clk)
         dut.wr__en.value = 0
 
