@@ -138,12 +138,12 @@ STORE_OVERHEAD = 4
 
 
 def store_readout_cycles(box_tokens: int) -> int:
-    """Cycles of the engine's S read-out of an ``n x n`` block (``n = box_tokens``) with
-    ``ready`` always high, from the first cycle of its counters to its last beat: the planes
-    give a row pair per ``n`` cycles (one column of both rows per cycle) and the reorder
-    buffer emits a pair only once it is whole, so the first beat waits for the first pair's
-    ``n`` columns and the cycle that starts its read; then one beat per cycle,
-    ``ceil(n**2 / 2)`` in all (the odd count's half-empty last beat included)."""
+    """Cycles the engine's S read-out of an ``n x n`` block (``n = box_tokens``) adds to a
+    STORE with ``ready`` always high, beyond the pipeline of :data:`STORE_OVERHEAD`: the
+    planes give a row pair in ``n`` cycles (both rows of one K token per cycle) and the
+    reorder buffer emits a pair only once it is whole, so the first pair's ``n`` columns and
+    the cycle that reads its first beat from the buffer come first; then one beat per
+    cycle, ``ceil(n**2 / 2)`` in all (an odd count's half-empty last beat included)."""
     return box_tokens + 1 + -(-box_tokens * box_tokens // 2)
 #: Latency of the AxiDma + cocotbext-axi AxiRam read path without pauses, as the bench
 #: measures it (:meth:`BenchMemory.axi_ram`).
@@ -247,9 +247,10 @@ def core_schedule(commands, result, memory: BenchMemory = BenchMemory()) -> list
     until the load unit is idle, and so does a COMPUTE that reads the bank being loaded;
     then CONFIG takes 1 cycle, GROUPS ``1 + count``, STRIDES ``1 + 17``, COMPUTE ``1 +``
     engine ``cycles`` ``+ 2`` and STORE ``1 + 4 +`` :func:`store_readout_cycles`
-    (``box_tokens + 1 + ceil(box_tokens**2 / 2)``). A LOAD takes :data:`LOAD_ISSUE_CYCLES` to its hand-off, later if
-    the load unit is still walking the previous LOAD; the load unit then walks the box for
-    :func:`load_run_cycles` cycles from the next cycle while the controller goes on. FENCE
+    (``box_tokens + 1 + ceil(box_tokens**2 / 2)``). A LOAD takes :data:`LOAD_ISSUE_CYCLES`
+    to its hand-off, later if the load unit is still walking the previous LOAD; the load
+    unit then walks the box for :func:`load_run_cycles` cycles from the next cycle while the
+    controller goes on. FENCE
     takes its decode and waits in a second cycle until the load unit is idle (2 cycles
     when it is). The memory serves one transfer at a time: no STORE runs during a walk and
     a walk starts only when the STORE before it has ended, so a walk's cycles do not depend

@@ -315,7 +315,8 @@ class EngineBuffer(wiring.Component):
                 m.d.sync += [sel.eq(bank), on.eq(info.on)]
             word = pick((p.data for p in ports), sel)
             for lane in range(2):
-                totals[lane] = totals[lane] + Mux(on, word[lane * aw:(lane + 1) * aw].as_signed(), 0)
+                score = word[lane * aw:(lane + 1) * aw].as_signed()
+                totals[lane] = totals[lane] + Mux(on, score, 0)
         m.d.comb += [reorder.i.valid.eq(valid2),
                      reorder.i.payload.top.eq(totals[0]), reorder.i.payload.bottom.eq(totals[1]),
                      reorder.i.payload.col.eq(col[1]), reorder.i.payload.last.eq(last[1]),

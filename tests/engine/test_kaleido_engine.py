@@ -178,6 +178,24 @@ def test_small_engine_runs(arrays):
         assert out["counters"] == want, f"{variant}:\n rtl   {out['counters']}\n model {want}"
 
 
+def test_odd_token_counts_read_out():
+    """Odd N_max (15: the banks' last row pair and the reorder buffer's halves are half
+    used) and an odd grid (3x1x5: N*N odd, so the read-out's last beat has a zero high half
+    and the row pairs straddle beats), P = 2 arrays, full and dense, S read out under
+    back-pressure: S bit-exact and every counter equal to the cycle model."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=15,
+                        engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=4)
+    grid, groups = VideoGrid(3, 1, 5), ChannelGroups.from_sizes(3, 2, 3, directions=(0, 2, 2))
+    q, k = smooth(grid, 8, np.random.default_rng(15))
+    for variant, stall_every in (("full", 2), ("dense", 5)):
+        out = run_engine(cfg, q, k, grid, groups, variant, stall_every=stall_every)
+        want_s = (attention_scores(q, k, grid, groups) if variant != "dense"
+                  else q.astype(np.int64) @ k.astype(np.int64).T)
+        assert np.array_equal(out["S"], want_s), f"{variant}: S differs"
+        assert out["counters"] == model_counters(cfg, q, k, grid, groups, variant), variant
+
+
 @pytest.mark.parametrize("variant", ["pe-m", "full"])
 def test_dispatcher_wider_chunks(variant):
     """pe-m and full on P = 2 arrays of 2 x 4 PEs with chunks of 8 channels (lookahead 4,
