@@ -6,19 +6,33 @@ module axi_dma(axi__araddr, axi__arburst, axi__arcache, axi__arid, axi__arlen, a
   wire \$100 ;
   wire \$101 ;
   wire \$102 ;
-  reg [1:0] \$103 ;
-  reg [2:0] \$104 ;
-  reg [31:0] \$105 ;
-  reg [15:0] \$106 ;
-  reg \$107 ;
-  reg [2:0] \$108 ;
-  reg [31:0] \$109 ;
+  wire \$103 ;
+  wire \$104 ;
+  wire \$105 ;
+  wire \$106 ;
+  wire \$107 ;
+  wire \$108 ;
+  wire \$109 ;
   wire \$11 ;
-  reg [15:0] \$110 ;
-  reg \$111 ;
-  reg [4:0] \$112 ;
-  reg \$113  = 0;
+  wire [5:0] \$110 ;
+  wire \$111 ;
+  wire \$112 ;
+  wire \$113 ;
+  wire \$114 ;
+  wire \$115 ;
+  reg [1:0] \$116 ;
+  reg [2:0] \$117 ;
+  reg [31:0] \$118 ;
+  reg [15:0] \$119 ;
   wire \$12 ;
+  reg \$120 ;
+  reg [2:0] \$121 ;
+  reg [31:0] \$122 ;
+  reg [15:0] \$123 ;
+  reg \$124 ;
+  reg [4:0] \$125 ;
+  reg [4:0] \$126 ;
+  reg \$127  = 0;
   wire \$13 ;
   wire \$14 ;
   wire \$15 ;
@@ -49,32 +63,32 @@ module axi_dma(axi__araddr, axi__arburst, axi__arcache, axi__arid, axi__arlen, a
   wire \$38 ;
   wire \$39 ;
   wire \$4 ;
-  wire [32:0] \$40 ;
-  wire [7:0] \$41 ;
-  wire [16:0] \$42 ;
-  wire [15:0] \$43 ;
-  wire \$44 ;
-  wire [5:0] \$45 ;
-  wire [13:0] \$46 ;
+  wire \$40 ;
+  wire \$41 ;
+  wire [32:0] \$42 ;
+  wire [7:0] \$43 ;
+  wire [16:0] \$44 ;
+  wire [15:0] \$45 ;
+  wire \$46 ;
   wire \$47 ;
-  wire [15:0] \$48 ;
+  wire \$48 ;
   wire \$49 ;
   wire \$5 ;
-  wire [13:0] \$50 ;
+  wire \$50 ;
   wire \$51 ;
-  wire [15:0] \$52 ;
-  wire \$53 ;
+  wire \$52 ;
+  wire [4:0] \$53 ;
   wire \$54 ;
-  wire \$55 ;
+  wire [5:0] \$55 ;
   wire \$56 ;
-  wire \$57 ;
+  wire [13:0] \$57 ;
   wire \$58 ;
-  wire \$59 ;
+  wire [15:0] \$59 ;
   wire [3:0] \$6 ;
   wire \$60 ;
-  wire \$61 ;
+  wire [13:0] \$61 ;
   wire \$62 ;
-  wire [5:0] \$63 ;
+  wire [15:0] \$63 ;
   wire \$64 ;
   wire \$65 ;
   wire \$66 ;
@@ -84,35 +98,35 @@ module axi_dma(axi__araddr, axi__arburst, axi__arcache, axi__arid, axi__arlen, a
   wire \$7 ;
   wire \$70 ;
   wire \$71 ;
-  wire [1:0] \$72 ;
+  wire \$72 ;
   wire \$73 ;
-  wire \$74 ;
-  wire [13:0] \$75 ;
+  wire [5:0] \$74 ;
+  wire \$75 ;
   wire \$76 ;
-  wire [15:0] \$77 ;
+  wire \$77 ;
   wire \$78 ;
-  wire [13:0] \$79 ;
+  wire \$79 ;
   wire \$8 ;
   wire \$80 ;
-  wire [15:0] \$81 ;
+  wire \$81 ;
   wire \$82 ;
-  wire \$83 ;
-  wire [1:0] \$84 ;
+  wire [1:0] \$83 ;
+  wire \$84 ;
   wire \$85 ;
-  wire \$86 ;
+  wire [13:0] \$86 ;
   wire \$87 ;
-  wire \$88 ;
+  wire [15:0] \$88 ;
   wire \$89 ;
   wire [4:0] \$9 ;
-  wire \$90 ;
+  wire [13:0] \$90 ;
   wire \$91 ;
-  wire \$92 ;
+  wire [15:0] \$92 ;
   wire \$93 ;
   wire \$94 ;
-  wire \$95 ;
+  wire [1:0] \$95 ;
   wire \$96 ;
   wire \$97 ;
-  wire [5:0] \$98 ;
+  wire \$98 ;
   wire \$99 ;
   wire [63:0] \rd_data__payload.data ;
   wire \rd_data__payload.last ;
@@ -222,6 +236,7 @@ module axi_dma(axi__araddr, axi__arburst, axi__arcache, axi__arid, axi__arlen, a
   reg w_busy = 1'h0;
   wire w_data;
   wire w_en;
+  reg [4:0] w_next = 5'h00;
   reg [31:0] wr_addr = 32'd0;
   input [63:0] wr_data__payload;
   wire [63:0] wr_data__payload;
@@ -265,102 +280,117 @@ module axi_dma(axi__araddr, axi__arburst, axi__arcache, axi__arid, axi__arlen, a
   assign \$25  = b_out + \$24 ;
   assign \$26  = \$25  - \$27 ;
   assign \$28  = ~ w_busy;
-  assign \$29  = ! w_beats;
-  assign \$30  = wr_req__valid & wr_req__ready;
-  assign \$31  = | wr_req__payload[2:0];
-  assign \$32  = | error;
-  assign \$33  = ~ \$32 ;
-  assign \$34  = | wr_req__payload[47:32];
-  assign \$35  = \$33  & \$34 ;
-  assign \$36  = | error;
-  assign \$37  = ! wr_left;
-  assign \$38  = \$36  | \$37 ;
-  assign \$39  = b_out < 3'h4;
-  assign \$40  = wr_addr + \$41 ;
-  assign \$42  = wr_left - \$43 [4:0];
-  assign \$44  = axi__wvalid & axi__wready;
-  assign \$45  = w_beats - 1'h1;
-  assign \$46  = 13'h1000 - rd_addr[11:0];
-  assign \$47  = rd_left < 5'h10;
-  assign \$48  = \$47  ? rd_left : 16'h0010;
-  assign \$49  = \$50 [9:0] < \$48 ;
-  assign \$51  = rd_left < 5'h10;
-  assign \$52  = \$51  ? rd_left : 16'h0010;
-  assign \$22  = \$49  ? { 6'h00, \$50 [9:0] } : \$52 ;
-  assign \$53  = ~ r_busy;
-  assign \$54  = ~ rst;
-  assign \$55  = rd_req__valid & rd_req__ready;
-  assign \$56  = | rd_req__payload[2:0];
-  assign \$57  = | error;
-  assign \$58  = ~ \$57 ;
-  assign \$59  = | rd_req__payload[47:32];
-  assign \$60  = \$58  & \$59 ;
-  assign \$61  = | error;
-  assign \$62  = r_out < 3'h4;
-  assign \$63  = \$22 [4:0] - 1'h1;
+  assign \$29  = | error;
+  assign \$30  = ! wr_left;
+  assign \$31  = \$29  | \$30 ;
+  assign \$32  = b_out < 3'h4;
+  assign \$33  = ! w_next;
+  assign \$34  = \$32  & \$33 ;
+  assign \$35  = wr_req__valid & wr_req__ready;
+  assign \$36  = | wr_req__payload[2:0];
+  assign \$37  = | error;
+  assign \$38  = ~ \$37 ;
+  assign \$39  = | wr_req__payload[47:32];
+  assign \$40  = \$38  & \$39 ;
+  assign \$41  = ! w_beats;
+  assign \$42  = wr_addr + \$43 ;
+  assign \$44  = wr_left - \$45 [4:0];
+  assign \$46  = axi__wvalid & axi__wready;
+  assign \$47  = w_beats == 1'h1;
+  assign \$48  = \$46  & \$47 ;
+  assign \$49  = axi__awvalid & axi__awready;
+  assign \$50  = ! w_beats;
+  assign \$51  = \$49  & \$50 ;
+  assign \$52  = axi__awvalid & axi__awready;
+  assign \$53  = \$52  ? \$45 [4:0] : w_next;
+  assign \$54  = axi__wvalid & axi__wready;
+  assign \$55  = w_beats - 1'h1;
+  assign \$56  = axi__awvalid & axi__awready;
+  assign \$57  = 13'h1000 - rd_addr[11:0];
+  assign \$58  = rd_left < 5'h10;
+  assign \$59  = \$58  ? rd_left : 16'h0010;
+  assign \$60  = \$61 [9:0] < \$59 ;
+  assign \$62  = rd_left < 5'h10;
+  assign \$63  = \$62  ? rd_left : 16'h0010;
+  assign \$22  = \$60  ? { 6'h00, \$61 [9:0] } : \$63 ;
+  assign \$64  = ~ r_busy;
+  assign \$65  = ~ rst;
+  assign \$66  = rd_req__valid & rd_req__ready;
+  assign \$67  = | rd_req__payload[2:0];
+  assign \$68  = | error;
+  assign \$69  = ~ \$68 ;
+  assign \$70  = | rd_req__payload[47:32];
+  assign \$71  = \$69  & \$70 ;
+  assign \$72  = | error;
+  assign \$73  = r_out < 3'h4;
+  assign \$74  = \$22 [4:0] - 1'h1;
   assign w_en = axi__arvalid & axi__arready;
   assign w_data = rd_left == \$22 [4:0];
-  assign \$64  = axi__rvalid & axi__rready;
-  assign r_en = \$64  & axi__rlast;
-  assign \$65  = axi__rlast & r_data;
-  assign \$66  = | error;
-  assign \$67  = ! axi__rresp[1];
-  assign \$68  = axi__rvalid & \$67 ;
-  assign \$69  = axi__rvalid & axi__rresp[1];
-  assign \$70  = rd_data__ready | \$69 ;
-  assign \$71  = axi__rvalid & axi__rresp[1];
-  assign \$72  = axi__rresp[0] ? 2'h3 : 2'h2;
-  assign \$73  = ~ r_busy;
-  assign \$74  = ! r_out;
-  assign rd_idle = \$73  & \$74 ;
-  assign \$75  = 13'h1000 - wr_addr[11:0];
-  assign \$76  = wr_left < 5'h10;
-  assign \$77  = \$76  ? wr_left : 16'h0010;
-  assign \$78  = \$79 [9:0] < \$77 ;
-  assign \$80  = wr_left < 5'h10;
-  assign \$81  = \$80  ? wr_left : 16'h0010;
-  assign \$43  = \$78  ? { 6'h00, \$79 [9:0] } : \$81 ;
-  assign \$82  = \$83  & axi__bresp[1];
-  assign \$84  = axi__bresp[0] ? 2'h3 : 2'h2;
-  assign \$85  = ~ w_busy;
-  assign \$86  = ! w_beats;
-  assign \$87  = ~ rst;
-  assign \$88  = wr_req__valid & wr_req__ready;
-  assign \$89  = | wr_req__payload[2:0];
-  assign \$90  = | error;
-  assign \$91  = ~ \$90 ;
-  assign \$92  = | wr_req__payload[47:32];
-  assign \$93  = \$91  & \$92 ;
-  assign \$94  = | error;
-  assign \$95  = ! wr_left;
-  assign \$96  = \$94  | \$95 ;
-  assign \$97  = b_out < 3'h4;
-  assign \$98  = \$43 [4:0] - 1'h1;
-  assign \$99  = w_beats == 1'h1;
-  assign \$100  = | error;
-  assign \$101  = ~ w_busy;
-  assign \$102  = ! b_out;
-  assign wr_idle = \$101  & \$102 ;
+  assign \$75  = axi__rvalid & axi__rready;
+  assign r_en = \$75  & axi__rlast;
+  assign \$76  = axi__rlast & r_data;
+  assign \$77  = | error;
+  assign \$78  = ! axi__rresp[1];
+  assign \$79  = axi__rvalid & \$78 ;
+  assign \$80  = axi__rvalid & axi__rresp[1];
+  assign \$81  = rd_data__ready | \$80 ;
+  assign \$82  = axi__rvalid & axi__rresp[1];
+  assign \$83  = axi__rresp[0] ? 2'h3 : 2'h2;
+  assign \$84  = ~ r_busy;
+  assign \$85  = ! r_out;
+  assign rd_idle = \$84  & \$85 ;
+  assign \$86  = 13'h1000 - wr_addr[11:0];
+  assign \$87  = wr_left < 5'h10;
+  assign \$88  = \$87  ? wr_left : 16'h0010;
+  assign \$89  = \$90 [9:0] < \$88 ;
+  assign \$91  = wr_left < 5'h10;
+  assign \$92  = \$91  ? wr_left : 16'h0010;
+  assign \$45  = \$89  ? { 6'h00, \$90 [9:0] } : \$92 ;
+  assign \$93  = \$94  & axi__bresp[1];
+  assign \$95  = axi__bresp[0] ? 2'h3 : 2'h2;
+  assign \$96  = ~ w_busy;
+  assign \$97  = | error;
+  assign \$98  = ! wr_left;
+  assign \$99  = \$97  | \$98 ;
+  assign \$100  = b_out < 3'h4;
+  assign \$101  = ! w_next;
+  assign \$102  = \$100  & \$101 ;
+  assign \$103  = ~ rst;
+  assign \$104  = wr_req__valid & wr_req__ready;
+  assign \$105  = | wr_req__payload[2:0];
+  assign \$106  = | error;
+  assign \$107  = ~ \$106 ;
+  assign \$108  = | wr_req__payload[47:32];
+  assign \$109  = \$107  & \$108 ;
+  assign \$110  = \$45 [4:0] - 1'h1;
+  assign \$111  = | w_beats;
+  assign \$112  = w_beats == 1'h1;
+  assign \$113  = | error;
+  assign \$114  = ~ w_busy;
+  assign \$115  = ! b_out;
+  assign wr_idle = \$114  & \$115 ;
   always @(posedge clk)
-    error <= \$103 ;
+    error <= \$116 ;
   always @(posedge clk)
-    r_out <= \$104 ;
+    r_out <= \$117 ;
   always @(posedge clk)
-    rd_addr <= \$105 ;
+    rd_addr <= \$118 ;
   always @(posedge clk)
-    rd_left <= \$106 ;
+    rd_left <= \$119 ;
   always @(posedge clk)
-    r_busy <= \$107 ;
+    r_busy <= \$120 ;
   always @(posedge clk)
-    b_out <= \$108 ;
+    b_out <= \$121 ;
   always @(posedge clk)
-    wr_addr <= \$109 ;
+    wr_addr <= \$122 ;
   always @(posedge clk)
-    wr_left <= \$110 ;
+    wr_left <= \$123 ;
   always @(posedge clk)
-    w_busy <= \$111 ;
+    w_busy <= \$124 ;
   always @(posedge clk)
-    w_beats <= \$112 ;
+    w_beats <= \$125 ;
+  always @(posedge clk)
+    w_next <= \$126 ;
   \axi_dma.r_final  r_final (
     .clk(clk),
     .r_data(r_data),
@@ -370,345 +400,338 @@ module axi_dma(axi__araddr, axi__arburst, axi__arcache, axi__arid, axi__arlen, a
     .w_port__data(w_data)
   );
   always @* begin
-    if (\$113 ) begin end
-    \$103  = error;
+    if (\$127 ) begin end
+    \$116  = error;
     if (error_clear) begin
-      \$103  = 2'h0;
+      \$116  = 2'h0;
     end else if (\$4 ) begin
-      \$103  = set_error;
+      \$116  = set_error;
     end
     if (rst) begin
-      \$103  = 2'h0;
+      \$116  = 2'h0;
     end
   end
   always @* begin
-    if (\$113 ) begin end
-    \$104  = \$9 [2:0];
+    if (\$127 ) begin end
+    \$117  = \$9 [2:0];
     if (rst) begin
-      \$104  = 3'h0;
+      \$117  = 3'h0;
     end
   end
   always @* begin
-    if (\$113 ) begin end
-    \$105  = rd_addr;
+    if (\$127 ) begin end
+    \$118  = rd_addr;
     (* full_case = 32'd1 *)
     if (\$10 ) begin
       if (\$11 ) begin
         if (\$12 ) begin
         end else if (\$16 ) begin
-          \$105  = rd_req__payload[31:0];
+          \$118  = rd_req__payload[31:0];
         end
       end
     end else begin
       if (\$17 ) begin
       end else if (\$18 ) begin
         if (axi__arready) begin
-          \$105  = \$19 [31:0];
+          \$118  = \$19 [31:0];
         end
       end
     end
     if (rst) begin
-      \$105  = 32'd0;
+      \$118  = 32'd0;
     end
   end
   always @* begin
-    if (\$113 ) begin end
-    \$106  = rd_left;
+    if (\$127 ) begin end
+    \$119  = rd_left;
     (* full_case = 32'd1 *)
     if (\$10 ) begin
       if (\$11 ) begin
         if (\$12 ) begin
         end else if (\$16 ) begin
-          \$106  = rd_req__payload[47:32];
+          \$119  = rd_req__payload[47:32];
         end
       end
     end else begin
       if (\$17 ) begin
       end else if (\$18 ) begin
         if (axi__arready) begin
-          \$106  = \$21 [15:0];
+          \$119  = \$21 [15:0];
         end
       end
     end
     if (rst) begin
-      \$106  = 16'h0000;
+      \$119  = 16'h0000;
     end
   end
   always @* begin
-    if (\$113 ) begin end
-    \$107  = r_busy;
+    if (\$127 ) begin end
+    \$120  = r_busy;
     (* full_case = 32'd1 *)
     if (\$10 ) begin
       if (\$11 ) begin
         if (\$12 ) begin
         end else if (\$16 ) begin
-          \$107  = 1'h1;
+          \$120  = 1'h1;
         end
       end
     end else begin
       if (\$17 ) begin
-        \$107  = 1'h0;
+        \$120  = 1'h0;
       end else if (\$18 ) begin
         if (axi__arready) begin
           if (\$23 ) begin
-            \$107  = 1'h0;
+            \$120  = 1'h0;
           end
         end
       end
     end
     if (rst) begin
-      \$107  = 1'h0;
+      \$120  = 1'h0;
     end
   end
   always @* begin
-    if (\$113 ) begin end
-    \$108  = \$26 [2:0];
+    if (\$127 ) begin end
+    \$121  = \$26 [2:0];
     if (rst) begin
-      \$108  = 3'h0;
+      \$121  = 3'h0;
     end
   end
   always @* begin
-    if (\$113 ) begin end
-    \$109  = wr_addr;
+    if (\$127 ) begin end
+    \$122  = wr_addr;
     if (\$28 ) begin
-      if (\$30 ) begin
-        if (\$31 ) begin
-        end else if (\$35 ) begin
-          \$109  = wr_req__payload[31:0];
+      if (\$35 ) begin
+        if (\$36 ) begin
+        end else if (\$40 ) begin
+          \$122  = wr_req__payload[31:0];
         end
       end
-    end else if (\$29 ) begin
-      if (\$38 ) begin
-      end else if (\$39 ) begin
-        if (axi__awready) begin
-          \$109  = \$40 [31:0];
-        end
+    end else if (\$31 ) begin
+    end else if (\$34 ) begin
+      if (axi__awready) begin
+        \$122  = \$42 [31:0];
       end
     end
     if (rst) begin
-      \$109  = 32'd0;
+      \$122  = 32'd0;
     end
   end
   always @* begin
-    if (\$113 ) begin end
-    \$110  = wr_left;
+    if (\$127 ) begin end
+    \$123  = wr_left;
     if (\$28 ) begin
-      if (\$30 ) begin
-        if (\$31 ) begin
-        end else if (\$35 ) begin
-          \$110  = wr_req__payload[47:32];
+      if (\$35 ) begin
+        if (\$36 ) begin
+        end else if (\$40 ) begin
+          \$123  = wr_req__payload[47:32];
         end
       end
-    end else if (\$29 ) begin
-      if (\$38 ) begin
-      end else if (\$39 ) begin
-        if (axi__awready) begin
-          \$110  = \$42 [15:0];
-        end
+    end else if (\$31 ) begin
+    end else if (\$34 ) begin
+      if (axi__awready) begin
+        \$123  = \$44 [15:0];
       end
     end
     if (rst) begin
-      \$110  = 16'h0000;
+      \$123  = 16'h0000;
     end
   end
   always @* begin
-    if (\$113 ) begin end
-    \$111  = w_busy;
+    if (\$127 ) begin end
+    \$124  = w_busy;
     if (\$28 ) begin
-      if (\$30 ) begin
-        if (\$31 ) begin
-        end else if (\$35 ) begin
-          \$111  = 1'h1;
+      if (\$35 ) begin
+        if (\$36 ) begin
+        end else if (\$40 ) begin
+          \$124  = 1'h1;
         end
       end
-    end else if (\$29 ) begin
-      if (\$38 ) begin
-        \$111  = 1'h0;
+    end else if (\$31 ) begin
+      if (\$41 ) begin
+        \$124  = 1'h0;
       end
     end
     if (rst) begin
-      \$111  = 1'h0;
+      \$124  = 1'h0;
     end
   end
   always @* begin
-    if (\$113 ) begin end
-    \$112  = w_beats;
+    if (\$127 ) begin end
+    \$125  = w_beats;
     (* full_case = 32'd1 *)
-    if (\$28 ) begin
-    end else if (\$29 ) begin
-      if (\$38 ) begin
-      end else if (\$39 ) begin
-        if (axi__awready) begin
-          \$112  = \$43 [4:0];
-        end
-      end
+    if (\$48 ) begin
+      \$125  = \$53 ;
+    end else if (\$51 ) begin
+      \$125  = \$45 [4:0];
     end else begin
-      if (\$44 ) begin
-        \$112  = \$45 [4:0];
+      if (\$54 ) begin
+        \$125  = \$55 [4:0];
       end
     end
     if (rst) begin
-      \$112  = 5'h00;
+      \$125  = 5'h00;
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
+    \$126  = w_next;
+    (* full_case = 32'd1 *)
+    if (\$48 ) begin
+      \$126  = 5'h00;
+    end else if (\$51 ) begin
+    end else begin
+      if (\$56 ) begin
+        \$126  = \$45 [4:0];
+      end
+    end
+    if (rst) begin
+      \$126  = 5'h00;
+    end
+  end
+  always @* begin
+    if (\$127 ) begin end
     rd_req__ready = 1'h0;
-    if (\$53 ) begin
-      rd_req__ready = \$54 ;
+    if (\$64 ) begin
+      rd_req__ready = \$65 ;
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     set_error = 2'h0;
-    if (\$53 ) begin
-      if (\$55 ) begin
-        if (\$56 ) begin
+    if (\$64 ) begin
+      if (\$66 ) begin
+        if (\$67 ) begin
           set_error = 2'h1;
         end
       end
     end
     (* full_case = 32'd1 *)
-    if (\$66 ) begin
+    if (\$77 ) begin
     end else begin
-      if (\$71 ) begin
-        set_error = \$72 ;
+      if (\$82 ) begin
+        set_error = \$83 ;
       end
     end
-    if (\$82 ) begin
-      set_error = \$84 ;
+    if (\$93 ) begin
+      set_error = \$95 ;
     end
-    if (\$85 ) begin
-      if (\$88 ) begin
-        if (\$89 ) begin
+    if (\$96 ) begin
+      if (\$104 ) begin
+        if (\$105 ) begin
           set_error = 2'h1;
         end
       end
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     axi__arvalid = 1'h0;
     (* full_case = 32'd1 *)
-    if (\$53 ) begin
+    if (\$64 ) begin
     end else begin
-      if (\$61 ) begin
-      end else if (\$62 ) begin
+      if (\$72 ) begin
+      end else if (\$73 ) begin
         axi__arvalid = 1'h1;
       end
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     axi__araddr = 32'd0;
     (* full_case = 32'd1 *)
-    if (\$53 ) begin
+    if (\$64 ) begin
     end else begin
-      if (\$61 ) begin
-      end else if (\$62 ) begin
+      if (\$72 ) begin
+      end else if (\$73 ) begin
         axi__araddr = rd_addr;
       end
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     axi__arlen = 8'h00;
     (* full_case = 32'd1 *)
-    if (\$53 ) begin
+    if (\$64 ) begin
     end else begin
-      if (\$61 ) begin
-      end else if (\$62 ) begin
-        axi__arlen = { \$63 [5], \$63 [5], \$63  };
+      if (\$72 ) begin
+      end else if (\$73 ) begin
+        axi__arlen = { \$74 [5], \$74 [5], \$74  };
       end
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     (* full_case = 32'd1 *)
-    if (\$66 ) begin
+    if (\$77 ) begin
       axi__rready = 1'h1;
     end else begin
-      axi__rready = \$70 ;
+      axi__rready = \$81 ;
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     rd_data__valid = 1'h0;
     (* full_case = 32'd1 *)
-    if (\$66 ) begin
+    if (\$77 ) begin
     end else begin
-      rd_data__valid = \$68 ;
+      rd_data__valid = \$79 ;
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     wr_req__ready = 1'h0;
-    if (\$85 ) begin
-      wr_req__ready = \$87 ;
+    if (\$96 ) begin
+      wr_req__ready = \$103 ;
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     axi__awvalid = 1'h0;
-    if (\$85 ) begin
-    end else if (\$86 ) begin
-      if (\$96 ) begin
-      end else if (\$97 ) begin
-        axi__awvalid = 1'h1;
-      end
+    if (\$96 ) begin
+    end else if (\$99 ) begin
+    end else if (\$102 ) begin
+      axi__awvalid = 1'h1;
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     axi__awaddr = 32'd0;
-    if (\$85 ) begin
-    end else if (\$86 ) begin
-      if (\$96 ) begin
-      end else if (\$97 ) begin
-        axi__awaddr = wr_addr;
-      end
+    if (\$96 ) begin
+    end else if (\$99 ) begin
+    end else if (\$102 ) begin
+      axi__awaddr = wr_addr;
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     axi__awlen = 8'h00;
-    if (\$85 ) begin
-    end else if (\$86 ) begin
-      if (\$96 ) begin
-      end else if (\$97 ) begin
-        axi__awlen = { \$98 [5], \$98 [5], \$98  };
-      end
+    if (\$96 ) begin
+    end else if (\$99 ) begin
+    end else if (\$102 ) begin
+      axi__awlen = { \$110 [5], \$110 [5], \$110  };
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     axi__wlast = 1'h0;
-    (* full_case = 32'd1 *)
-    if (\$85 ) begin
-    end else if (\$86 ) begin
-    end else begin
-      axi__wlast = \$99 ;
+    if (\$111 ) begin
+      axi__wlast = \$112 ;
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     axi__wdata = 64'h0000000000000000;
-    (* full_case = 32'd1 *)
-    if (\$85 ) begin
-    end else if (\$86 ) begin
-    end else begin
+    if (\$111 ) begin
       axi__wdata = wr_data__payload;
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     axi__wvalid = 1'h0;
-    (* full_case = 32'd1 *)
-    if (\$85 ) begin
-    end else if (\$86 ) begin
-    end else begin
+    if (\$111 ) begin
       (* full_case = 32'd1 *)
-      if (\$100 ) begin
+      if (\$113 ) begin
         axi__wvalid = 1'h1;
       end else begin
         axi__wvalid = wr_data__valid;
@@ -716,14 +739,11 @@ module axi_dma(axi__araddr, axi__arburst, axi__arcache, axi__arid, axi__arlen, a
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     axi__wstrb = 8'h00;
-    (* full_case = 32'd1 *)
-    if (\$85 ) begin
-    end else if (\$86 ) begin
-    end else begin
+    if (\$111 ) begin
       (* full_case = 32'd1 *)
-      if (\$100 ) begin
+      if (\$113 ) begin
         axi__wstrb = 8'h00;
       end else begin
         axi__wstrb = 8'hff;
@@ -731,23 +751,20 @@ module axi_dma(axi__araddr, axi__arburst, axi__arcache, axi__arid, axi__arlen, a
     end
   end
   always @* begin
-    if (\$113 ) begin end
+    if (\$127 ) begin end
     wr_data__ready = 1'h0;
-    (* full_case = 32'd1 *)
-    if (\$85 ) begin
-    end else if (\$86 ) begin
-    end else begin
+    if (\$111 ) begin
       (* full_case = 32'd1 *)
-      if (\$100 ) begin
+      if (\$113 ) begin
       end else begin
         wr_data__ready = axi__wready;
       end
     end
   end
   assign rd_len = \$22 [4:0];
-  assign wr_len = \$43 [4:0];
-  assign rd_page = \$50 [9:0];
-  assign wr_page = \$79 [9:0];
+  assign wr_len = \$45 [4:0];
+  assign rd_page = \$61 [9:0];
+  assign wr_page = \$90 [9:0];
   assign axi__arid = 1'h0;
   assign axi__arsize = 3'h3;
   assign axi__arburst = 2'h1;
@@ -765,14 +782,14 @@ module axi_dma(axi__araddr, axi__arburst, axi__arcache, axi__arid, axi__arlen, a
   assign \rd_data__payload.last  = rd_data__payload[64];
   assign \wr_req__payload.addr  = wr_req__payload[31:0];
   assign \wr_req__payload.beats  = wr_req__payload[47:32];
-  assign rd_data__payload[64] = \$65 ;
+  assign rd_data__payload[64] = \$76 ;
   assign rd_data__payload[63:0] = axi__rdata;
-  assign \$50  = { \$46 [13], \$46 [13], \$46 [13], \$46 [13:3] };
+  assign \$61  = { \$57 [13], \$57 [13], \$57 [13], \$57 [13:3] };
   assign \$20  = { \$22 [4:0], 3'h0 };
   assign \$27  = axi__bvalid;
-  assign \$79  = { \$75 [13], \$75 [13], \$75 [13], \$75 [13:3] };
-  assign \$41  = { \$43 [4:0], 3'h0 };
-  assign \$83  = axi__bvalid;
+  assign \$90  = { \$86 [13], \$86 [13], \$86 [13], \$86 [13:3] };
+  assign \$43  = { \$45 [4:0], 3'h0 };
+  assign \$94  = axi__bvalid;
 endmodule
 
 module \axi_dma.r_final (clk, r_data, r_en, rst, w_en, w_port__data);

@@ -36,6 +36,7 @@ from golden.checks import check_int
 
 __all__ = ["COMPUTE_OVERHEAD", "DECODE_CYCLES", "ARITH_CYCLES", "CORE_COUNTERS",
            "core_counters", "MemoryTiming", "memory_cycles", "core_time", "STORE_OVERHEAD",
+           "store_readout_cycles",
            "FENCE_CYCLES", "AXI_RAM_LATENCY", "BenchMemory", "load_run_cycles",
            "LOAD_ISSUE_CYCLES", "CommandTiming", "core_schedule", "command_cycles", "core_cycles",
            "PAPER_DRAM_GBPS", "PAPER_CLOCK_GHZ",
@@ -97,8 +98,9 @@ def memory_cycles(result, timing: MemoryTiming = MemoryTiming()) -> dict:
     """Cycles of the LOADs and STOREs of a program (``run_program`` result) with ``timing``:
     a LOAD walks every token of its box (one cycle per token's beat, padding included) after
     the decode and address cycles and the first beat's latency; a STORE takes the engine's
-    read-out of one S value per cycle (``box_tokens**2``; its ``box_tokens**2 / 2`` beats
-    need half the memory bandwidth). Returns ``load``, ``store`` and ``total``. An estimate
+    read-out of one beat (two S values) per cycle after the first row pair
+    (:func:`store_readout_cycles`), or longer when the memory takes fewer beats per cycle.
+    Returns ``load``, ``store`` and ``total``. An estimate
     for any bandwidth: it leaves out the limit of requests in flight and a few cycles per
     command that :func:`command_cycles` counts exactly for one beat per cycle."""
     cfg = result.config
@@ -111,7 +113,7 @@ def memory_cycles(result, timing: MemoryTiming = MemoryTiming()) -> dict:
         + real_beats / timing.beats_per_cycle + pad_beats
     stores = result.counters["stores"]
     store_beats = stores * -(-bt * bt // 2)
-    store = stores * (DECODE_CYCLES + 2) + max(stores * bt * bt,
+    store = stores * (DECODE_CYCLES + 2) + max(stores * store_readout_cycles(bt),
                                                store_beats / timing.beats_per_cycle)
     return {"load": int(round(load)), "store": int(round(store)),
             "total": int(round(load + store))}
@@ -129,10 +131,20 @@ def core_time(result, timing: MemoryTiming = MemoryTiming()) -> dict:
 
 # -- exact cycles for the bench's memory -------------------------------------------------------
 
-#: Cycles of a STORE beyond its decode and its ``box_tokens**2`` S values (one per cycle):
-#: the write request, the engine's two-cycle read-out latency and the cycle that returns to
-#: idle. An odd count adds the cycle of its last, half-empty beat.
+#: Cycles of a STORE beyond its decode and the engine's read-out
+#: (:func:`store_readout_cycles`): the write request, the two-cycle pipeline from the read-out
+#: counters to the planes' words, and the cycle that returns to idle.
 STORE_OVERHEAD = 4
+
+
+def store_readout_cycles(box_tokens: int) -> int:
+    """Cycles the engine's S read-out of an ``n x n`` block (``n = box_tokens``) adds to a
+    STORE with ``ready`` always high, beyond the pipeline of :data:`STORE_OVERHEAD`: the
+    planes give a row pair in ``n`` cycles (both rows of one K token per cycle) and the
+    reorder buffer emits a pair only once it is whole, so the first pair's ``n`` columns and
+    the cycle that reads its first beat from the buffer come first; then one beat per
+    cycle, ``ceil(n**2 / 2)`` in all (an odd count's half-empty last beat included)."""
+    return box_tokens + 1 + -(-box_tokens * box_tokens // 2)
 #: Latency of the AxiDma + cocotbext-axi AxiRam read path without pauses, as the bench
 #: measures it (:meth:`BenchMemory.axi_ram`).
 AXI_RAM_LATENCY = 2
@@ -234,10 +246,11 @@ def core_schedule(commands, result, memory: BenchMemory = BenchMemory()) -> list
     The controller takes one command at a time, in order. CONFIG, STRIDES and STORE wait
     until the load unit is idle, and so does a COMPUTE that reads the bank being loaded;
     then CONFIG takes 1 cycle, GROUPS ``1 + count``, STRIDES ``1 + 17``, COMPUTE ``1 +``
-    engine ``cycles`` ``+ 2`` and STORE ``1 + 4 + box_tokens**2`` (+1 when odd: the
-    half-empty last beat). A LOAD takes :data:`LOAD_ISSUE_CYCLES` to its hand-off, later if
-    the load unit is still walking the previous LOAD; the load unit then walks the box for
-    :func:`load_run_cycles` cycles from the next cycle while the controller goes on. FENCE
+    engine ``cycles`` ``+ 2`` and STORE ``1 + 4 +`` :func:`store_readout_cycles`
+    (``box_tokens + 1 + ceil(box_tokens**2 / 2)``). A LOAD takes :data:`LOAD_ISSUE_CYCLES`
+    to its hand-off, later if the load unit is still walking the previous LOAD; the load
+    unit then walks the box for :func:`load_run_cycles` cycles from the next cycle while the
+    controller goes on. FENCE
     takes its decode and waits in a second cycle until the load unit is idle (2 cycles
     when it is). The memory serves one transfer at a time: no STORE runs during a walk and
     a walk starts only when the STORE before it has ended, so a walk's cycles do not depend
@@ -282,7 +295,7 @@ def core_schedule(commands, result, memory: BenchMemory = BenchMemory()) -> list
             end = d + DECODE_CYCLES + int(b.engine.cycles) + COMPUTE_OVERHEAD
         elif name == "STORE":
             n = int(np.prod(cfg.box))
-            end = d + DECODE_CYCLES + STORE_OVERHEAD + n * n + (n * n) % 2
+            end = d + DECODE_CYCLES + STORE_OVERHEAD + store_readout_cycles(n)
         else:                             # FENCE
             end = max(d + FENCE_CYCLES, ld_end + 2)
         out.append(CommandTiming(name, t, d, end, walk))

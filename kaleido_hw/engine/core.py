@@ -14,7 +14,7 @@ the commands of :mod:`golden.engine.commands` in order:
   written as zeros, never fetched);
 * COMPUTE starts the engine on the loaded pair and adds its counters to the core's;
 * STORE streams the S block (``box_tokens**2`` int32, row-major, two per 64-bit beat) to
-  memory through one DMA write;
+  memory through one DMA write, forwarding the engine's read-out beats;
 * FENCE waits until the load unit is idle and the DMA has no transfer in flight.
 
 Errors (a malformed command, a command out of order, an engine configuration error, an AXI
@@ -47,7 +47,7 @@ from kaleido_hw.engine.core_walk import BoxWalker
 from kaleido_hw.engine.dma import BEATS_WIDTH, request_layout
 from kaleido_hw.engine.kaleido_engine import ARRAY_COUNTERS, KaleidoEngine
 from kaleido_hw.engine.host_port import WRITE_BYTES
-from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, S_WIDTH
+from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH
 
 __all__ = ["CoreController", "CORE_COUNTERS", "check_core_config"]
 
@@ -237,13 +237,11 @@ class CoreController(wiring.Component):
 
         # -- store --------------------------------------------------------------------------------
         s = eng.s
-        s_total = Signal(6 * sw)
+        s_total = Signal(6 * sw)              # beats of the block
         s_count = Signal(6 * sw)
-        low = Signal(S_WIDTH)
-        phase = Signal()                      # low holds a value waiting for its pair
         draining = Signal()                   # the engine's S read-out is not finished
         base = Signal(aw)
-        m.d.comb += s_total.eq(n_tok * n_tok)
+        m.d.comb += s_total.eq((n_tok * n_tok + 1) >> 1)
         s_fire = s.valid & s.ready
         with m.If(s_fire):
             m.d.sync += s_count.eq(s_count + 1)
@@ -415,8 +413,7 @@ class CoreController(wiring.Component):
                     f = _fields(word, "STORE")
 
                     def start_store():
-                        m.d.sync += [base.eq(f["address"][:aw]), s_count.eq(0),
-                                     phase.eq(0)]
+                        m.d.sync += [base.eq(f["address"][:aw]), s_count.eq(0)]
                         m.d.sync += state.eq(ST["ST_REQ"])
                     check([
                         (word & ~cmds.used_mask("STORE") != 0, E["malformed"]),
@@ -510,7 +507,7 @@ class CoreController(wiring.Component):
         with m.Elif(state == ST["ST_REQ"]):
             wq = self.wr_req.payload
             m.d.comb += [self.wr_req.valid.eq(1), wq.addr.eq(base),
-                         wq.beats.eq((s_total + 1) >> 1)]
+                         wq.beats.eq(s_total)]
             with m.If(self.wr_req.ready):
                 m.d.comb += eng.read.eq(1)
                 m.d.sync += [draining.eq(1), pending.eq(0)]
@@ -518,23 +515,12 @@ class CoreController(wiring.Component):
             stop_on_fail()
 
         with m.Elif(state == ST["ST_DATA"]):
-            # Two S values per beat, the first in the low half; an odd count ends with a
-            # zero high half.
-            all_in = s_count == s_total
+            # The engine's read-out beats are the memory's (two S values, the first in the
+            # low half; an odd count ends with a zero high half): forward them.
             wd = self.wr_data
-            with m.If(phase & all_in):
-                m.d.comb += [wd.valid.eq(1), wd.payload.eq(Cat(low, Const(0, S_WIDTH)))]
-                with m.If(wd.ready):
-                    m.d.sync += phase.eq(0)
-            with m.Elif(phase):
-                m.d.comb += [wd.valid.eq(s.valid), wd.payload.eq(Cat(low, s.payload)),
+            with m.If(s_count != s_total):
+                m.d.comb += [wd.valid.eq(s.valid), wd.payload.eq(s.payload),
                              s.ready.eq(wd.ready)]
-                with m.If(s_fire):
-                    m.d.sync += phase.eq(0)
-            with m.Elif(~all_in):
-                m.d.comb += s.ready.eq(1)
-                with m.If(s_fire):
-                    m.d.sync += [low.eq(s.payload), phase.eq(1)]
             with m.Else():
                 m.d.sync += state.eq(ST["IDLE"])
             stop_on_fail()

@@ -6,15 +6,16 @@ exceed ``axi_max_burst`` beats and never cross a 4 KiB boundary (the AXI rule); 
 read data stream, the request's last beat flagged. ``R`` is passed through without a buffer:
 ``rready`` is the consumer's ``ready``, so back-pressure reaches the memory and nothing is
 dropped or duplicated. A write request is split the same way; the write data stream feeds
-``W`` burst by burst (``wlast`` at each burst's end, all strobes set), and up to
-``axi_max_outstanding`` write responses may be pending.
+``W`` burst by burst (``wlast`` at each burst's end, all strobes set), the next burst's
+``AW`` issued while the current burst's beats flow, so a write moves a beat per cycle across
+bursts; up to ``axi_max_outstanding`` bursts may be addressed and not yet answered.
 
 Errors are sticky on ``error`` until ``error_clear``: 1 a request whose address is not a
 multiple of the beat size (the request is dropped, nothing is issued), 2 SLVERR, 3 DECERR
 (on any read beat or write response). From an error on, the DMA issues no new burst and
 drops the rest of its requests, but completes what the bus already holds: read beats are
-taken and dropped, a write burst already addressed is finished with empty strobes, and the
-write responses are awaited; ``rd_idle``/``wr_idle`` rise once nothing is in flight, so the
+taken and dropped, the write bursts already addressed are finished with empty strobes, and
+the write responses are awaited; ``rd_idle``/``wr_idle`` rise once nothing is in flight, so the
 bus is never left hanging and neither is the DMA. A synchronous reset returns it to idle at
 once (the bus must be reset with it, as AXI requires).
 """
@@ -253,12 +254,17 @@ class AxiDma(wiring.Component):
         m.d.comb += self.rd_idle.eq(~r_busy & (r_out == 0))
 
         # -- write: requests -> AW bursts and W beats; B -> error -------------------------------
+        # The next burst is addressed while the current one's W beats flow (one burst ahead),
+        # so a stream of beats crosses burst boundaries without a bubble.
         ws = _Splitter(m, "wr", cfg)
         w_busy = Signal()                         # a request is being split
-        w_beats = Signal(range(cfg.axi_max_burst + 1))   # W beats left of the addressed burst
+        w_beats = Signal(range(cfg.axi_max_burst + 1))   # W beats left of the current burst
+        w_next = Signal(range(cfg.axi_max_burst + 1))    # beats of the burst addressed next
         b_out = Signal(range(K + 1))              # write responses pending
         aw_fire = axi.awvalid & axi.awready
         b_fire = axi.bvalid & axi.bready
+        w_fire = axi.wvalid & axi.wready
+        burst_ends = w_fire & (w_beats == 1)
         m.d.sync += b_out.eq(b_out + aw_fire - b_fire)
         m.d.comb += axi.bready.eq(1)
         with m.If(b_fire & axi.bresp[1]):
@@ -270,23 +276,33 @@ class AxiDma(wiring.Component):
                     m.d.comb += set_error.eq(1)
                 with m.Elif(~failed & (self.wr_req.payload.beats != 0)):
                     m.d.sync += [*ws.load(self.wr_req.payload), w_busy.eq(1)]
-        with m.Elif(w_beats == 0):
-            with m.If(failed | (ws.left == 0)):
+        with m.Elif(failed | (ws.left == 0)):
+            with m.If(w_beats == 0):
                 m.d.sync += w_busy.eq(0)
-            with m.Elif(b_out < K):
-                m.d.comb += [axi.awvalid.eq(1), axi.awaddr.eq(ws.addr),
-                             axi.awlen.eq(ws.len - 1)]
-                with m.If(axi.awready):
-                    m.d.sync += [*ws.issued(), w_beats.eq(ws.len)]
-        with m.Else():
-            # The addressed burst's beats: from wr_data, or (after an error) empty ones.
+        with m.Elif((b_out < K) & (w_next == 0)):
+            m.d.comb += [axi.awvalid.eq(1), axi.awaddr.eq(ws.addr),
+                         axi.awlen.eq(ws.len - 1)]
+            with m.If(axi.awready):
+                m.d.sync += ws.issued()
+        # The current burst's beats: from wr_data, or (after an error) empty ones. When it
+        # ends, the burst addressed next (or one addressed in this very cycle) follows.
+        with m.If(w_beats != 0):
             m.d.comb += [axi.wlast.eq(w_beats == 1), axi.wdata.eq(self.wr_data.payload)]
             with m.If(failed):
                 m.d.comb += [axi.wvalid.eq(1), axi.wstrb.eq(0)]
             with m.Else():
                 m.d.comb += [axi.wvalid.eq(self.wr_data.valid), axi.wstrb.eq((1 << nbytes) - 1),
                              self.wr_data.ready.eq(axi.wready)]
-            with m.If(axi.wvalid & axi.wready):
+        # (An AW fires only with w_next empty, and w_next is never full without a current
+        # burst.)
+        with m.If(burst_ends):
+            m.d.sync += [w_beats.eq(Mux(aw_fire, ws.len, w_next)), w_next.eq(0)]
+        with m.Elif(aw_fire & (w_beats == 0)):
+            m.d.sync += w_beats.eq(ws.len)
+        with m.Else():
+            with m.If(w_fire):
                 m.d.sync += w_beats.eq(w_beats - 1)
+            with m.If(aw_fire):
+                m.d.sync += w_next.eq(ws.len)
         m.d.comb += self.wr_idle.eq(~w_busy & (b_out == 0))
         return m

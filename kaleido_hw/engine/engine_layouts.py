@@ -43,8 +43,9 @@ class KaleidoGeometry:
 
     ``tile`` holds the per-array sizes (R, C, N_max, D_max, acc_width); ``arrays`` is P and
     ``chunk_width`` W (``sched_pattern_width``). A plane has ``banks = P*C`` banks; the
-    word of (Q token i, column position pos, follower bit f) is ``i*KB + 2*(pos // banks) + f``
-    in bank ``pos mod banks`` (``docs/engine.md``, "Accumulation buffer: banking").
+    score of (Q token i, column position pos, follower bit f) is in bank ``pos mod banks``,
+    word ``(i // 2)*KB + 2*(pos // banks) + f``, lane ``i mod 2`` (``docs/engine.md``,
+    "Accumulation buffer: banking").
     """
     tile: EngineGeometry
     arrays: int
@@ -84,9 +85,16 @@ class KaleidoGeometry:
         return max(1, self.kb_width - 1)
 
     @property
+    def row_pairs(self) -> int:
+        """Q row pairs ``(2r, 2r+1)`` a bank holds: ``ceil(N_max / 2)``; a bank word keeps
+        both rows of a pair (two ``acc_width`` lanes), so the read-out gets two S values per
+        read."""
+        return -(-self.tile.max_tokens // 2)
+
+    @property
     def bank_depth(self) -> int:
-        """Words per bank: ``N_max * KB``."""
-        return self.tile.max_tokens << self.kb_width
+        """Words per bank: ``ceil(N_max / 2) * KB`` (each word two lanes of ``acc_width``)."""
+        return self.row_pairs << self.kb_width
 
     @property
     def unit_width(self) -> int:

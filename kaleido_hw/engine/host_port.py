@@ -17,7 +17,8 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.tile_layouts import EngineGeometry
 
 
-__all__ = ["WRITE_BYTES", "check_run", "engine_ports", "operand_writes"]
+__all__ = ["WRITE_BYTES", "check_run", "engine_ports", "operand_writes", "s_beat_count",
+           "unpack_s_beats"]
 
 #: Bytes per host write (one lane of the token word; one 64-bit memory beat of the core).
 WRITE_BYTES = 8
@@ -75,3 +76,24 @@ def operand_writes(x) -> list[tuple[int, int, int, int]]:
             value = int.from_bytes(bytes(chunk), "little")
             out.append((tok, lane, value))
     return out
+
+
+def s_beat_count(values: int) -> int:
+    """Beats of an S read-out of ``values`` int32 (two per beat)."""
+    return -(-values // 2)
+
+
+def unpack_s_beats(beats, values: int) -> np.ndarray:
+    """The ``values`` signed 32-bit scores carried by the S read-out ``beats`` (unsigned
+    64-bit integers: value ``2b`` in bits 31:0 of beat b, ``2b + 1`` in bits 63:32), as
+    int64. Raises ``ValueError`` on a wrong beat count or a non-zero high half after an odd
+    count's last value (the memory image must be exactly the block)."""
+    beats = [int(b) for b in beats]
+    if len(beats) != s_beat_count(values):
+        raise ValueError(f"{len(beats)} beats for {values} values, "
+                         f"expected {s_beat_count(values)}")
+    if values % 2 and beats and beats[-1] >> 32:
+        raise ValueError(f"the last beat's high half is {beats[-1] >> 32:#x}, not 0")
+    halves = np.array([[b & 0xFFFF_FFFF, b >> 32 & 0xFFFF_FFFF] for b in beats],
+                      np.int64).reshape(-1)[:values]
+    return np.where(halves >= 1 << 31, halves - (1 << 32), halves)

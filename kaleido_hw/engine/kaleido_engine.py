@@ -11,8 +11,9 @@ host interface and the counters.
 Host protocol (:mod:`kaleido_hw.engine.host_port`): write Q and K (``wr``) while idle; drive ``cfg`` and
 pulse ``start``; the configuration is checked and latched in that cycle. If it cannot run,
 ``done`` rises at once with a non-zero ``error`` mask; otherwise ``busy`` stays high until
-``done``. Then the counters (``cnt``) are valid and a ``read`` pulse streams S (row-major,
-signed 32 bits) on ``s``.
+``done``. Then the counters (``cnt``) are valid and a ``read`` pulse streams S on ``s``:
+row-major, signed 32 bits, two values per 64-bit beat (the first in the low half; an odd
+count's last beat has a zero high half), the engine core's memory beats.
 
 Variants (``cfg.reuse``, ``cfg.schedule``, ``cfg.match``): dense (reuse 0) and pe (1, 0, 0)
 run on every build; the scheduler (two :class:`~kaleido_hw.dispatch.order_unit.OrderUnit`, a
@@ -31,7 +32,7 @@ the dense variant only, and a ``start`` with reuse is rejected (error bit ``reus
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -47,7 +48,7 @@ from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, chunk_layout, eng
                                               engine_tag_layout, plane_info_layout)
 from kaleido_hw.engine.host_port import WRITE_BYTES, check_run, operand_writes
 from kaleido_hw.engine.host_port import engine_ports as tile_ports
-from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, S_WIDTH
+from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, S_BEAT_WIDTH
 from kaleido_hw.stall_inject import STREAM_IDS, stall_gate
 
 
@@ -175,14 +176,16 @@ def _port_docs() -> dict:
         "cfg__match": ("1: merge pass-3 channels with the matcher (with reuse; rejected if "
                        "engine_dispatcher built no matcher)"),
         "start": "pulse (when not busy and not reading): check and latch cfg, start a run",
-        "read": "pulse (after a successful run): stream S on s, row-major",
+        "read": "pulse (after a successful run): stream S on s, row-major, two values per beat",
         "busy": "a run is in progress",
         "done": "the last run finished (or was rejected: error != 0); cleared by start",
         "error": ("reasons the last start was rejected, one bit each (ERROR_BITS: grid, "
                   "head_dim, group_map, bits, directions, group_size, dispatcher, reuse)"),
-        "s__valid": "S read-out stream: payload holds S[i][k]",
+        "s__valid": "S read-out stream: payload holds two consecutive values of S",
         "s__ready": "S read-out stream: the host takes the payload",
-        "s__payload": "S[i][k], signed 32 bits; i major, k minor",
+        "s__payload": ("values 2b (bits 31:0) and 2b+1 (63:32) of S flattened row-major (i "
+                       "major, k minor), signed 32 bits each; an odd n*n ends with a zero "
+                       "high half"),
         "cnt__cycles": "cycles from start to done of the last run",
         "cnt__chunks": "chunks (W-channel pieces of the groups) of the last run",
     }
@@ -236,7 +239,7 @@ class KaleidoEngine(wiring.Component):
             "busy": Out(1),
             "done": Out(1),
             "error": Out(len(ERROR_BITS)),
-            "s": Out(stream.Signature(signed(S_WIDTH))),
+            "s": Out(stream.Signature(S_BEAT_WIDTH)),
             "cnt": Out(_counter_signature(geo.arrays)),
         })
 

@@ -16,12 +16,15 @@ from kaleido_hw.bitops import bits_for
 from kaleido_hw.config import ConfigError, KaleidoConfig, min_acc_width
 
 
-__all__ = ["EngineGeometry", "COUNTER_WIDTH", "S_WIDTH", "counters_layout"]
+__all__ = ["EngineGeometry", "COUNTER_WIDTH", "S_WIDTH", "S_BEAT_WIDTH", "counters_layout"]
 
 #: Width of every performance counter.
 COUNTER_WIDTH = 32
 #: Width of the S (and Y) read-out streams (signed).
 S_WIDTH = 32
+#: Width of a beat of the engine's S read-out: two S values, the first in the low half (the
+#: engine core's DMA beat, so a STORE forwards beats unchanged).
+S_BEAT_WIDTH = 2 * S_WIDTH
 
 
 def counters_layout() -> data.StructLayout:

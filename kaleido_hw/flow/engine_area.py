@@ -63,6 +63,7 @@ from pathlib import Path
 
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.engine_layouts import KaleidoGeometry
+from kaleido_hw.engine.tile_layouts import S_WIDTH
 from kaleido_hw.flow import sram_macros as sm
 from kaleido_hw.flow import stdcell
 from kaleido_hw.flow.dedup import instance_modules, module_texts
@@ -104,7 +105,8 @@ MAP_JOBS = 2
 FLOW = "osu018-stdcell+gf180-sram-2"
 
 #: Memory kinds, in report order.
-MEMORY_KINDS = ("operands", "order memories", "scheduler batches", "accumulation planes")
+MEMORY_KINDS = ("operands", "order memories", "scheduler batches", "accumulation planes",
+                "S reorder buffer")
 #: Blocks of the breakdown, in report order ("array k" and "sequencer k" per array).
 BLOCKS = ("PE arrays", "sequencers", "dispatcher: OrderUnits", "dispatcher: pre-pass codes",
           "dispatcher: SlotUnits", "control", "buffer logic")
@@ -267,6 +269,8 @@ def memory_kind(path: str, name: str) -> str:
         return "scheduler batches"
     if path == "acc" and re.fullmatch(r"plane\d+_bank\d+", name):
         return "accumulation planes"
+    if path == "acc.reorder" and re.fullmatch(r"lane[01]", name):
+        return "S reorder buffer"
     raise ValueError(f"memory {name!r} in module {path!r} is of no known kind")
 
 
@@ -274,7 +278,10 @@ def expected_memory_bits(config: KaleidoConfig) -> dict[str, int]:
     """SRAM bits per kind that ``config`` implies (``docs/engine.md``, "RTL"):
 
     * operands: a Q and a K copy per array, ``N_max`` words of ``8 * D_max`` bits;
-    * accumulation planes: ``planes`` x ``P*C`` banks of ``bank_depth`` x ``acc_width``;
+    * accumulation planes: ``planes`` x ``P*C`` banks of ``bank_depth`` words of two
+      ``acc_width`` lanes (a Q row pair);
+    * S reorder buffer (the read-out's row pairs to row-major beats): two lanes of two
+      halves of ``N_max`` words of 32 bits;
     * with the scheduler, per side an OrderUnit: its order (2 banks of ``2**uw`` words of
       ``uw`` bits, ``uw`` = bits of a unit) and a ClusterScheduler with a queue (E entries)
       and an output memory (2E entries) of ``uw + 1 + W`` bits; the K side's inverse order
@@ -286,7 +293,8 @@ def expected_memory_bits(config: KaleidoConfig) -> dict[str, int]:
     P = geo.arrays
     out = {k: 0 for k in MEMORY_KINDS}
     out["operands"] = 2 * P * t.max_tokens * 8 * t.max_dim
-    out["accumulation planes"] = geo.planes * geo.banks * geo.bank_depth * t.acc_width
+    out["accumulation planes"] = geo.planes * geo.banks * geo.bank_depth * 2 * t.acc_width
+    out["S reorder buffer"] = 2 * 2 * t.max_tokens * S_WIDTH
     if config.engine_dispatcher in ("scheduler", "full"):
         uw = max(1, (config.engine_max_tokens - 1).bit_length())
         depth = 1 << uw

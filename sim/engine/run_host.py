@@ -6,7 +6,9 @@ and the read-out stream under random back-pressure.
 The three tops follow one host protocol (``docs/array.md``, "Host interface"): write
 operands with ``wr__*``, drive ``cfg__*``, pulse ``start``; ``done`` rises (at once with a
 non-zero ``error`` mask when the job is rejected), the ``cnt__*`` counters are then valid,
-and a ``read`` pulse streams the result row-major as signed 32-bit values.
+and a ``read`` pulse streams the result row-major as signed 32-bit values: one per transfer
+on the linear engine's ``y``, two per 64-bit beat on the S engines' ``s`` (the first in the
+low half; :func:`kaleido_hw.engine.host_port.unpack_s_beats`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from simlib import StreamSink, to_signed
 
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.engine.host_port import operand_writes
+from kaleido_hw.engine.host_port import operand_writes, s_beat_count, unpack_s_beats
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -97,9 +99,21 @@ class RunHost:
 
     async def read_out(self, total: int, *, stall: float = 0.0,
                        rng: random.Random | None = None) -> np.ndarray:
-        """Pulse ``read`` and collect ``total`` signed 32-bit results under random
-        back-pressure (``stall``: probability of ``ready`` low); waits a few cycles more and
-        fails if anything beyond ``total`` arrives."""
+        """Pulse ``read`` and collect ``total`` signed 32-bit results, one per transfer,
+        under random back-pressure (``stall``: probability of ``ready`` low)."""
+        items = await self._read_items(total, stall, rng)
+        return np.array([to_signed(v, 32) for v in items], np.int64)
+
+    async def read_scores(self, n: int, *, stall: float = 0.0,
+                          rng: random.Random | None = None) -> np.ndarray:
+        """Pulse ``read`` and collect the n x n scores, two per beat, under random
+        back-pressure; an odd count's last beat must have a zero high half."""
+        beats = await self._read_items(s_beat_count(n * n), stall, rng)
+        return unpack_s_beats(beats, n * n).reshape(n, n)
+
+    async def _read_items(self, total: int, stall: float, rng: random.Random | None) -> list:
+        """Pulse ``read`` and collect ``total`` raw transfers of the result stream; waits a
+        few cycles more and fails if anything beyond ``total`` arrives."""
         dut = self.dut
         sink = StreamSink(dut, self.out, stall=stall, rng=rng or random.Random(0))
         task = sink.start()
@@ -113,5 +127,5 @@ class RunHost:
         await ClockCycles(dut.clk, 8)    # anything extra would be a duplicate
         task.cancel()
         getattr(dut, f"{self.out}__ready").value = 0
-        assert len(sink.items) == total, f"read-out gave {len(sink.items)} values for {total}"
-        return np.array([to_signed(v, 32) for v in sink.items], np.int64)
+        assert len(sink.items) == total, f"read-out gave {len(sink.items)} items for {total}"
+        return list(sink.items)

@@ -56,7 +56,7 @@ def run_dma(cfg, reads, writes, memory: dict, *, seed=0, stall=0.3, latency=4, f
     dut = AxiDma(cfg)
     rng = random.Random(seed)
     axi = dut.axi
-    out = {"rd": [], "ar": [], "aw": [], "peak_r": 0, "peak_b": 0, "error": 0}
+    out = {"rd": [], "ar": [], "aw": [], "w_cycles": [], "peak_r": 0, "peak_b": 0, "error": 0}
     nb = cfg.axi_data_width // 8
     written = {}
 
@@ -123,6 +123,7 @@ def run_dma(cfg, reads, writes, memory: dict, *, seed=0, stall=0.3, latency=4, f
                 out["aw"].append((awa, awl + 1))
                 w_bursts.append([awa, awl + 1, 0])
             if wv and wr:
+                out["w_cycles"].append(cycle)
                 wb = w_bursts[0]
                 if wsb:
                     assert wsb == (1 << nb) - 1
@@ -166,11 +167,23 @@ def test_dma_random_transfers(seed):
     assert out["error"] == 0
     assert out["ar"] == [b for a, n in reads for b in bursts(a, n, CFG)]
     assert out["aw"] == [b for a, n in writes for b in bursts(a, n, CFG)]
-    assert out["peak_r"] <= CFG.axi_max_outstanding
+    assert out["peak_r"] <= CFG.axi_max_outstanding and out["peak_b"] <= CFG.axi_max_outstanding
     want = [((a + 8 * i) * 7, int(i == n - 1)) for a, n in reads for i in range(n)]
     assert out["rd"] == want
     wrote = {a + 8 * i: ((a + 8 * i) * 3 + 1) for a, n in writes for i in range(n)}
     assert out["written"] == wrote
+
+
+def test_dma_writes_one_beat_per_cycle_across_bursts():
+    """Without stalls a write moves a beat every cycle, also across bursts and a 4 KiB page
+    (the next burst is addressed while the current one's beats flow), and never has more than
+    axi_max_outstanding bursts addressed and unanswered."""
+    beats = 3 * CFG.axi_max_burst + 5
+    out = run_dma(CFG, [], [(4096 - 8 * 7, beats)], {}, stall=0)
+    assert len(out["aw"]) == len(bursts(4096 - 8 * 7, beats, CFG)) >= 4
+    first = out["w_cycles"][0]
+    assert out["w_cycles"] == list(range(first, first + beats))
+    assert out["peak_b"] <= CFG.axi_max_outstanding
 
 
 @pytest.mark.parametrize("resp, code", [(2, 2), (3, 3)])

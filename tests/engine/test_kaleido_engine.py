@@ -26,6 +26,7 @@ from golden.numerics import ChannelGroups, VideoGrid, attention_scores
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.array_sequencer import unit_tokens
 from kaleido_hw.engine.engine_layouts import KaleidoGeometry, engine_run_layout, max_chunks
+from kaleido_hw.engine.host_port import s_beat_count, unpack_s_beats
 from kaleido_hw.engine.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
                                               KaleidoEngine, check_engine_run, engine_ports)
 
@@ -127,20 +128,20 @@ def run_engine(cfg, q, k, grid, groups, variant="pe", stall_every=0, ports=None,
         ctx.set(dut.read, 1)
         await ctx.tick()
         ctx.set(dut.read, 0)
-        s, cycle = [], 0
-        while len(s) < grid.n ** 2:
+        beats, cycle = [], 0
+        while len(beats) < s_beat_count(grid.n ** 2):
             ready = not (stall_every and cycle % stall_every == 0)
             ctx.set(dut.s.ready, ready)
             await ctx.delay(1e-9)
             if ready and ctx.get(dut.s.valid):
-                s.append(ctx.get(dut.s.payload))
+                beats.append(ctx.get(dut.s.payload))
             await ctx.tick()
             cycle += 1
         ctx.set(dut.s.ready, 0)
         for _ in range(4):
             await ctx.tick()
-            assert not ctx.get(dut.s.valid), "S read-out gave more than N*N values"
-        out["S"] = np.array(s, np.int64).reshape(grid.n, grid.n)
+            assert not ctx.get(dut.s.valid), "S read-out gave more than ceil(N*N / 2) beats"
+        out["S"] = unpack_s_beats(beats, grid.n ** 2).reshape(grid.n, grid.n)
 
     simulate(dut, bench, monitor)
     return out
@@ -175,6 +176,24 @@ def test_small_engine_runs(arrays):
         assert np.array_equal(out["S"], want_s), f"{variant}: S differs"
         want = model_counters(cfg, q, k, grid, groups, variant)
         assert out["counters"] == want, f"{variant}:\n rtl   {out['counters']}\n model {want}"
+
+
+def test_odd_token_counts_read_out():
+    """Odd N_max (15: the banks' last row pair and the reorder buffer's halves are half
+    used) and an odd grid (3x1x5: N*N odd, so the read-out's last beat has a zero high half
+    and the row pairs straddle beats), P = 2 arrays, full and dense, S read out under
+    back-pressure: S bit-exact and every counter equal to the cycle model."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=15,
+                        engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=4)
+    grid, groups = VideoGrid(3, 1, 5), ChannelGroups.from_sizes(3, 2, 3, directions=(0, 2, 2))
+    q, k = smooth(grid, 8, np.random.default_rng(15))
+    for variant, stall_every in (("full", 2), ("dense", 5)):
+        out = run_engine(cfg, q, k, grid, groups, variant, stall_every=stall_every)
+        want_s = (attention_scores(q, k, grid, groups) if variant != "dense"
+                  else q.astype(np.int64) @ k.astype(np.int64).T)
+        assert np.array_equal(out["S"], want_s), f"{variant}: S differs"
+        assert out["counters"] == model_counters(cfg, q, k, grid, groups, variant), variant
 
 
 @pytest.mark.parametrize("variant", ["pe-m", "full"])
@@ -275,7 +294,7 @@ def test_chunk_bound_and_geometry():
     geo = KaleidoGeometry.from_config(KaleidoConfig())
     assert geo.banks == 16 and geo.planes == 10
     assert 1 << geo.kb_width == 8                 # KB = 2^ceil(log2(2 * ceil(64 / 16)))
-    assert geo.bank_depth == 64 * 8
+    assert geo.row_pairs == 32 and geo.bank_depth == 32 * 8   # a word holds rows 2r, 2r+1
 
 
 def test_rejected_starts_and_python_check():

@@ -200,6 +200,7 @@ def test_block_and_memory_attribution():
     assert ea.memory_kind("k_order", "inverse") == "order memories"
     assert ea.memory_kind("q_order.sched", "banks") == "scheduler batches"
     assert ea.memory_kind("acc", "plane9_bank15") == "accumulation planes"
+    assert ea.memory_kind("acc.reorder", "lane1") == "S reorder buffer"
     with pytest.raises(ValueError, match="no known kind"):
         ea.memory_kind("seq0", "slots")
 
@@ -290,6 +291,8 @@ def test_expected_memory_bits_follow_the_configuration():
     # 32 channels in W = 16 chunks: at most 4 planes (e.g. groups of 1, 1 and 30 channels);
     # 16 tokens in 16 banks: one column block (KB = 2 words) per Q token.
     assert bits["accumulation planes"] == 4 * 16 * (16 * 2) * 24
+    # The read-out's reorder buffer: two row pairs of 16 tokens, 32-bit values.
+    assert bits["S reorder buffer"] == 2 * 2 * 16 * 32
     assert ea.expected_memory_bits(cfg.replace(engine_dispatcher="none"))["order memories"] == 0
 
 
@@ -345,6 +348,8 @@ def test_tiny_engine_synthesis():
         assert m.area_um2 == pytest.approx(m.bits * m.read_ports * sm.SRAM_UM2_PER_BIT, abs=1e-3)
     # Every array copy of Q and K and every accumulation bank stayed a memory.
     assert sum(m.kind == "accumulation planes" for m in r.memories) == 4   # planes x P*C
+    assert {(m.path, m.name) for m in r.memories if m.kind == "S reorder buffer"} == {
+        ("acc.reorder", "lane0"), ("acc.reorder", "lane1")}
     assert {(m.path, m.name) for m in r.memories if m.kind == "operands"} == {
         ("", "q_mem0"), ("", "k_mem0")}
     assert 1.0 < r.path_ns < 50 and r.fmax_mhz == pytest.approx(1000 / r.path_ns, abs=0.1)

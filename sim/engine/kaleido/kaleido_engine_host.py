@@ -9,10 +9,7 @@ The configuration the Verilog was generated with comes from ``rtl_out/manifest.j
 
 from __future__ import annotations
 
-import random
-
 import cocotb
-import numpy as np
 from cocotb.triggers import RisingEdge
 from run_host import PERIOD_NS, RunHost, load_config, mask_names
 
@@ -66,11 +63,6 @@ class KaleidoEngineHost(RunHost):
         self.configure(ports)
         return await self.start(max_cycles)
 
-    async def read_scores(self, n: int, *, stall: float = 0.0,
-                          rng: random.Random | None = None) -> np.ndarray:
-        """Pulse ``read`` and collect the n x n scores under random back-pressure; checks that
-        nothing beyond n*n items arrives."""
-        return (await self.read_out(n * n, stall=stall, rng=rng)).reshape(n, n)
 
 
 def error_names(mask: int) -> list[str]:

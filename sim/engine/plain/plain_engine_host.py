@@ -9,9 +9,6 @@ The Verilog is generated from the manifest's configuration through
 
 from __future__ import annotations
 
-import random
-
-import numpy as np
 from run_host import RunHost, load_config, mask_names
 
 from golden.engine.model import EngineParams, engine_counters
@@ -70,7 +67,3 @@ class PlainEngineHost(RunHost):
         self.configure(ports)
         return await self.start(max_cycles)
 
-    async def read_scores(self, n: int, *, stall: float = 0.0,
-                          rng: random.Random | None = None) -> np.ndarray:
-        """Pulse ``read`` and collect the n x n scores under random back-pressure."""
-        return (await self.read_out(n * n, stall=stall, rng=rng)).reshape(n, n)
