@@ -1,5 +1,5 @@
-"""Buffer trees on the outputs of flip-flops of a mapped netlist (a step of the standard-cell
-flow, :mod:`kaleido_hw.flow.stdcell`).
+"""Buffer trees on the outputs of flip-flops, and on the nets into memory macros, of a mapped
+netlist (a step of the standard-cell flow, :mod:`kaleido_hw.flow.stdcell`).
 
 Why. ABC buffers and sizes the nets of the logic it maps, but a flip-flop's output is one of
 its inputs, which it leaves alone: a register bit that steers thousands of gates (a queue's
@@ -7,10 +7,13 @@ read pointer selecting among 64 entries, a pass index fanning out to every PE de
 its minimum-size flip-flop as the only driver, and the timing report shows tens of
 nanoseconds of pure load that any placed flow removes with a buffer tree. This step builds
 that tree in the mapped netlist, the same way for every design, so that baselines and
-reuse designs are compared on the same footing.
+reuse designs are compared on the same footing. The nets into SRAM macros have the same
+blind spot from the other side: the memories become macros after ABC, which saw their
+inputs as primary outputs without load, so a write enable shared by the 64 bits of a word
+lane of eight macros (512 pins, 8.8 pF) kept one small gate as its driver.
 
-How. The netlist is yosys' JSON after mapping. For every flip-flop output bit with more than
-``fanout`` cell inputs, the loads are cut into groups of at most ``fanout``; each group gets
+How. The netlist is yosys' JSON after mapping. For every flip-flop output bit, and every bit
+that drives an input pin of a macro, with more than ``fanout`` cell inputs, the loads are cut into groups of at most ``fanout``; each group gets
 a buffer (the library's strongest plain buffer) whose input joins the next level, which is
 grouped again until at most ``fanout`` inputs remain on the flip-flop. A bit with ``n`` loads
 gets ``ceil(log_fanout(n))`` levels. Module output ports keep the flip-flop's own net (the
@@ -92,10 +95,12 @@ def find_buffer_cell(liberty_text: str) -> BufferCell:
 
 
 def buffer_register_outputs(design: dict, sequential: frozenset[str], buffer: BufferCell,
-                            fanout: int, pins: dict[str, dict[str, str]]) -> int:
+                            fanout: int, pins: dict[str, dict[str, str]],
+                            macros: frozenset[str] = frozenset()) -> int:
     """Insert buffer trees (see the module docstring) into every module of ``design``, a
     yosys JSON netlist (``write_json``), in place. ``sequential``: the cell types whose
-    outputs are register outputs (the library's flip-flops, memory macros); ``pins``: the
+    outputs are register outputs (the library's flip-flops, memory macros); ``macros``: the
+    cell types whose input nets get trees as well (the memory macros); ``pins``: the
     port directions of the library's cells (:func:`liberty_pins`), used where the JSON has
     none. Returns the number of buffers inserted."""
     if fanout < 2:
@@ -115,6 +120,10 @@ def buffer_register_outputs(design: dict, sequential: frozenset[str], buffer: Bu
             if cell["type"] in sequential:
                 for port, direction in cell["port_directions"].items():
                     if direction == "output":
+                        registers.update(b for b in cell["connections"][port] if isinstance(b, int))
+            if cell["type"] in macros:
+                for port, direction in cell["port_directions"].items():
+                    if direction == "input":
                         registers.update(b for b in cell["connections"][port] if isinstance(b, int))
         loads = defaultdict(list)
         for name, cell in cells.items():

@@ -396,10 +396,11 @@ def synth_engine(config: KaleidoConfig, *, variant: str | None = None, timeout: 
             stdcell.run_yosys(sm.macro_script(memories, top, str(lib), macro_lib.name), work,
                               timeout=timeout)
             # Register outputs get buffer trees (kaleido_hw.flow.buffer_tree); a macro's read data
-            # is a register output too.
+            # is a register output too, and the nets into the macros get trees as well.
             macro_cells, _ = stdcell.liberty_cells(macro_lib.read_text())
             stdcell.buffered(work, lib.read_text() + macro_lib.read_text(),
-                             sequential | macro_cells, json_in="macros.json")
+                             sequential | macro_cells, json_in="macros.json",
+                             macros=macro_cells)
             stdcell.run_yosys(stdcell.finish_script(top, "buffered.json",
                                                     [str(lib), macro_lib.name],
                                                     netlist_file=netlist.name),

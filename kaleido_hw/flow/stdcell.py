@@ -249,13 +249,15 @@ def finish_script(top: str, json_file: str, liberties: list[str], *, stat_file: 
 
 
 def buffered(work: Path, liberty_text: str, sequential: frozenset[str], *,
-             json_in: str = "mapped.json", json_out: str = "buffered.json") -> int:
-    """Buffer trees on the flip-flop outputs of ``work/json_in`` (:mod:`kaleido_hw.flow.buffer_tree`,
-    at most :data:`BUFFER_FANOUT` loads per net, like ABC's own buffering), written to
-    ``work/json_out``. Returns the number of buffers inserted."""
+             json_in: str = "mapped.json", json_out: str = "buffered.json",
+             macros: frozenset[str] = frozenset()) -> int:
+    """Buffer trees on the flip-flop outputs of ``work/json_in`` and on the input nets of the
+    ``macros`` cells (:mod:`kaleido_hw.flow.buffer_tree`, at most :data:`BUFFER_FANOUT` loads
+    per net, like ABC's own buffering), written to ``work/json_out``. Returns the number of
+    buffers inserted."""
     design = json.loads((work / json_in).read_text())
     n = buffer_register_outputs(design, sequential, find_buffer_cell(liberty_text),
-                                BUFFER_FANOUT, liberty_pins(liberty_text))
+                                BUFFER_FANOUT, liberty_pins(liberty_text), macros)
     (work / json_out).write_text(json.dumps(design))
     return n
 
@@ -537,7 +539,8 @@ def _map_with_macros(top: str, work: Path, lib: Path, result: StdCellResult) -> 
     macro_lib.write_text(macro_text)
     run_yosys(sram_macros.macro_script(memories, top, str(lib), macro_lib.name), work)
     macro_cells, _ = liberty_cells(macro_text)
-    buffered(work, lib_text + macro_text, sequential | macro_cells, json_in="macros.json")
+    buffered(work, lib_text + macro_text, sequential | macro_cells, json_in="macros.json",
+             macros=macro_cells)
     result.sram_um2 = sum(sram_macros.macro_area_um2(m.shape) for m in memories)
     result.sram_bits = sum(m.shape.bits for m in memories)
     return macro_lib

@@ -70,7 +70,8 @@ def synth_vector_unit(config: KaleidoConfig, *, keep: Path | None = None,
                               timeout=timeout)
             macro_cells, _ = stdcell.liberty_cells(macro_lib.read_text())
             stdcell.buffered(work, lib.read_text() + macro_lib.read_text(),
-                             sequential | macro_cells, json_in="macros.json")
+                             sequential | macro_cells, json_in="macros.json",
+                             macros=macro_cells)
             netlist = work / f"{TOP}.net.v"
             stdcell.run_yosys(stdcell.finish_script(TOP, "buffered.json",
                                                     [str(lib), macro_lib.name],

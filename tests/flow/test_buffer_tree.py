@@ -1,4 +1,4 @@
-"""Buffer trees on flip-flop outputs (``kaleido_hw/flow/buffer_tree.py``): the library's buffer is
+"""Buffer trees on flip-flop outputs and macro inputs (``kaleido_hw/flow/buffer_tree.py``): the library's buffer is
 found, every load keeps its connection through at most ``ceil(log_N(loads))`` buffers, no net
 drives more than N inputs afterwards, and a real mapped design keeps its function (the cocotb
 benches run the generated RTL; here the netlist is checked structurally on yosys' JSON)."""
@@ -80,6 +80,25 @@ def test_tree_bounds_every_fanout_and_depth(loads, fanout):
         assert depth <= depth_bound
     assert module["ports"]["q"]["bits"] == [3]          # the port keeps the register's net
     assert all(f"$fanout_net${b}" in module["netnames"] for b in driver)
+
+
+def test_nets_into_macros_get_trees():
+    """A gate (not a register) driving 40 pins of a macro gets a tree only when the macro's
+    type is named: ABC never saw those loads."""
+    def design():
+        cells = {"g": {"type": "INVX1", "connections": {"A": [2], "Y": [3]}},
+                 "mem": {"type": "SRAM", "port_directions": {"WE": "input", "Q": "output"},
+                         "connections": {"WE": [3] * 40, "Q": [4]}}}
+        return {"modules": {"top": {"ports": {}, "cells": cells, "netnames": {}}}}
+    plain = design()
+    assert buffer_register_outputs(plain, frozenset(), find_buffer_cell(LIB), 8,
+                                   liberty_pins(LIB)) == 0
+    with_macros = design()
+    n = buffer_register_outputs(with_macros, frozenset(), find_buffer_cell(LIB), 8,
+                                liberty_pins(LIB), macros=frozenset({"SRAM"}))
+    fan = _loads(with_macros["modules"]["top"])
+    assert n == 5 and max(fan.values()) <= 8
+    assert 3 not in with_macros["modules"]["top"]["cells"]["mem"]["connections"]["WE"]
 
 
 def test_bad_fanout_rejected():
