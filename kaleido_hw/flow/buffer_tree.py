@@ -27,7 +27,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 
-__all__ = ["BufferCell", "liberty_pins", "find_buffer_cell", "buffer_register_outputs"]
+__all__ = ["BufferCell", "liberty_pins", "liberty_clock_pins", "find_buffer_cell",
+           "buffer_register_outputs"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,18 @@ def _cells(liberty_text: str):
         yield name, float(area.group(1)) if area else None, pins
 
 
+def liberty_clock_pins(liberty_text: str) -> dict[str, frozenset[str]]:
+    """{cell: its pins marked ``clock : true``} of a Liberty file (a clock net is the clock
+    tree's business, not a buffer tree's)."""
+    out = {}
+    for m in _CELL.finditer(liberty_text):
+        body = _group(liberty_text, m.end() - 1)
+        out[m.group(1)] = frozenset(
+            pm.group(1) for pm in _PIN.finditer(body)
+            if re.search(r"\bclock\s*:\s*true", _group(body, pm.end() - 1)))
+    return out
+
+
 def liberty_pins(liberty_text: str) -> dict[str, dict[str, str]]:
     """{cell: {pin: "input" / "output" / ...}} of a Liberty file (yosys' JSON of a mapped
     netlist gives no port directions for library cells)."""
@@ -96,11 +109,12 @@ def find_buffer_cell(liberty_text: str) -> BufferCell:
 
 def buffer_register_outputs(design: dict, sequential: frozenset[str], buffer: BufferCell,
                             fanout: int, pins: dict[str, dict[str, str]],
-                            macros: frozenset[str] = frozenset()) -> int:
+                            macros: dict[str, frozenset[str]] | None = None) -> int:
     """Insert buffer trees (see the module docstring) into every module of ``design``, a
     yosys JSON netlist (``write_json``), in place. ``sequential``: the cell types whose
-    outputs are register outputs (the library's flip-flops, memory macros); ``macros``: the
-    cell types whose input nets get trees as well (the memory macros); ``pins``: the
+    outputs are register outputs (the library's flip-flops, memory macros); ``macros``: cell
+    types whose input nets get trees as well (the memory macros), each with the input pins
+    to leave alone (its clocks, :func:`liberty_clock_pins`); ``pins``: the
     port directions of the library's cells (:func:`liberty_pins`), used where the JSON has
     none. Returns the number of buffers inserted."""
     if fanout < 2:
@@ -121,9 +135,9 @@ def buffer_register_outputs(design: dict, sequential: frozenset[str], buffer: Bu
                 for port, direction in cell["port_directions"].items():
                     if direction == "output":
                         registers.update(b for b in cell["connections"][port] if isinstance(b, int))
-            if cell["type"] in macros:
+            if cell["type"] in (macros or {}):
                 for port, direction in cell["port_directions"].items():
-                    if direction == "input":
+                    if direction == "input" and port not in macros[cell["type"]]:
                         registers.update(b for b in cell["connections"][port] if isinstance(b, int))
         loads = defaultdict(list)
         for name, cell in cells.items():

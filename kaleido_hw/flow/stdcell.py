@@ -62,7 +62,8 @@ from pathlib import Path
 
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.flow import sram_macros
-from kaleido_hw.flow.buffer_tree import buffer_register_outputs, find_buffer_cell, liberty_pins
+from kaleido_hw.flow.buffer_tree import (buffer_register_outputs, find_buffer_cell,
+                                         liberty_clock_pins, liberty_pins)
 
 
 __all__ = ["DEFAULT_LIBERTY", "LIBERTY_ENV", "LIBERTY_PACKAGE", "STA_PACKAGE", "ABC_SCRIPT",
@@ -256,8 +257,10 @@ def buffered(work: Path, liberty_text: str, sequential: frozenset[str], *,
     per net, like ABC's own buffering), written to ``work/json_out``. Returns the number of
     buffers inserted."""
     design = json.loads((work / json_in).read_text())
+    clocks = liberty_clock_pins(liberty_text)
     n = buffer_register_outputs(design, sequential, find_buffer_cell(liberty_text),
-                                BUFFER_FANOUT, liberty_pins(liberty_text), macros)
+                                BUFFER_FANOUT, liberty_pins(liberty_text),
+                                {cell: clocks.get(cell, frozenset()) for cell in macros})
     (work / json_out).write_text(json.dumps(design))
     return n
 
