@@ -20,7 +20,7 @@ the commands of :mod:`golden.engine.commands` in order:
 Errors (a malformed command, a command out of order, an engine configuration error, an AXI
 error reported by the DMA) stop execution with a sticky ``error`` code and the index of the
 failing command; later commands are consumed and dropped, so a producer never blocks, until
-``error_clear``. The controller drains what is in flight (read data, S values) before it
+``error_clear``. The controller drains what is in flight (read data, S beats) before it
 accepts commands again, so a run after an error starts clean.
 
 The scratchpad has ``core_banks`` banks per side (the engine's Q/K memories that many boxes
