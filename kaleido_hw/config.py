@@ -25,6 +25,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from golden.engine.model import SCHED_SIDES
 from golden.numerics import PRESETS, ChannelGroups
 
 
@@ -124,6 +125,12 @@ class KaleidoConfig:
             Cluster queues; must divide ``sched_entries``; 2..16.
         sched_lfsr_seed : int
             Non-zero seed of the pivot-selection LFSR, 16 bits.
+        sched_sides : str
+            What the KaleidoEngine's scheduler orders: ``"q"`` (the default) the Q units only,
+            the K units keeping their natural order, so that all chunks of a channel group
+            accumulate into one plane of the accumulation buffer (at most 3 planes); ``"qk"``
+            both sides, one plane per chunk (``docs/engine.md``, "Accumulation buffer": the K
+            order buys about 0.3% of the cycles and costs the planes of every further chunk).
         matcher_lookahead : int
             Pending channels the MergeMatcher may pair with the oldest one, 1..16.
         matcher_channels : int
@@ -184,6 +191,7 @@ class KaleidoConfig:
     sched_pattern_width: int = 16
     sched_clusters: int = 4
     sched_lfsr_seed: int = 0xACE1
+    sched_sides: str = "q"
     matcher_lookahead: int = 4
     matcher_channels: int = 16
     token_id_width: int = 17
@@ -246,6 +254,9 @@ class KaleidoConfig:
                 f"sched_clusters must divide sched_entries ({self.sched_entries}), "
                 f"got {self.sched_clusters}")
         check_int("sched_lfsr_seed", self.sched_lfsr_seed, 1, 0xFFFF)
+        if self.sched_sides not in SCHED_SIDES:
+            raise ConfigError(f"sched_sides must be one of {', '.join(SCHED_SIDES)}, "
+                              f"got {self.sched_sides!r}")
         check_int("matcher_lookahead", self.matcher_lookahead, 1, 16)
         check_int("matcher_channels", self.matcher_channels, 1, 64)
         if self.sched_pattern_width % self.matcher_channels:

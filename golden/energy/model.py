@@ -25,7 +25,8 @@ PE-cycles (every PE of every array, every cycle, gets exactly one class)
     (``mac`` for ``mul``), with the same counters.
 
 Dispatcher
-    Two ClusterSchedulers (one per side) with the scheduler, each at its gate-level energy
+    One ClusterScheduler (the Q side's; two with ``sched_sides = "qk"``, ``HeadShape.schedulers``)
+    with the scheduler, each at its gate-level energy
     of a streaming cycle every engine cycle (an upper bound: a scheduler streams only during
     a chunk's pre-pass); one MergeMatcher per array
     with the matcher, measured at gate level (``pe_events.json``): a slot-issuing cycle per
@@ -132,13 +133,16 @@ def load_energies(data: Path = DATA, sram_size: str = "1MB", node_nm: int = 180,
 
 @dataclass(frozen=True)
 class HeadShape:
-    """Shape of the head and of the engine: N tokens of d channels, P arrays of R x C."""
+    """Shape of the head and of the engine: N tokens of d channels, P arrays of R x C,
+    ``schedulers`` ClusterSchedulers (1: the Q side's, ``sched_sides = "q"``; 2: both
+    sides')."""
     tokens: int
     head_dim: int
     arrays: int
     rows: int = 4
     cols: int = 4
     buffer_bytes: int = PAPER_BUFFER_BYTES
+    schedulers: int = 1
 
     @classmethod
     def from_counters(cls, d: dict, **changes) -> "HeadShape":
@@ -211,7 +215,7 @@ def head_energy(counters: dict, shape: HeadShape, variant: str, e: Energies,
         arr = e.arrays["plain" if plain else "reuse"]
         step = arr["reuse_step" if reuse else "dense_step"]
         classes = {"step": issued * step, "clock": (bubbles + idle_arrays) * arr["clock"]}
-    dispatcher = cycles * 2 * e.scheduler_pj if sched else 0.0
+    dispatcher = cycles * shape.schedulers * e.scheduler_pj if sched else 0.0
     if matched:
         # One slot per pass-3 step of each array; the matcher idles (clocked) otherwise.
         slots = int(counters["issued"][3])

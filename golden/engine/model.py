@@ -48,7 +48,7 @@ from golden.numerics import FULL, HALF, NONE, _as_groups, as_grid
 __all__ = [
     "VARIANTS", "variant_flags", "EngineParams", "EngineTiming", "Chunk", "ChunkOrder",
     "EngineCounters", "chunks", "orders", "kaleido_engine", "engine_counters",
-    "match_codes", "bank_address",
+    "match_codes", "bank_address", "SCHED_SIDES",
 ]
 
 #: Variant -> (reuse, scheduler, matcher): the run-time ``cfg`` bits of ``docs/engine.md``.
@@ -56,6 +56,9 @@ _FLAGS = {"dense": (False, False, False), "pe": (True, False, False),
           "pe-sh": (True, True, False), "pe-m": (True, False, True),
           "full": (True, True, True)}
 VARIANTS = tuple(_FLAGS)
+
+#: What the scheduler orders (``sched_sides``): the Q units only, or both sides.
+SCHED_SIDES = ("q", "qk")
 
 #: Pass-3 class of a column's K-follower code (FULL/HALF/NONE/ABSENT) as a matcher code:
 #: FULL and ABSENT need nothing in pass 3, HALF the low nibble, NONE the whole byte.
@@ -80,8 +83,13 @@ class EngineParams:
                        pattern width and the matcher's batch of channels
     entries : int      E entries per scheduler batch (``sched_entries``)
     clusters : int     K cluster queues (``sched_clusters``)
-    seed : int         LFSR seed of both schedulers (``sched_lfsr_seed``)
+    seed : int         LFSR seed of the schedulers (``sched_lfsr_seed``)
     lookahead : int    L, the matcher's pending window (``matcher_lookahead``)
+    sched_sides : str  ``"q"``: the scheduler orders the Q units only and the K units keep
+                       their natural order, so every chunk of a group puts a score at the same
+                       bank and word and the group's chunks accumulate into one plane;
+                       ``"qk"``: both sides are ordered per chunk, one plane per chunk
+                       (``sched_sides``; ``docs/engine.md``, "Accumulation buffer")
     """
     rows: int = 4
     cols: int = 4
@@ -91,6 +99,7 @@ class EngineParams:
     clusters: int = 4
     seed: int = 0xACE1
     lookahead: int = 4
+    sched_sides: str = "q"
 
     def __post_init__(self):
         check_int("rows", self.rows, 1, 64)
@@ -98,6 +107,9 @@ class EngineParams:
         check_int("arrays", self.arrays, 1, 1 << 20)
         check_int("width", self.width, 1, 64)
         check_int("lookahead", self.lookahead, 1, 64)
+        if self.sched_sides not in SCHED_SIDES:
+            raise ValueError(f"sched_sides must be one of {', '.join(SCHED_SIDES)}, "
+                             f"got {self.sched_sides!r}")
         self.scheduler()    # checks entries, clusters, seed
 
     @classmethod
@@ -107,7 +119,7 @@ class EngineParams:
         values = dict(rows=c("rows"), cols=c("cols"), arrays=c("engine_arrays"),
                       width=c("sched_pattern_width"), entries=c("sched_entries"),
                       clusters=c("sched_clusters"), seed=c("sched_lfsr_seed"),
-                      lookahead=c("matcher_lookahead"))
+                      lookahead=c("matcher_lookahead"), sched_sides=c("sched_sides"))
         values.update(overrides)
         return cls(**values)
 
@@ -234,11 +246,11 @@ def _orders(plans, chunk_list, params: EngineParams, scheduled: bool) -> list[Ch
     state_q = state_k = params.seed
     for i, (ch, pl, qc, kc) in enumerate(_chunk_codes(plans, chunk_list)):
         U = pl.anchors.size
+        oq = ok = np.arange(U)
         if scheduled and i > 0:      # chunk 0 runs in natural order (nothing to hide it behind)
             oq, state_q = _scheduled_order(qc, params, state_q)
-            ok, state_k = _scheduled_order(kc, params, state_k)
-        else:
-            oq = ok = np.arange(U)
+            if params.sched_sides == "qk":
+                ok, state_k = _scheduled_order(kc, params, state_k)
         out.append(ChunkOrder(ch, oq, ok))
     return out
 
@@ -249,12 +261,13 @@ def orders(codes, grid, groups, params: EngineParams, scheduled: bool = True
 
     ``codes``: ``(mask_q, mask_k)``, the (N, d) reuse codes of Q and K
     (``golden.reuse_masks``). Without the scheduler every order is the natural one. With it,
-    each side streams the chunk's units in natural order through its own ClusterScheduler
+    each scheduled side (Q only with ``params.sched_sides = "q"``, the default; Q and K with
+    ``"qk"``) streams the chunk's units in natural order through its own ClusterScheduler
     (pattern bit j: the unit's follower is HALF or NONE at chunk channel j; padded with
     dummy entries to whole batches of E); the order is its output with the dummies removed.
     The first chunk of a run is never scheduled: it keeps the natural order, and its arrays
     start at once while the schedulers order chunk 1 (so the pre-pass of every scheduled
-    chunk overlaps the previous chunk's work). Both LFSRs start from the seed at chunk 1;
+    chunk overlaps the previous chunk's work). Each LFSR starts from the seed at chunk 1;
     each side's state then runs on across its chunks.
     """
     grid, groups = as_grid(grid), _as_groups(groups)
@@ -394,8 +407,9 @@ def kaleido_engine(q, k, grid, groups, params: EngineParams = EngineParams(),
     Per chunk: the unit orders (:func:`orders`), passes 0-3 of every (row, column) unit pair
     through the decode table (pass 3 with the matcher: the slot sequence of each column
     block, merged low-nibble pairs formed as LOW_PAIR on one byte), each tile written to the
-    chunk's plane at its bank and address (exactly once per word), and S read back as the
-    sum of the planes through the inverse column orders. Equals
+    chunk's plane at its bank and address (once per word and chunk; a plane per group whose
+    chunks accumulate onto it with ``sched_sides = "q"``, a plane per chunk with ``"qk"``),
+    and S read back as the sum of the planes through the inverse column orders. Equals
     ``golden.attention_scores`` (``q @ k.T`` for ``dense``) bit for bit.
     """
     q, k, grid, groups, (reuse, sched, matched) = _check_inputs(
@@ -409,7 +423,9 @@ def kaleido_engine(q, k, grid, groups, params: EngineParams = EngineParams(),
     N = grid.n
     s = np.zeros((N, N), np.int64)
     tok = np.arange(N)
-    for order in ords:
+    words = kb * N
+    planes = {}           # plane -> (scores, written, the chunk's group plan, inverse K order)
+    for index, order in enumerate(ords):
         ch = order.chunk
         pl = by_group[ch.group]
         cols = ch.local
@@ -419,10 +435,14 @@ def kaleido_engine(q, k, grid, groups, params: EngineParams = EngineParams(),
         tiles = _pass_tiles(qa, qf, qc, ka, kf, kc, (0, 1, 2) if matched else range(4))
         if matched:
             tiles[3] += _matched_pass3(qf, qc, kf, kc, params)
-        # Write the plane: bank = pos mod (P*C), address from the Q token and the position.
-        words = kb * N
-        plane = np.zeros((P * C, words), np.int64)
-        written = np.zeros((P * C, words), np.int64)
+        # The chunk's plane: its own with both sides scheduled; with the K order natural, the
+        # group's (every chunk of the group adds onto the words the first one wrote).
+        key = ch.group if params.sched_sides == "q" else index
+        plane, written, _, _ = planes.setdefault(key, (
+            np.zeros((P * C, words), np.int64), np.zeros((P * C, words), np.int64), pl,
+            order.inv_k))
+        # Write: bank = pos mod (P*C), address from the Q token and the position.
+        once = np.zeros((P * C, words), np.int64)
         row_tok = (pl.anchors[oq], pl.followers[oq])
         col_has_f = pl.followers[ok] >= 0
         pos = np.arange(ok.size)
@@ -433,17 +453,19 @@ def kaleido_engine(q, k, grid, groups, params: EngineParams = EngineParams(),
             cmask = col_has_f if f else np.ones(ok.size, bool)
             bank, addr = bank_address(rtok[rmask][:, None], pos[cmask][None, :], f, P, C, kb)
             np.add.at(plane, (bank, addr), tiles[t][np.ix_(rmask, cmask)])
-            np.add.at(written, (bank, addr), 1)
-        if written.max() > 1:
-            raise AssertionError("an accumulation-buffer word was written twice")
-        # Read-out: token t of K is unit u's anchor or follower; its position from inv_k.
+            np.add.at(once, (bank, addr), 1)
+        if once.max() > 1:
+            raise AssertionError("an accumulation-buffer word was written twice by one chunk")
+        written += once
+    # Read-out: token t of K is unit u's anchor or follower; its position from inv_k.
+    for plane, written, pl, inv_k in planes.values():
         unit = np.full(N, -1, np.int64)
         isf = np.zeros(N, np.int64)
         unit[pl.anchors] = np.arange(pl.anchors.size)
         fa = pl.followers >= 0
         unit[pl.followers[fa]] = np.flatnonzero(fa)
         isf[pl.followers[fa]] = 1
-        kpos = order.inv_k[unit]
+        kpos = inv_k[unit]
         bank, addr = bank_address(tok[:, None], kpos[None, :], isf[None, :], P, C, kb)
         if not written[bank, addr].all():
             raise AssertionError("a word of the plane was never written")

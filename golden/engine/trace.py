@@ -55,7 +55,8 @@ class ExpectedTrace:
     """What the dispatcher must produce in one run.
 
     ``units[k]``: units of chunk k; ``orders[side][i]``: the order of the i-th chunk that
-    passes through the schedulers (side "q" or "k"; empty lists without the scheduler), chunk
+    passes through the schedulers (side "q", and "k" with ``sched_sides = "qk"``; empty lists
+    without the scheduler), chunk
     ``ordered[i]`` (every chunk but the first, which runs in natural order); ``blocks[a]``: per array a, the (C, W) pass-3
     classes of each (chunk, column block) it walks, in walk order (empty without the
     matcher); ``slots[a]``: the matcher's slots for each of those blocks, as
@@ -87,7 +88,8 @@ def expected_trace(q, k, grid, groups, params: EngineParams, variant: str,
         if sched and c > 0:
             ordered.append(c)
             orders["q"].append([int(u) for u in od.q])
-            orders["k"].append([int(u) for u in od.k])
+            if params.sched_sides == "qk":          # else K keeps its natural order
+                orders["k"].append([int(u) for u in od.k])
         if not matched:
             continue
         kc = pl.kc[:, ch.local][od.k]

@@ -123,6 +123,7 @@ class _Slot:
         self.cvalid = S(C, "cvalid")
         self.chasf = S(C, "chasf")
         self.plane = S(geo.plane_width, "plane")
+        self.add = S(1, "add")                                  # accumulate onto the plane
         self.cbp = S(geo.cbp_width, "cbp")
         self.first_rb = S(1, "first_rb")                        # row block 0 of its column block
         self.last_rb = S(1, "last_rb")                          # last row block of it
@@ -134,7 +135,7 @@ class _Slot:
     def fields(self):
         return [*self.qa, *self.qf, *self.qlo, *self.qhi, *self.ka, *self.kf, *self.klo,
                 *self.khi, *self.sets(), *self.rtok_a, *self.rtok_f, self.rvalid,
-                self.rhasf, self.cvalid, self.chasf, self.plane, self.cbp, self.first_rb,
+                self.rhasf, self.cvalid, self.chasf, self.plane, self.add, self.cbp, self.first_rb,
                 self.last_rb]
 
     def copy(self, other: "_Slot"):
@@ -201,7 +202,7 @@ class ArraySequencer(wiring.Component):
         self.plain = config.engine_pe == "plain"
         ow = bits_for(geo.tile.max_tokens - 1)
         orders = ({"q_ord": Out(OrderReadSignature(1, ow, ow)),
-                   "k_ord": Out(OrderReadSignature(1, ow, ow)),
+                   **({"k_ord": Out(OrderReadSignature(1, ow, ow))} if geo.k_ordered else {}),
                    "next_bank": In(1)} if self.scheduler else {})
         t = geo.tile
         R, C, D = t.rows, t.cols, t.max_dim
@@ -327,7 +328,7 @@ class ArraySequencer(wiring.Component):
                     with m.If(unit == j):
                         m.d.sync += [ld.cvalid[j].eq(k_valid), ld.chasf[j].eq(k_hasf)]
         with m.If(load_go):
-            m.d.sync += [ld.plane.eq(chunk.plane), ld.cbp.eq(cbp), ld.first_rb.eq(r0 == 0),
+            m.d.sync += [ld.plane.eq(chunk.plane), ld.add.eq(chunk.add), ld.cbp.eq(cbp), ld.first_rb.eq(r0 == 0),
                          ld.last_rb.eq(r0 + R >= units)]
             m.d.sync += [s.eq(0) for s in ld.sets()]
 
@@ -430,7 +431,7 @@ class ArraySequencer(wiring.Component):
             follower_rows = tile in (2, 3)
             follower_cols = tile in (1, 3)
             return {
-                "plane": cp.plane, "cbp": cp.cbp, "kf": int(follower_cols),
+                "plane": cp.plane, "add": cp.add, "cbp": cp.cbp, "kf": int(follower_cols),
                 "rtok": Cat(*(cp.rtok_f if follower_rows else cp.rtok_a)),
                 "rwe": cp.rvalid & cp.rhasf if follower_rows else cp.rvalid,
                 "cwe": cp.cvalid & cp.chasf if follower_cols else cp.cvalid,
@@ -575,17 +576,17 @@ class ArraySequencer(wiring.Component):
         r_next = Mux(pend_last, Mux(r_more, r0 + R, 0), r0)
         c_next = Mux(pend_last, Mux(r_more, c0, Mux(c0 + PC < units, c0 + PC, first_col)), c0)
         # Between chunks the next lookup is for the next chunk (its bank: next_bank).
-        bank = Mux(loader_done & ~self.go, self.next_bank, chunk.plane[0])
-        m.d.comb += [
-            self.q_ord.bank.eq(bank), self.k_ord.bank.eq(bank),
-            self.q_ord.addr.eq(Mux(reading, r0 + nxt, r_next)),
-            self.k_ord.addr.eq(Mux(reading, c0 + nxt, c_next)),
-        ]
+        bank = Mux(loader_done & ~self.go, self.next_bank, chunk.parity)
+        m.d.comb += [self.q_ord.bank.eq(bank), self.q_ord.addr.eq(Mux(reading, r0 + nxt, r_next))]
+        if self.geo.k_ordered:
+            m.d.comb += [self.k_ord.bank.eq(bank),
+                         self.k_ord.addr.eq(Mux(reading, c0 + nxt, c_next))]
         q_idx = Signal(len(q_pos), name="q_unit_idx")
         k_idx = Signal(len(k_pos), name="k_unit_idx")
         m.d.comb += [
             q_idx.eq(Mux(cfg.schedule & (q_pos < units), self.q_ord.data, q_pos)),
-            k_idx.eq(Mux(cfg.schedule & (k_pos < units), self.k_ord.data, k_pos)),
+            k_idx.eq(Mux(cfg.schedule & (k_pos < units), self.k_ord.data, k_pos)
+                     if self.geo.k_ordered else k_pos),
         ]
         return q_idx, k_idx
 

@@ -174,22 +174,27 @@ class RowPairReorder(wiring.Component):
 
 
 class EngineBuffer(wiring.Component):
-    """``planes`` x ``P*C`` banks of per-chunk partial scores, and the S read-out.
+    """``planes`` x ``P*C`` banks of partial scores, and the S read-out.
 
     Parameters
     ----------
     config : KaleidoConfig
         ``rows``/``cols``, ``engine_arrays`` (P), ``acc_width``, ``engine_max_tokens``,
-        ``engine_max_head_dim`` and ``sched_pattern_width`` (the number of planes).
+        ``engine_max_head_dim``, ``sched_pattern_width``, ``engine_dispatcher`` and
+        ``sched_sides`` (the number of planes: one per group, at most 3, or with the K side
+        ordered one per chunk).
 
     Ports: ``wr`` (per array, its C drain records; tag = :func:`engine_tag_layout`);
     ``cfg`` (the run: grid, directions); ``planes`` (per plane: written in this run, group
-    of its chunk); ``read`` (pulse: start the read-out); ``s`` (S row-major in beats of two
+    of its chunks); ``read`` (pulse: start the read-out); ``s`` (S row-major in beats of two
     signed 32-bit values, the first in the low half; ``ceil(n*n / 2)`` beats, an odd count's
-    last high half zero); ``reading``. With the scheduler built (``engine_dispatcher``
-    "scheduler" or "full"): ``inv[k]`` reads plane k's inverse K order (bank k of the K
-    OrderUnit's inverse memory: the position of a unit in chunk k's column order), used when
-    ``cfg.schedule``. Read-out pipeline: counters -> inverse read -> bank read -> reorder
+    last high half zero); ``reading``. A record is written one cycle after it arrives, onto
+    the lane's old value when its tag has ``add`` (a plane per group: the group's first chunk
+    writes, the later ones accumulate; the bank's read port reads the word meanwhile, the
+    read-out having it only while ``reading``). With the K side ordered (``sched_sides =
+    "qk"`` and a scheduler built): ``inv[k]`` reads plane k's inverse K order (bank k of the
+    K OrderUnit's inverse memory: the position of a unit in chunk k's column order), used
+    when ``cfg.schedule``. Read-out pipeline: counters -> inverse read -> bank read -> reorder
     (:class:`RowPairReorder`) -> ``s``; the first three stages advance when the reorder
     takes a column.
     """
@@ -200,10 +205,10 @@ class EngineBuffer(wiring.Component):
         t = geo.tile
         tag_width = engine_tag_layout(geo).size
         port = drain_port_layout(t.acc_width, t.rows, tag_width)
-        self.scheduler = config.engine_dispatcher in ("scheduler", "full")
+        self.k_ordered = geo.k_ordered
         ow = bits_for(t.max_tokens - 1)
         extra = ({"inv": Out(OrderReadSignature(bits_for(geo.planes - 1), ow, ow)).array(
-            geo.planes)} if self.scheduler else {})
+            geo.planes)} if self.k_ordered else {})
         super().__init__({
             **extra,
             "wr": In(data.ArrayLayout(data.ArrayLayout(port, t.cols), geo.arrays)),
@@ -229,19 +234,50 @@ class EngineBuffer(wiring.Component):
             for b in range(PC):
                 m.submodules[f"plane{k}_bank{b}"] = banks[k][b]
 
+        # -- read ports: the read-out's, and during a run the accumulation's ------------------
+        rports = [[banks[k][b].read_port(domain="sync", transparent_for=()) for b in range(PC)]
+                  for k in range(NP)]
+        rd_addr = [Signal(geo.bank_depth_width, name=f"rd_addr{k}") for k in range(NP)]
+        rd_en = Signal()
+
         # -- writes: array a, column j -> bank a*C + j of the tag's plane, lane rtok mod 2 -------
+        # A record is written one cycle after it arrives: in that cycle its word is read, so a
+        # chunk with ``add`` (an earlier chunk of the run wrote the plane) adds onto the lane.
+        # No lane is written twice within two cycles (a word gets one record per chunk), so the
+        # read never misses a write still in flight.
+        accumulate = not geo.k_ordered
         for a in range(geo.arrays):
             for j in range(C):
+                b = a * C + j
                 rec = self.wr[a][j]
                 tag = data.View(tag_layout, rec.tag)
                 rtok = pick((tag.rtok[i] for i in range(t.rows)), rec.row)
                 we = rec.valid & tag.rwe.bit_select(rec.row, 1) & tag.cwe[j]
                 addr = Cat(tag.kf, tag.cbp[:kcb], rtok[1:])
+                p_we, p_lane, p_add = (Signal(name=f"wr{b}_{n}") for n in ("we", "lane", "add"))
+                p_addr = Signal(geo.bank_depth_width, name=f"wr{b}_addr")
+                p_plane = Signal(geo.plane_width, name=f"wr{b}_plane")
+                p_data = Signal(aw, name=f"wr{b}_data")
+                m.d.sync += [p_we.eq(we), p_lane.eq(rtok[0]), p_addr.eq(addr),
+                             p_plane.eq(tag.plane), p_data.eq(rec.data)]
+                if accumulate:
+                    m.d.sync += p_add.eq(tag.add)
                 for k in range(NP):
-                    wp = banks[k][a * C + j].write_port(granularity=aw)
-                    on = we & (tag.plane == k)
-                    m.d.comb += [wp.addr.eq(addr), wp.data.eq(Cat(rec.data, rec.data)),
-                                 wp.en.eq(Cat(on & ~rtok[0], on & rtok[0]))]
+                    m.d.comb += [rports[k][b].addr.eq(Mux(self.reading, rd_addr[k], addr)),
+                                 rports[k][b].en.eq(Mux(self.reading, rd_en, we))]
+                old = Signal(aw, name=f"wr{b}_old")
+                value = Signal(aw, name=f"wr{b}_value")
+                if accumulate:
+                    word = pick((rports[k][b].data for k in range(NP)), p_plane)
+                    m.d.comb += [old.eq(Mux(p_lane, word[aw:], word[:aw])),
+                                 value.eq(p_data + Mux(p_add, old, 0))]
+                else:
+                    m.d.comb += value.eq(p_data)
+                for k in range(NP):
+                    wp = banks[k][b].write_port(granularity=aw)
+                    on = p_we & (p_plane == k)
+                    m.d.comb += [wp.addr.eq(p_addr), wp.data.eq(Cat(value, value)),
+                                 wp.en.eq(Cat(on & ~p_lane, on & p_lane))]
 
         m.submodules.reorder = reorder = RowPairReorder(t.max_tokens)
         wiring.connect(m, wiring.flipped(self.s), reorder.o)
@@ -258,7 +294,7 @@ class EngineBuffer(wiring.Component):
         valid1 = Signal()                     # stage 1 holds a column's position
         valid2 = Signal()                     # stage 2: the banks' words of that column
         advance = Signal()
-        m.d.comb += [advance.eq(~valid2 | reorder.i.ready), reorder.n.eq(cfg.n),
+        m.d.comb += [advance.eq(~valid2 | reorder.i.ready), rd_en.eq(advance), reorder.n.eq(cfg.n),
                      self.reading.eq(active | valid1 | valid2 | reorder.busy)]
 
         row_end = x + 1 == cfg.w
@@ -288,7 +324,7 @@ class EngineBuffer(wiring.Component):
         for k in range(NP):
             info = self.planes[k]
             pos = Signal(sw, name=f"rd_pos{k}")
-            if self.scheduler:
+            if self.k_ordered:
                 inv = self.inv[k]
                 m.d.comb += [inv.bank.eq(k), inv.addr.eq(_by_axis(info.group, [
                     _by_axis(cfg.dirs[g], u) for g in range(3)]))]
@@ -305,12 +341,11 @@ class EngineBuffer(wiring.Component):
             block = Signal(sw, name=f"rd_block{k}")
             bank = Signal(bw, name=f"rd_bank{k}")
             m.d.comb += [block.eq(pos // Const(PC)), bank.eq(pos % Const(PC))]
-            addr = Cat(_by_axis(info.group, f1), block[:kcb], i1[1:t.tok_width])
+            m.d.comb += rd_addr[k].eq(Cat(_by_axis(info.group, f1), block[:kcb],
+                                          i1[1:t.tok_width]))
             sel = Signal(bw, name=f"bank_sel{k}")
             on = Signal(name=f"plane_on{k}")
-            ports = [banks[k][b].read_port(domain="sync", transparent_for=()) for b in range(PC)]
-            for p in ports:
-                m.d.comb += [p.addr.eq(addr), p.en.eq(advance)]
+            ports = rports[k]
             with m.If(advance):
                 m.d.sync += [sel.eq(bank), on.eq(info.on)]
             word = pick((p.data for p in ports), sel)

@@ -45,19 +45,27 @@ class KaleidoGeometry:
     ``chunk_width`` W (``sched_pattern_width``). A plane has ``banks = P*C`` banks; the
     score of (Q token i, column position pos, follower bit f) is in bank ``pos mod banks``,
     word ``(i // 2)*KB + 2*(pos // banks) + f``, lane ``i mod 2`` (``docs/engine.md``,
-    "Accumulation buffer: banking").
+    "Accumulation buffer: banking"). ``k_ordered``: the build's scheduler orders the K side
+    too (``sched_sides = "qk"``), so every chunk has a plane of its own; otherwise a K
+    token's bank and word depend only on its group, and a plane per group accumulates that
+    group's chunks (at most 3 planes).
     """
     tile: EngineGeometry
     arrays: int
     chunk_width: int
     planes: int
+    k_ordered: bool = False
 
     @classmethod
     def from_config(cls, config: KaleidoConfig) -> "KaleidoGeometry":
         """The engine geometry of ``config`` (rows and cols must be powers of two)."""
         tile = EngineGeometry.from_config(config)
         w = config.sched_pattern_width
-        return cls(tile, config.engine_arrays, w, max_chunks(config.engine_max_head_dim, w))
+        k_ordered = (config.engine_dispatcher in ("scheduler", "full")
+                     and config.sched_sides == "qk")
+        chunks = max_chunks(config.engine_max_head_dim, w)
+        return cls(tile, config.engine_arrays, w, chunks if k_ordered else min(3, chunks),
+                   k_ordered)
 
     @property
     def banks(self) -> int:
@@ -66,7 +74,7 @@ class KaleidoGeometry:
 
     @property
     def plane_width(self) -> int:
-        """Bits of a plane (chunk) index."""
+        """Bits of a plane index."""
         return bits_for(self.planes - 1)
 
     @property
@@ -95,6 +103,11 @@ class KaleidoGeometry:
     def bank_depth(self) -> int:
         """Words per bank: ``ceil(N_max / 2) * KB`` (each word two lanes of ``acc_width``)."""
         return self.row_pairs << self.kb_width
+
+    @property
+    def bank_depth_width(self) -> int:
+        """Bits of a bank word address."""
+        return bits_for(self.bank_depth - 1)
 
     @property
     def unit_width(self) -> int:
@@ -128,25 +141,31 @@ def engine_run_layout(geo: KaleidoGeometry) -> data.StructLayout:
 def chunk_layout(geo: KaleidoGeometry) -> data.StructLayout:
     """One chunk as the controller hands it to the arrays: its group, its channels
     (``chan[j]``: the j-th lowest channel of the chunk, 0 past ``size``, found once by the
-    controller rather than by every array), their number, its plane (= chunk index in the
-    run), and whether it is the run's last chunk."""
+    controller rather than by every array), their number, the parity of its index in the
+    run (the bank of the double-buffered orders), its accumulation plane, ``add`` (an
+    earlier chunk of the run wrote that plane: accumulate onto it), and whether it is the
+    run's last chunk."""
     t = geo.tile
     return data.StructLayout({
         "group": unsigned(2),
         "chan": data.ArrayLayout(unsigned(bits_for(t.max_dim - 1)), geo.chunk_width),
         "size": unsigned(t.dim_width),
+        "parity": unsigned(1),
         "plane": unsigned(geo.plane_width),
+        "add": unsigned(1),
         "last": unsigned(1),
     })
 
 
 def engine_tag_layout(geo: KaleidoGeometry) -> data.StructLayout:
-    """Where a drained tile goes: ``plane`` (chunk), ``cbp`` (the array's local column
-    block ``cb // P``), ``kf`` (columns are K followers), ``rtok[i]`` (Q token of row i),
-    ``rwe``/``cwe`` (real rows / columns)."""
+    """Where a drained tile goes: ``plane``, ``add`` (accumulate onto the plane's word
+    rather than overwrite it), ``cbp`` (the array's local column block ``cb // P``), ``kf``
+    (columns are K followers), ``rtok[i]`` (Q token of row i), ``rwe``/``cwe`` (real rows /
+    columns)."""
     t = geo.tile
     return data.StructLayout({
         "plane": unsigned(geo.plane_width),
+        "add": unsigned(1),
         "cbp": unsigned(geo.cbp_width),
         "kf": unsigned(1),
         "rtok": data.ArrayLayout(unsigned(t.tok_width), t.rows),

@@ -5,8 +5,9 @@ Blocks: per array a copy of the Q and K memories (host writes go to every copy),
 :class:`~kaleido_hw.engine.array_sequencer.ArraySequencer` and a :class:`~kaleido_hw.array.array.PEArray`;
 a chunk controller (cuts each group's channels into chunks of W = ``sched_pattern_width``,
 hands them to the arrays, and waits at the barrier between chunks); the
-:class:`~kaleido_hw.engine.engine_buffer.EngineBuffer` (one plane per chunk, ``P*C`` banks); the
-host interface and the counters.
+:class:`~kaleido_hw.engine.engine_buffer.EngineBuffer` (``P*C`` banks per plane; a plane per
+channel group that its chunks accumulate into, or with ``sched_sides = "qk"`` a plane per
+chunk); the host interface and the counters.
 
 Host protocol (:mod:`kaleido_hw.engine.host_port`): write Q and K (``wr``) while idle; drive ``cfg`` and
 pulse ``start``; the configuration is checked and latched in that cycle. If it cannot run,
@@ -16,8 +17,9 @@ row-major, signed 32 bits, two values per 64-bit beat (the first in the low half
 count's last beat has a zero high half), the engine core's memory beats.
 
 Variants (``cfg.reuse``, ``cfg.schedule``, ``cfg.match``): dense (reuse 0) and pe (1, 0, 0)
-run on every build; the scheduler (two :class:`~kaleido_hw.dispatch.order_unit.OrderUnit`, a
-per-chunk pre-pass, order lookups in the loaders, inverse orders in the read-out) and the
+run on every build; the scheduler (an :class:`~kaleido_hw.dispatch.order_unit.OrderUnit` for Q,
+a per-chunk pre-pass, order lookups in the loaders; with ``sched_sides = "qk"`` a second one
+for K and its inverse orders in the read-out) and the
 matcher (a :class:`~kaleido_hw.dispatch.slot_unit.SlotUnit` per array, MergedCell arrays) are built
 per ``engine_dispatcher``; a ``start`` with reuse asking for a block that was not built is
 rejected (error bit ``dispatcher``).
@@ -45,7 +47,7 @@ from kaleido_hw.engine.array_sequencer import ArraySequencer, unit_tokens
 from kaleido_hw.engine.code_unit import CodeUnit
 from kaleido_hw.engine.engine_buffer import EngineBuffer
 from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, chunk_layout, engine_run_layout,
-                                              engine_tag_layout, plane_info_layout)
+                                              engine_tag_layout, max_chunks, plane_info_layout)
 from kaleido_hw.engine.host_port import WRITE_BYTES, check_run, operand_writes
 from kaleido_hw.engine.host_port import engine_ports as tile_ports
 from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, S_BEAT_WIDTH
@@ -354,7 +356,8 @@ class KaleidoEngine(wiring.Component):
         fresh = Signal()                      # no group started yet in this run
         grp = Signal(2)
         rem = Signal(D)                       # channels of group grp not yet in a chunk
-        plane_ctr = Signal(range(geo.planes + 1))
+        chunk_ctr = Signal(range(max_chunks(D, W) + 1))
+        plane_ctr = Signal(range(geo.planes + 1))   # planes handed out in this run
         planes = Signal(data.ArrayLayout(plane_info_layout(), geo.planes))
         nonempty = [run.gsize[g] != 0 for g in range(3)]
         later = [Signal(name=f"later{g}") for g in range(3)]   # group g may start next
@@ -388,26 +391,37 @@ class KaleidoEngine(wiring.Component):
                 go.eq(1), waiting.eq(1), fresh.eq(0), grp.eq(src_g), rem.eq(after),
                 chunk.group.eq(src_g), chunk.size.eq(size),
                 chunk.chan.eq(Cat(*next_chan)),
-                chunk.plane.eq(plane_ctr), chunk.last.eq((after == 0) & ~more),
-                plane_ctr.eq(plane_ctr + 1),
+                chunk.parity.eq(chunk_ctr[0]), chunk.last.eq((after == 0) & ~more),
+                chunk_ctr.eq(chunk_ctr + 1),
             ]
-            for k in range(geo.planes):
-                with m.If(plane_ctr == k):
-                    m.d.sync += [planes[k].on.eq(1), planes[k].group.eq(src_g)]
+            # A plane per chunk when the K side is ordered per chunk; else a plane per group,
+            # the group's later chunks adding onto the words its first chunk wrote.
+            new_plane = Const(1) if geo.k_ordered else ~use_rem
+            with m.If(new_plane):
+                m.d.sync += [chunk.plane.eq(plane_ctr), chunk.add.eq(0),
+                             plane_ctr.eq(plane_ctr + 1)]
+                for k in range(geo.planes):
+                    with m.If(plane_ctr == k):
+                        m.d.sync += [planes[k].on.eq(1), planes[k].group.eq(src_g)]
+            with m.Else():
+                m.d.sync += chunk.add.eq(1)
         with m.If(accept & (err == 0)):
-            m.d.sync += [fresh.eq(1), rem.eq(0), grp.eq(0), plane_ctr.eq(0), waiting.eq(0),
-                         chunk.last.eq(0), planes.eq(0)]
-        m.d.comb += [cnt.chunks.eq(plane_ctr)]
+            m.d.sync += [fresh.eq(1), rem.eq(0), grp.eq(0), chunk_ctr.eq(0), plane_ctr.eq(0),
+                         waiting.eq(0), chunk.last.eq(0), planes.eq(0)]
+        m.d.comb += [cnt.chunks.eq(chunk_ctr)]
 
         # -- scheduler: per chunk, a pre-pass per side into an OrderUnit ------------------------
         if scheduler:
             q_ou = OrderUnit(self.config, order_ports=P, inverse_ports=1, inverse_banks=2,
                              stall_ids=(STREAM_IDS["q_sched_i"], STREAM_IDS["q_sched_o"]))
-            k_ou = OrderUnit(self.config, order_ports=P, inverse_ports=geo.planes,
-                             inverse_banks=max(2, geo.planes),
-                             stall_ids=(STREAM_IDS["k_sched_i"], STREAM_IDS["k_sched_o"]))
-            m.submodules.q_order, m.submodules.k_order = q_ou, k_ou
-            self.order_units = {"q": q_ou, "k": k_ou}     # for the benches' probes
+            m.submodules.q_order = q_ou
+            self.order_units = {"q": q_ou}                # for the benches' probes
+            k_ou = None
+            if geo.k_ordered:
+                k_ou = OrderUnit(self.config, order_ports=P, inverse_ports=geo.planes,
+                                 inverse_banks=max(2, geo.planes),
+                                 stall_ids=(STREAM_IDS["k_sched_i"], STREAM_IDS["k_sched_o"]))
+                m.submodules.k_order = self.order_units["k"] = k_ou
         else:
             m.d.comb += ord_ok.eq(1)
 
@@ -442,8 +456,9 @@ class KaleidoEngine(wiring.Component):
             m.d.sync += first_col.eq(first_col)
             m.d.comb += seq.first_col.eq(first_col)
             if scheduler:
-                m.d.comb += seq.next_bank.eq(plane_ctr[0])
-                for ou, port in ((q_ou, seq.q_ord), (k_ou, seq.k_ord)):
+                m.d.comb += seq.next_bank.eq(chunk_ctr[0])
+                sides = ((q_ou, seq.q_ord),) + (((k_ou, seq.k_ord),) if k_ou else ())
+                for ou, port in sides:
                     rd = ou.ord_rd[a]
                     m.d.comb += [rd.bank.eq(port.bank), rd.addr.eq(port.addr),
                                  port.data.eq(rd.data)]
@@ -504,7 +519,7 @@ class KaleidoEngine(wiring.Component):
         with m.If(self.busy):
             m.d.sync += cnt.cycles.eq(cnt.cycles + 1)
 
-        if scheduler:
+        if geo.k_ordered:
             for k in range(geo.planes):
                 rd = k_ou.inv_rd[k]
                 m.d.comb += [rd.bank.eq(acc.inv[k].bank), rd.addr.eq(acc.inv[k].addr),
@@ -525,11 +540,11 @@ class KaleidoEngine(wiring.Component):
         kick): its pre-pass could not hide behind any work. The chunk whose orders are
         computed is the controller's next one, chunk k+1, latched in the cycle chunk k's
         ``go`` is visible (the controller already points past chunk k then). From the next
-        cycle each side reads unit u's anchor and follower through two extra read ports of
-        memory copy 0, one unit per cycle; one cycle later the codes give the unit's pattern at the
-        chunk's channels and the unit enters the side's OrderUnit. ``ord_ok``: both orders
-        of the next chunk are complete (the one in use is released when the next chunk is
-        issued)."""
+        cycle each ordered side (Q; Q and K with ``sched_sides = "qk"``) reads unit u's anchor
+        and follower through two extra read ports of memory copy 0, one unit per cycle; one
+        cycle later the codes give the unit's pattern at the chunk's channels and the unit
+        enters the side's OrderUnit. ``ord_ok``: the orders of the next chunk are complete
+        (the one in use is released when the next chunk is issued)."""
         geo = self.geo
         t = geo.tile
         D, W = t.max_dim, geo.chunk_width
@@ -552,9 +567,9 @@ class KaleidoEngine(wiring.Component):
         m.d.comb += units.eq(run.units[pre.group])
         last = Signal()
         m.d.comb += last.eq(u + 1 >= units)
-        # The unit in the output stage (s_*) goes to both OrderUnits (a fork: each side's
+        # The unit in the output stage (s_*) goes to every OrderUnit (a fork: each side's
         # ``taken`` remembers a handshake done while the other side still waits); the
-        # pipeline (unit counter, memory reads, s_*) advances only when both have it.
+        # pipeline (unit counter, memory reads, s_*) advances only when all have it.
         s_valid, s_last, s_hasf = Signal(), Signal(), Signal()
         s_unit = Signal(len(q_ou.i.payload.unit))
         adv = Signal()
@@ -572,7 +587,7 @@ class KaleidoEngine(wiring.Component):
         chans = list(pre.chan)            # chunk channel j of the pre-pass chunk
 
         ready, has = [], []
-        for sel, (side, ou) in enumerate((("q", q_ou), ("k", k_ou))):
+        for sel, (side, ou) in enumerate((("q", q_ou), ("k", k_ou))[:2 if k_ou else 1]):
             mem = self._pre_mem[side]
             rd_a = mem.read_port(domain="sync", transparent_for=())
             rd_f = mem.read_port(domain="sync", transparent_for=())
@@ -617,8 +632,8 @@ class KaleidoEngine(wiring.Component):
                 m.d.sync += held.eq(1)
             m.d.comb += ou.release.eq(issue_chunk & held)
             ready.append(ou.avail > held)
-        m.d.comb += [ord_ok.eq(~run.schedule | (ready[0] & ready[1])),
-                     adv.eq(~s_valid | (has[0] & has[1]))]
+        m.d.comb += [ord_ok.eq(~run.schedule | Cat(*ready).all()),
+                     adv.eq(~s_valid | Cat(*has).all())]
         return q_ou, k_ou
 
 

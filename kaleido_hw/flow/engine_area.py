@@ -282,11 +282,12 @@ def expected_memory_bits(config: KaleidoConfig) -> dict[str, int]:
       ``acc_width`` lanes (a Q row pair);
     * S reorder buffer (the read-out's row pairs to row-major beats): two lanes of two
       halves of ``N_max`` words of 32 bits;
-    * with the scheduler, per side an OrderUnit: its order (2 banks of ``2**uw`` words of
-      ``uw`` bits, ``uw`` = bits of a unit) and a ClusterScheduler with a queue (E entries)
-      and an output memory (2E entries) of ``uw + 1 + W`` bits; the K side's inverse order
-      (``max(2, planes)`` banks of ``2**uw`` x ``uw``) feeds the buffer's read-out. The Q
-      side's inverse is never read, and yosys removes it.
+    * with the scheduler, per ordered side (Q; Q and K with ``sched_sides = "qk"``) an
+      OrderUnit: its order (2 banks of ``2**uw`` words of ``uw`` bits, ``uw`` = bits of a
+      unit) and a ClusterScheduler with a queue (E entries) and an output memory (2E
+      entries) of ``uw + 1 + W`` bits; the K side's inverse order (``max(2, planes)`` banks
+      of ``2**uw`` x ``uw``) feeds the buffer's read-out. The Q side's inverse is never
+      read, and yosys removes it.
     """
     geo = KaleidoGeometry.from_config(config)
     t = geo.tile
@@ -298,9 +299,11 @@ def expected_memory_bits(config: KaleidoConfig) -> dict[str, int]:
     if config.engine_dispatcher in ("scheduler", "full"):
         uw = max(1, (config.engine_max_tokens - 1).bit_length())
         depth = 1 << uw
-        out["order memories"] = 2 * (2 * depth * uw) + max(2, geo.planes) * depth * uw
+        sides = 2 if geo.k_ordered else 1
+        out["order memories"] = sides * (2 * depth * uw) + (
+            max(2, geo.planes) * depth * uw if geo.k_ordered else 0)
         entry = uw + 1 + config.sched_pattern_width
-        out["scheduler batches"] = 2 * (3 * config.sched_entries * entry)
+        out["scheduler batches"] = sides * (3 * config.sched_entries * entry)
     return out
 
 

@@ -1,6 +1,7 @@
 """Energy model (``golden.energy``): counters x per-event energies, memory figures, the stored
 paper-scale counters."""
 
+import dataclasses
 import json
 
 import pytest
@@ -44,7 +45,7 @@ def test_every_pe_cycle_gets_one_class_and_the_sums_are_exact():
     assert head_energy(counters(), SHAPE, "dense", E, low=7)["pe_classes"]["low"] == 0
     with pytest.raises(ValueError, match="low and pair_cycles must be >= 0"):
         head_energy(counters(), SHAPE, "pe", E, low=-1)
-    assert r["dispatcher"] == 10 * (2 * 100.0 + 1 * 50.0)
+    assert r["dispatcher"] == 10 * (1 * 100.0 + 1 * 50.0)    # the Q side's scheduler, a matcher
     assert r["sram_bytes"] == 6 * 4 * 1.25 + 1 * 2 + 2 * 4 * 4 * 3
     assert r["dram_bytes"] == 64
     assert r["total"] == pytest.approx(r["pe"] + r["dispatcher"] + r["sram"] + r["dram"])
@@ -62,7 +63,9 @@ def test_variants_price_their_hardware():
     plain = head_energy(c, SHAPE, "dense-plain", E)
     assert plain["pe_classes"]["mul"] == 20 * 7.0 and plain["dispatcher"] == 0
     assert head_energy(c, SHAPE, "pe", E)["dispatcher"] == 0
-    assert head_energy(c, SHAPE, "pe-sh", E)["dispatcher"] == 10 * 200.0
+    assert head_energy(c, SHAPE, "pe-sh", E)["dispatcher"] == 10 * 100.0     # Q side only
+    two = dataclasses.replace(SHAPE, schedulers=2)                           # sched_sides qk
+    assert head_energy(c, two, "pe-sh", E)["dispatcher"] == 10 * 200.0
     assert head_energy(c, SHAPE, "pe-m", E)["dispatcher"] == 10 * 50.0
     assert head_energy(c, SHAPE, "dense", E)["sram_bytes"] < head_energy(c, SHAPE, "pe",
                                                                          E)["sram_bytes"]

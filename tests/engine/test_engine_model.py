@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import zlib
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -58,12 +60,14 @@ WORKLOADS = ("3x5x4", "2x3x5", "empty-group", "hunyuanvideo", "all-equal", "alte
 SHAPES = ((4, 4), (2, 2), (1, 4), (4, 2))
 
 
-def _params(name, rows, cols, arrays):
+def _params(name, rows, cols, arrays, sides="q"):
     if name == "hunyuanvideo":
-        return EngineParams(rows, cols, arrays, width=16, entries=16, clusters=4, lookahead=4)
+        return EngineParams(rows, cols, arrays, width=16, entries=16, clusters=4, lookahead=4,
+                            sched_sides=sides)
     # W = 4 cuts the 6- and 10-channel groups into a short last chunk; E = 8 makes the
     # scheduler reorder (and pad) the 10-30 units of a chunk.
-    return EngineParams(rows, cols, arrays, width=4, entries=8, clusters=2, lookahead=3)
+    return EngineParams(rows, cols, arrays, width=4, entries=8, clusters=2, lookahead=3,
+                        sched_sides=sides)
 
 
 # -- the slow reference: every array's quads, step by step ------------------------------------
@@ -185,7 +189,7 @@ def test_counters_equal_per_quad_walk(name):
     for i, variant in enumerate(VARIANTS):
         for j, arrays in enumerate((1, 2, 4, 3)):
             rows, cols = SHAPES[(i + j) % len(SHAPES)]     # every shape meets every P
-            p = _params(name, rows, cols, arrays)
+            p = _params(name, rows, cols, arrays, ("q", "qk")[(i + j) % 2])
             c = engine_counters(q, k, grid, groups, p, variant)
             _assert_equal(c, reference_counters(q, k, grid, groups, p, variant))
 
@@ -198,8 +202,10 @@ def test_engine_computes_exact_scores(name):
     for i, variant in enumerate(VARIANTS):
         for arrays in (1, 2, 4, 3):
             rows, cols = SHAPES[(i + arrays) % len(SHAPES)]
-            s = kaleido_engine(q, k, grid, groups, _params(name, rows, cols, arrays), variant)
-            np.testing.assert_array_equal(s, dense if variant == "dense" else reuse)
+            for sides in ("q", "qk"):
+                s = kaleido_engine(q, k, grid, groups, _params(name, rows, cols, arrays, sides),
+                                   variant)
+                np.testing.assert_array_equal(s, dense if variant == "dense" else reuse)
 
 
 def test_matcher_merges_and_scheduler_reorders_here():
@@ -209,6 +215,9 @@ def test_matcher_merges_and_scheduler_reorders_here():
     assert engine_counters(q, k, grid, groups, p, "pe-m").merged.sum() > 0
     codes = (reuse_masks(q, grid, groups), reuse_masks(k, grid, groups))
     ords = orders(codes, grid, groups, p, scheduled=True)
+    assert any((o.q != np.arange(o.q.size)).any() for o in ords)
+    assert all((o.k == np.arange(o.k.size)).all() for o in ords)      # sched_sides "q"
+    ords = orders(codes, grid, groups, replace(p, sched_sides="qk"), scheduled=True)
     assert any((o.k != np.arange(o.k.size)).any() for o in ords)
 
 
@@ -238,9 +247,10 @@ def test_chunks_in_run_order():
     assert len(chunks(ChannelGroups.from_preset("hunyuanvideo"), 16)) == 9
 
 
-def test_orders_natural_and_scheduled():
+@pytest.mark.parametrize("sides", ("q", "qk"))
+def test_orders_natural_and_scheduled(sides):
     grid, groups, q, k = _workload("empty-group")
-    p = _params("empty-group", 4, 4, 2)
+    p = _params("empty-group", 4, 4, 2, sides)
     codes = (reuse_masks(q, grid, groups), reuse_masks(k, grid, groups))
     for o in orders(codes, grid, groups, p, scheduled=False):
         assert (o.q == np.arange(o.q.size)).all() and (o.k == np.arange(o.k.size)).all()
@@ -251,9 +261,9 @@ def test_orders_natural_and_scheduled():
         for side, m, got, inv in (("q", codes[0], o.q, o.inv_q), ("k", codes[1], o.k, o.inv_k)):
             assert sorted(got) == list(range(U))
             assert (got[inv] == np.arange(U)).all()
-            if c == 0:      # the first chunk runs in natural order; the LFSRs start at chunk 1
-                assert (got == np.arange(U)).all()
-                continue
+            if c == 0 or side not in sides:   # chunk 0 runs in natural order (the LFSRs start
+                assert (got == np.arange(U)).all()     # at chunk 1), and so does a side
+                continue                               # the scheduler does not order
             # Restate: patterns of the followers, dummies of pattern 0, LFSR carried on.
             _, followers = units(grid, o.chunk.direction)
             pats = np.zeros(-(-U // p.entries) * p.entries, np.int64)

@@ -152,17 +152,19 @@ def smooth(grid, d, rng):
                  .astype(np.int8) for _ in range(2))
 
 
-@pytest.mark.parametrize("arrays", [1, 3])
-def test_small_engine_runs(arrays):
+@pytest.mark.parametrize("arrays,sides", [(1, "q"), (3, "q"), (1, "qk"), (3, "qk")])
+def test_small_engine_runs(arrays, sides):
     """Whole runs of P arrays of 2 x 2 PEs (chunks of 4 channels: groups of 3/5/4 give
     1 + 2 + 1 chunks; odd grid; smooth data; scheduler batches of 4 units): every variant
     on one array (pe, pe-sh, pe-m, full, dense), pe / full / dense on three: S bit-exact,
     every counter equal to the cycle model (with the scheduler: the pre-pass and the chunk
     start at max(barrier, orders ready)), S read out under back-pressure. P = 3: 6 banks
-    per plane, not a power of two (bank and block of the read-out are a modulo and a division)."""
+    per plane, not a power of two (bank and block of the read-out are a modulo and a division).
+    ``sched_sides`` "q": a plane per group, the y group's two chunks accumulating into one;
+    "qk": a plane per chunk, both sides ordered."""
     cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=arrays, engine_max_tokens=16,
                         engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
-                        sched_entries=4)
+                        sched_entries=4, sched_sides=sides)
     grid, groups = VideoGrid(2, 3, 2), ChannelGroups.from_sizes(3, 5, 4, directions=(2, 1, 0))
     rng = np.random.default_rng(arrays)
     q, k = smooth(grid, 12, rng)
@@ -196,15 +198,15 @@ def test_odd_token_counts_read_out():
         assert out["counters"] == model_counters(cfg, q, k, grid, groups, variant), variant
 
 
-@pytest.mark.parametrize("variant", ["pe-m", "full"])
-def test_dispatcher_wider_chunks(variant):
+@pytest.mark.parametrize("variant,sides", [("pe-m", "q"), ("full", "q"), ("full", "qk")])
+def test_dispatcher_wider_chunks(variant, sides):
     """pe-m and full on P = 2 arrays of 2 x 4 PEs with chunks of 8 channels (lookahead 4,
     scheduler batches of 8 units), a random channel map and noisy / smooth data (many HALF
     codes, so many merged slots): S bit-exact, every counter (``merged``, pass-3
     ``issued``/``skipped``, ``busy_pe_cycles``, cycles) equal to the cycle model."""
     cfg = KaleidoConfig(rows=2, cols=4, engine_arrays=2, engine_max_tokens=32,
                         engine_max_head_dim=16, sched_pattern_width=8, matcher_channels=8,
-                        sched_entries=8)
+                        sched_entries=8, sched_sides=sides)
     grid = VideoGrid(2, 3, 4)
     gmap = tuple(int(x) for x in np.random.default_rng(3).integers(0, 3, 16))
     groups = ChannelGroups(gmap, (2, 0, 1))
@@ -286,13 +288,18 @@ def test_unit_tokens_match_golden_units(shape):
 
 
 def test_chunk_bound_and_geometry():
-    """The buffer has a plane for the most chunks any head can have, and the bank address
-    fields of docs/engine.md."""
+    """The buffer has a plane per group (at most 3), or with the K side ordered a plane for
+    the most chunks any head can have, and the bank address fields of docs/engine.md."""
     assert max_chunks(16, 16) == 3 and max_chunks(128, 16) == 10 and max_chunks(8, 4) == 4
     for sizes in [(16, 56, 56), (1, 1, 126), (17, 17, 94)]:
         assert len(chunks(ChannelGroups.from_sizes(*sizes), 16)) <= max_chunks(128, 16)
     geo = KaleidoGeometry.from_config(KaleidoConfig())
-    assert geo.banks == 16 and geo.planes == 10
+    assert geo.banks == 16 and geo.planes == 3 and not geo.k_ordered
+    assert KaleidoGeometry.from_config(KaleidoConfig(sched_sides="qk")).planes == 10
+    assert KaleidoGeometry.from_config(KaleidoConfig(engine_dispatcher="matcher",
+                                                     sched_sides="qk")).planes == 3
+    assert KaleidoGeometry.from_config(KaleidoConfig(
+        engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4)).planes == 3
     assert 1 << geo.kb_width == 8                 # KB = 2^ceil(log2(2 * ceil(64 / 16)))
     assert geo.row_pairs == 32 and geo.bank_depth == 32 * 8   # a word holds rows 2r, 2r+1
 
@@ -349,17 +356,18 @@ def check_dispatch_run(cfg, q, k, grid, groups, variant, label):
 
 #: Stall-injection runs: (arrays, variant, engine_stall_seed); the first is in make test,
 #: the rest with KALEIDO_ENGINE_SET=full (make regress).
-STALL_RUNS = [(2, "full", 0x5A5A), (2, "full", 0),
-              (1, "pe-sh", 0x1234), (1, "pe-m", 0x0BAD), (1, "full", 0x7777), (1, "full", 0),
-              (2, "pe-sh", 0x2468), (2, "pe-m", 0x1357), (2, "pe-m", 0), (2, "pe-sh", 0)]
+STALL_RUNS = [(2, "full", 0x5A5A, "q"), (2, "full", 0x5A5A, "qk"), (2, "full", 0, "q"),
+              (1, "pe-sh", 0x1234, "q"), (1, "pe-m", 0x0BAD, "q"), (1, "full", 0x7777, "qk"),
+              (1, "full", 0, "qk"), (2, "pe-sh", 0x2468, "qk"), (2, "pe-m", 0x1357, "q"),
+              (2, "pe-m", 0, "q"), (2, "pe-sh", 0, "q")]
 _FULL_SET = os.environ.get("KALEIDO_ENGINE_SET", "") == "full"
 
 
-@pytest.mark.parametrize("arrays,variant,seed", [
-    r if i < 1 or _FULL_SET else pytest.param(*r, marks=pytest.mark.skip(
+@pytest.mark.parametrize("arrays,variant,seed,sides", [
+    r if i < 2 or _FULL_SET else pytest.param(*r, marks=pytest.mark.skip(
         reason="KALEIDO_ENGINE_SET=full (make regress) runs the whole stall sweep"))
     for i, r in enumerate(STALL_RUNS)])
-def test_dispatch_invariants_under_stalls(arrays, variant, seed):
+def test_dispatch_invariants_under_stalls(arrays, variant, seed, sides):
     """Random stalls on every internal stream (pre-pass -> OrderUnits, their schedulers, the
     SlotUnits' blk / quad / item streams and matchers; ``engine_stall_seed``), P arrays of
     2 x 2 on an odd 3x3x2 grid with chunks of 4 (groups 5/6/5: 2 + 2 + 2 chunks, several
@@ -369,7 +377,7 @@ def test_dispatch_invariants_under_stalls(arrays, variant, seed):
     with the seed 0 (no injection) every counter is cycle-exact and ``stall`` is 0."""
     cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=arrays, engine_max_tokens=32,
                         engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
-                        sched_entries=4, engine_stall_seed=seed)
+                        sched_entries=4, engine_stall_seed=seed, sched_sides=sides)
     grid = VideoGrid(3, 3, 2)
     groups = ChannelGroups.from_sizes(5, 6, 5, directions=(1, 0, 2))
     rng = np.random.default_rng(arrays * 100 + seed % 97)
@@ -379,8 +387,9 @@ def test_dispatch_invariants_under_stalls(arrays, variant, seed):
     got, want, summary = check_dispatch_run(cfg, q, k, grid, groups, variant,
                                             f"P={arrays} {variant} seed={seed:#x}")
     sched, match = variant in ("pe-sh", "full"), variant in ("pe-m", "full")
-    # Every chunk but the first (natural order) passes through both sides' schedulers.
-    assert summary["orders"] == (2 * (want["chunks"] - 1) if sched else 0)
+    # Every chunk but the first (natural order) passes through the ordered sides' schedulers.
+    sides = len(cfg.sched_sides)
+    assert summary["orders"] == (sides * (want["chunks"] - 1) if sched else 0)
     assert (summary["slots"] > 0) == match
     stalls = sum(got[f"a{a}__stall"] for a in range(arrays))
     if seed:
