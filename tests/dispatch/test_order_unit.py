@@ -202,9 +202,10 @@ def test_default_config_and_latency():
 
 def test_engine_contract_orders():
     """Chunks of a real head (grid 3x5x4, 16 channels in groups 4/6/6, W = 4): the K side's
-    units fed with their follower patterns give ``golden.engine.model.orders``' column orders."""
+    units fed with their follower patterns give ``golden.engine.model.orders``' column orders
+    (``sched_sides = "qk"``: the build in which K has an OrderUnit)."""
     cfg = KaleidoConfig(sched_entries=8, sched_clusters=2, sched_pattern_width=4,
-                        matcher_channels=4, engine_max_tokens=64)
+                        matcher_channels=4, engine_max_tokens=64, sched_sides="qk")
     grid = VideoGrid(3, 5, 4)
     groups = ChannelGroups.from_sizes(4, 6, 6)
     rng = np.random.default_rng(3)

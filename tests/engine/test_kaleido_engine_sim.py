@@ -47,9 +47,10 @@ VARIANTS = {
                "verilator", "standard"),
     "p4-d16": (KaleidoConfig(engine_arrays=4, engine_max_head_dim=16, engine_max_tokens=64),
                "verilator", "standard"),
+    # Both sides ordered (sched_sides "qk": a plane per chunk) on Icarus; the others "q".
     "p2-w4-d16": (KaleidoConfig(engine_arrays=2, sched_pattern_width=4, matcher_channels=4,
                                 sched_entries=16, engine_max_head_dim=16,
-                                engine_max_tokens=32), "icarus", "quick"),
+                                engine_max_tokens=32, sched_sides="qk"), "icarus", "quick"),
     "p1-d16": (KaleidoConfig(engine_arrays=1, engine_max_head_dim=16, engine_max_tokens=32,
                              engine_dispatcher="matcher"), "icarus", "quick"),
     # Stall injection on every internal stream (engine_stall_seed): the dispatcher variants
@@ -58,7 +59,8 @@ VARIANTS = {
     "p2-w4-d16-stall": (KaleidoConfig(engine_arrays=2, sched_pattern_width=4,
                                       matcher_channels=4, sched_entries=8,
                                       engine_max_head_dim=16, engine_max_tokens=32,
-                                      engine_stall_seed=0x0C0C), "icarus", "stall"),
+                                      engine_stall_seed=0x0C0C, sched_sides="qk"),
+                        "icarus", "stall"),
     "p1-r2-stall": (KaleidoConfig(engine_arrays=1, rows=2, cols=2, sched_pattern_width=4,
                                   matcher_channels=4, sched_entries=8, engine_max_head_dim=16,
                                   engine_max_tokens=32, engine_stall_seed=0xB00F),

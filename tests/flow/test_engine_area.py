@@ -288,9 +288,16 @@ def test_expected_memory_bits_follow_the_configuration():
     cfg = ea.AREA_CONFIG.replace(engine_arrays=4)
     bits = ea.expected_memory_bits(cfg)
     assert bits["operands"] == 2 * 4 * 16 * 8 * 32
-    # 32 channels in W = 16 chunks: at most 4 planes (e.g. groups of 1, 1 and 30 channels);
-    # 16 tokens in 16 banks: one column block (KB = 2 words) per Q token.
-    assert bits["accumulation planes"] == 4 * 16 * (16 * 2) * 24
+    # A plane per group (the K order natural: sched_sides "q"); 16 tokens in 16 banks: one
+    # column block (KB = 2 words) per Q token.
+    assert bits["accumulation planes"] == 3 * 16 * (16 * 2) * 24
+    # Both sides ordered: a plane per chunk, 32 channels in W = 16 chunks: at most 4 (e.g.
+    # groups of 1, 1 and 30 channels); and the K OrderUnit's order and inverse memories.
+    qk = ea.expected_memory_bits(cfg.replace(sched_sides="qk"))
+    assert qk["accumulation planes"] == 4 * 16 * (16 * 2) * 24
+    assert qk["order memories"] == 2 * (2 * 16 * 4) + 4 * 16 * 4
+    assert bits["order memories"] == 2 * 16 * 4
+    assert qk["scheduler batches"] == 2 * bits["scheduler batches"]
     # The read-out's reorder buffer: two row pairs of 16 tokens, 32-bit values.
     assert bits["S reorder buffer"] == 2 * 2 * 16 * 32
     assert ea.expected_memory_bits(cfg.replace(engine_dispatcher="none"))["order memories"] == 0
@@ -347,7 +354,7 @@ def test_tiny_engine_synthesis():
     for m in r.memories:
         assert m.area_um2 == pytest.approx(m.bits * m.read_ports * sm.SRAM_UM2_PER_BIT, abs=1e-3)
     # Every array copy of Q and K and every accumulation bank stayed a memory.
-    assert sum(m.kind == "accumulation planes" for m in r.memories) == 4   # planes x P*C
+    assert sum(m.kind == "accumulation planes" for m in r.memories) == 3   # planes x P*C
     assert {(m.path, m.name) for m in r.memories if m.kind == "S reorder buffer"} == {
         ("acc.reorder", "lane0"), ("acc.reorder", "lane1")}
     assert {(m.path, m.name) for m in r.memories if m.kind == "operands"} == {

@@ -71,14 +71,15 @@ def error_names(mask: int) -> list[str]:
 
 
 class DispatchMonitor:
-    """Records the dispatcher's probe wires (``probe_*`` in the ``q_order``/``k_order``
-    OrderUnits and each ``seq<a>.slots`` SlotUnit, read through the hierarchy at every
+    """Records the dispatcher's probe wires (``probe_*`` in the ``q_order`` (and with
+    ``sched_sides = "qk"`` ``k_order``) OrderUnits and each ``seq<a>.slots`` SlotUnit, read through the hierarchy at every
     rising clock edge: the values before the edge) into ``orders`` (side -> OrderTrace) and
     ``slots`` (array -> SlotTrace) for :func:`golden.engine.trace.check_trace`."""
 
     def __init__(self, dut, config: KaleidoConfig, *, orders: bool, slots: bool):
         self.dut, self.config = dut, config
-        self.orders = {side: OrderTrace() for side in ("q", "k")} if orders else {}
+        sides = ("q", "k") if config.sched_sides == "qk" else ("q",)    # K unordered: no k_order
+        self.orders = {side: OrderTrace() for side in sides} if orders else {}
         self.slots = {a: SlotTrace() for a in range(config.engine_arrays)} if slots else {}
         self._ou = {side: getattr(dut, f"{side}_order") for side in self.orders}
         self._su = {a: getattr(dut, f"seq{a}").slots for a in self.slots}
