@@ -19,8 +19,9 @@ package, the report is skipped with that message):
 
 - **Level 1** (always, from small tops): P times the variant's array (``baseline_array``
   for dense on plain arrays, ``pe_array`` for pe and pe-sh, ``merged_array`` for pe-m and
-  full) plus the dispatcher blocks the variant adds (two ``cluster_scheduler``\\ s for
-  pe-sh and full, one ``merge_matcher`` per array for pe-m and full); the period is the
+  full) plus the dispatcher blocks the variant adds (one ``cluster_scheduler`` for pe-sh
+  and full, two with ``sched_sides = "qk"``; one ``merge_matcher`` per array for pe-m and
+  full); the period is the
   longest critical path among those blocks. Level 1 leaves out what every variant has: the
   sequencers, the buffers, the memories and the control (and the glue that the dispatcher
   adds to the sequencers), so it compares the computing fabric, as the paper's "PE-array
@@ -79,16 +80,17 @@ _FIELDS = ("top", "area_um2", "cells", "ffs", "path_ns", "arrival_ns", "startpoi
            "fmax_mhz", "power_mw", "units", "notes")
 
 
-def level1_blocks(variant: str, arrays: int) -> list[tuple[str, int]]:
+def level1_blocks(variant: str, arrays: int, schedulers: int = 1) -> list[tuple[str, int]]:
     """``[(top, count)]`` of the level-1 area of an attention ``variant`` on ``arrays``
-    arrays."""
+    arrays; ``schedulers``: ClusterSchedulers of a scheduling variant (1 with ``sched_sides
+    = "q"``, 2 with ``"qk"``)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
     matcher = variant in ("pe-m", "full")
     array = {"dense": "baseline_array"}.get(variant, "merged_array" if matcher else "pe_array")
     blocks = [(array, arrays)]
     if variant in ("pe-sh", "full"):
-        blocks.append(("cluster_scheduler", 2))
+        blocks.append(("cluster_scheduler", schedulers))
     if matcher:
         blocks.append(("merge_matcher", arrays))
     return blocks

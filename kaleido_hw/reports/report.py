@@ -1029,7 +1029,8 @@ def report_iso_area(ctx: Context, plt) -> Result:
     cfg = _engine_config(ctx)
     P = cfg.engine_arrays
     linear = ctx.workload is None
-    tops = [t for v in ia.VARIANTS for t, _ in ia.level1_blocks(v, P)]
+    sides = len(cfg.sched_sides)              # ClusterSchedulers: "q" 1, "qk" 2
+    tops = [t for v in ia.VARIANTS for t, _ in ia.level1_blocks(v, P, sides)]
     results, fresh = ia.stdcell_results(tops, cfg, synth_stdcell,
                                         log=lambda msg: print(f"  {msg}", flush=True))
     failed = [f"{t}: {'; '.join(x.get('notes') or []) or 'no area'}"
@@ -1037,7 +1038,7 @@ def report_iso_area(ctx: Context, plt) -> Result:
     if failed:
         r.skipped = "standard-cell synthesis failed: " + " | ".join(failed)
         return r
-    areas = {v: ia.variant_area(ia.level1_blocks(v, P), results) for v in ia.VARIANTS}
+    areas = {v: ia.variant_area(ia.level1_blocks(v, P, sides), results) for v in ia.VARIANTS}
     lin_areas = {v: ia.variant_area(ia.linear_blocks(v, P), results)
                  for v in ia.LINEAR_VARIANTS}
     level2, why2 = ia.read_engine_cache(arrays=P)

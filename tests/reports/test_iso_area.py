@@ -87,7 +87,7 @@ def test_report_arithmetic_cache_and_level2(in_tmp, monkeypatch):
         assert by["dense"]["relative"] == 1.0
         assert by["dense"]["area_um2"] == P * FAKE["baseline_array"][0]
         assert by["full"]["area_um2"] == (P * FAKE["merged_array"][0]
-                                          + 2 * FAKE["cluster_scheduler"][0]
+                                          + 1 * FAKE["cluster_scheduler"][0]
                                           + P * FAKE["merge_matcher"][0])
         assert by["pe-sh"]["period_ns"] == 0.95 and by["pe-m"]["period_ns"] == 1.10
         for r in by.values():
@@ -144,8 +144,9 @@ def test_skipped_without_the_flow(in_tmp, monkeypatch, capsys):
 
 def test_blocks_and_engine_cache_reading(tmp_path):
     assert ia.level1_blocks("dense", 4) == [("baseline_array", 4)]
-    assert ia.level1_blocks("pe-sh", 2) == [("pe_array", 2), ("cluster_scheduler", 2)]
-    assert ia.level1_blocks("full", 3) == [("merged_array", 3), ("cluster_scheduler", 2),
+    assert ia.level1_blocks("pe-sh", 2) == [("pe_array", 2), ("cluster_scheduler", 1)]
+    assert ia.level1_blocks("pe-sh", 2, 2) == [("pe_array", 2), ("cluster_scheduler", 2)]
+    assert ia.level1_blocks("full", 3) == [("merged_array", 3), ("cluster_scheduler", 1),
                                            ("merge_matcher", 3)]
     with pytest.raises(ValueError, match="variant must be one of"):
         ia.level1_blocks("fast", 4)
