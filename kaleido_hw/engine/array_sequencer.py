@@ -566,7 +566,8 @@ class ArraySequencer(wiring.Component):
         one cycle ahead of its memory reads (the position read next cycle is known: the same
         unit after an anchor, the next one after a follower, else unit 0 of the next quad,
         whose base is the one the loader moves to at ``pend_last``). Positions past the unit
-        count stay themselves (padding). Returns the unit indices for the Q and K reads."""
+        count stay themselves (padding). Returns the unit indices for the Q and K reads (K in
+        natural order unless the build orders it, ``sched_sides = "qk"``)."""
         cfg, chunk = self.cfg, self.chunk
         t = self.geo.tile
         R, PC = t.rows, self.geo.banks
