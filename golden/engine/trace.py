@@ -106,18 +106,24 @@ def expected_trace(q, k, grid, groups, params: EngineParams, variant: str,
 @dataclass
 class OrderTrace:
     """Observed OrderUnit traffic of one side: ``inputs`` / ``outputs`` per completed chunk
-    (units in handshake order), and the chunk being collected."""
+    (units in handshake order), ``input_cycles`` (per chunk, the cycle of each input
+    handshake, when the recorder gives it), and the chunk being collected."""
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
+    input_cycles: list = field(default_factory=list)
     _in: list = field(default_factory=list)
     _out: list = field(default_factory=list)
+    _in_cycles: list = field(default_factory=list)
 
-    def unit_in(self, unit: int, last: bool):
-        """A unit handed to the OrderUnit (``last``: the chunk's last unit)."""
+    def unit_in(self, unit: int, last: bool, cycle: int | None = None):
+        """A unit handed to the OrderUnit (``last``: the chunk's last unit) in ``cycle``."""
         self._in.append(int(unit))
+        if cycle is not None:
+            self._in_cycles.append(int(cycle))
         if last:
             self.inputs.append(self._in)
-            self._in = []
+            self.input_cycles.append(self._in_cycles)
+            self._in, self._in_cycles = [], []
 
     def unit_out(self, unit: int | None, complete: bool):
         """A real unit written to the order (``None``: only ``complete`` this cycle)."""

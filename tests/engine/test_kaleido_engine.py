@@ -52,7 +52,7 @@ def dispatch_monitor(cfg, orders: dict, slots: dict):
 
             def rec_order(v, tr=tr):
                 if v["probe_in_fire"]:
-                    tr.unit_in(v["probe_in_unit"], v["probe_in_last"])
+                    tr.unit_in(v["probe_in_unit"], v["probe_in_last"], v["cycle"])
                 if v["probe_out_fire"] or v["probe_out_done"]:
                     tr.unit_out(v["probe_out_unit"] if v["probe_out_fire"] else None,
                                 v["probe_out_done"])
@@ -74,11 +74,13 @@ def dispatch_monitor(cfg, orders: dict, slots: dict):
         signals = [s for _, _, sigs in watch for s in sigs]
 
         async def monitor(ctx):
+            cycle = 0
             async for _, _, *values in ctx.tick().sample(*signals):
                 i = 0
                 for record, names, sigs in watch:
-                    record(dict(zip(names, values[i:i + len(sigs)])))
+                    record({"cycle": cycle, **dict(zip(names, values[i:i + len(sigs)]))})
                     i += len(sigs)
+                cycle += 1
         return monitor
     return make
 
@@ -348,7 +350,11 @@ def check_dispatch_run(cfg, q, k, grid, groups, variant, label):
     assert out["error"] == 0, label
     assert np.array_equal(out["S"], attention_scores(q, k, grid, groups)), f"{label}: S differs"
     got = out["counters"]
+    # Cycles lost between a chunk's pre-pass handshakes (0 unless injected stalls block them).
+    gaps = sum(c[-1] - c[0] + 1 - len(c) for tr in out["orders"].values()
+               for c in tr.input_cycles if c)
     check_counters(got, want, cfg.engine_arrays, bool(cfg.engine_stall_seed), label)
+    got["gaps"] = gaps
     summary = check_trace(expected_trace(q, k, grid, groups, EngineParams.from_config(cfg),
                                          variant), out["orders"], out["slots"], label)
     return got, want, summary
@@ -392,6 +398,11 @@ def test_dispatch_invariants_under_stalls(arrays, variant, seed, sides):
     assert summary["orders"] == (sides * (want["chunks"] - 1) if sched else 0)
     assert (summary["slots"] > 0) == match
     stalls = sum(got[f"a{a}__stall"] for a in range(arrays))
+    # Without injection the pre-pass feeds one unit per cycle; with it, the injection must
+    # show: as lost cycles of the run when the matcher's streams are stalled, and as gaps in
+    # the pre-pass when the scheduler's are (those the next chunk's work hides: pe-sh runs
+    # may take no more cycles than the model, by design).
+    assert (got["gaps"] > 0) == bool(seed and sched), got["gaps"]
     if seed:
-        assert got["cycles"] > want["cycles"]
+        assert got["cycles"] > want["cycles"] or not match
         assert (stalls > 0) == match          # only the SlotUnit's items stall the stepper
