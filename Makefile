@@ -62,7 +62,7 @@ energy:
 # The 1,024-token hunyuanvideo head (4x16x16, d = 128) through the default engine core
 # (rtl_out/kaleido_core.v) on an optimised Verilator model, commands back to back, AxiRam
 # without pauses: the memory equals the interpreter's byte for byte, every counter and the
-# cycle count equal the exact model (about an hour on 2 busy cores; docs/engine.md).
+# cycle count equal the exact model (30-60 minutes on 2 busy cores; docs/engine.md).
 bench-head:
 	nice $(MAKE) -C sim/engine/core CORE_FAST=1 KALEIDO_CORE_GRID=4x16x16 COCOTB_TEST_FILTER=test_timing
 
