@@ -22,7 +22,9 @@ work" and section "RTL").
   compacted to its W chunk bytes (byte j = channel ``chunk.chan[j]``) before the CodeUnits
   and the slot registers, so a slot is 2 * (R + C) * 8 * W bits whatever the head
   dimension, and a step picks its byte among W, not D (the quad only ever steps through the
-  chunk's channels; bytes past ``chunk.size`` are never issued);
+  chunk's channels; bytes past ``chunk.size`` are never issued); the compaction is a shift
+  network of ``log2 D`` byte stages (:func:`compact_words`) whose selects, found once from
+  the channel list, serve the Q and the K word, rather than a D-to-1 multiplexer per byte;
 * in a plain build (``engine_pe = "plain"``) there are no CodeUnits: every follower is NONE
   (ABSENT for a unit without one), so a unit's codes are its ``has follower`` bit, the
   follower word is stored as read, and a quad's code sets are two bits per side (some real
@@ -51,7 +53,7 @@ from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, counters_layout
 from kaleido_hw.stall_inject import array_stream, stall_gate
 
 
-__all__ = ["ArraySequencer", "unit_tokens"]
+__all__ = ["ArraySequencer", "compact_words", "unit_tokens"]
 
 AXIS_T, AXIS_Y, AXIS_X = 0, 1, 2
 
@@ -258,10 +260,10 @@ class ArraySequencer(wiring.Component):
         # multiplexer selects) here; the controller's register would drive them unbuffered
         # through the module port.
         chan_sel = Signal.like(chunk.chan, name="chan_sel")
-        m.d.sync += chan_sel.eq(chunk.chan)
-        for word, data_in in ((self._q_word, self.q_data), (self._k_word, self.k_data)):
-            m.d.comb += word.eq(Cat(*(data_in.word_select(chan_sel[j], 8)
-                                      for j in range(W))))
+        chan_ok = Signal(W, name="chan_ok")          # byte j is a chunk channel (j < size)
+        m.d.sync += [chan_sel.eq(chunk.chan), chan_ok.eq(in_chunk)]
+        compact_words(m, [(self.q_data, self._q_word), (self.k_data, self._k_word)],
+                      [chan_sel[j] for j in range(W)], chan_ok, D)
 
         # -- loader: quads (cb, rb) of this array, by unit index -------------------------------
         r0 = Signal(uw)                       # first row unit of the row block being loaded
@@ -698,6 +700,76 @@ class ArraySequencer(wiring.Component):
                          col.kc1.eq(_code_at(cp.klo[j], cp.khi[j], cb)),
                          col.valid.eq(cp.cvalid[j]),
                          col.sel.eq(Mux(issue, sel.as_value(), Sel.NONE.value))]
+
+
+def compact_words(m, pairs, chan, ok, D: int):
+    """Compact each ``(data_in, word)`` of ``pairs``: byte j of ``word`` (``8*W`` bits) is byte
+    ``chan[j]`` of ``data_in`` (``8*D`` bits) where ``ok[j]``, else byte 0 (``chan[j]`` is 0
+    past the chunk's size). ``chan[j]`` for the bytes with ``ok`` must be strictly increasing
+    in j (the chunk's channels in order), so ``s_j = chan[j] - j`` is non-decreasing.
+
+    Instead of a D-to-1 byte multiplexer per output byte, a shift network in ``L =
+    bits_for(D - 1)`` stages: stage b (b = 0 first) moves a byte down by ``2**b`` where
+    the select ``c_b[p]`` is set, ``Y_{b+1}[p] = c_b[p] ? Y_b[p + 2**b] : Y_b[p]``, and
+    output j is ``Y_L[j]``, so byte ``j + s_j`` reaches j when the selects along its path
+    are the bits of ``s_j``. Output j passes level b at position ``j + (s_j >> b << b)``;
+    these positions are strictly increasing in j (j is, the high part of ``s_j`` does not
+    decrease), so no two outputs share a position and every select is one output's bit.
+    Only the positions some output can pass are built (W at the last stage, doubling
+    towards the input, at most D). The selects are found once for all pairs by a second,
+    narrower network that routes each ``s_j`` (its bits still needed) from the output back
+    along its path, with a valid bit."""
+    W = len(chan)
+    L = bits_for(D - 1)
+    # positions needed at each level: need[L] = outputs, need[b] = need[b+1] and + 2**b
+    need = [None] * (L + 1)
+    need[L] = set(range(W))
+    for b in reversed(range(L)):
+        need[b] = {q for p in need[b + 1] for q in (p, p + (1 << b)) if q < D}
+    # selects: tags (s_j, low bits) and valid bits, routed from the outputs back
+    tag = {j: Signal(L, name=f"compact_s{j}") for j in range(W)}
+    val = {j: ok[j] for j in range(W)}
+    m.d.comb += [tag[j].eq((chan[j] - j)[:L]) for j in range(W)]
+    sel = [None] * L
+    for b in reversed(range(L)):
+        sel[b] = {}
+        for q in need[b + 1]:
+            c = Signal(name=f"compact_c{b}_{q}")
+            m.d.comb += c.eq(val[q] & tag[q][b])
+            sel[b][q] = c
+        if b == 0:
+            break
+        ntag, nval = {}, {}
+        for p in need[b]:
+            lo = p in need[b + 1]               # from p, not moved at stage b
+            hi = p - (1 << b) in need[b + 1]    # from p - 2**b, moved at stage b
+            t = Signal(b, name=f"compact_t{b}_{p}")
+            v = Signal(name=f"compact_v{b}_{p}")
+            if lo and hi:
+                take = sel[b][p - (1 << b)]
+                m.d.comb += [t.eq(Mux(take, tag[p - (1 << b)][:b], tag[p][:b])),
+                             v.eq(take | (val[p] & ~tag[p][b]))]
+            elif hi:
+                m.d.comb += [t.eq(tag[p - (1 << b)][:b]), v.eq(sel[b][p - (1 << b)])]
+            else:
+                m.d.comb += [t.eq(tag[p][:b]), v.eq(val[p] & ~tag[p][b])]
+            ntag[p], nval[p] = t, v
+        tag, val = ntag, nval
+    # the byte network, per pair
+    for k, (data_in, word) in enumerate(pairs):
+        y = {p: data_in.word_select(p, 8) for p in need[0]}
+        for b in range(L):
+            ny = {}
+            for q in need[b + 1]:
+                v = Signal(8, name=f"compact{k}_y{b + 1}_{q}")
+                if q + (1 << b) < D:
+                    m.d.comb += v.eq(Mux(sel[b][q], y[q + (1 << b)], y[q]))
+                else:
+                    m.d.comb += v.eq(y[q])
+                ny[q] = v
+            y = ny
+        byte0 = data_in[:8]
+        m.d.comb += word.eq(Cat(*(Mux(ok[j], y[j], byte0) for j in range(W))))
 
 
 def _code_at(lo, hi, idx):
