@@ -11,6 +11,7 @@ import dataclasses
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.bitops import bits_for
@@ -66,12 +67,27 @@ def _lowest(bits):
     return bits & ~(acc << 1)[:width]
 
 
+def _onehot_index(onehot):
+    """Binary index of a one-hot vector (0 when none is set)."""
+    width = len(onehot)
+    bits = [Cat(*[onehot[j] for j in range(width) if (j >> k) & 1]).any()
+            for k in range(max(1, (width - 1).bit_length()))]
+    return Cat(*bits)
+
+
 def _onehot_or(onehot, values):
     terms = [Mux(onehot[j], v, 0) for j, v in enumerate(values)]
     while len(terms) > 1:
         terms = [terms[j] | terms[j + 1] for j in range(0, len(terms) - 1, 2)] + (
             [terms[-1]] if len(terms) % 2 else [])
     return terms[0]
+
+
+def _bank_addr(bank, index, W):
+    """Address of entry ``index`` of ``bank`` in a store of two banks of W entries."""
+    if W & (W - 1) == 0:
+        return Cat(index[:max(1, (W - 1).bit_length())], bank)
+    return Mux(bank, index + W, index)
 
 
 class SlotUnit(wiring.Component):
@@ -105,7 +121,7 @@ class SlotUnit(wiring.Component):
         without work (every class 0) bypasses the matcher and stores no slot.
 
     Double buffering and timing (one cycle = one clock; no stall on ``o``)
-        Two banks of W slot registers. A block is accepted (``blk`` handshake at cycle x)
+        Two banks of W slots. A block is accepted (``blk`` handshake at cycle x)
         when the write bank is free and no block is in the matcher; its S slots are written
         at the ends of cycles x+1 .. x+S and the bank can be replayed from cycle x+S+1 (x+1
         for a block without work), while the next block is accepted into the other bank
@@ -113,7 +129,13 @@ class SlotUnit(wiring.Component):
         replay is over and its bank is complete; its items leave at y+1 .. y+max(count, 1),
         one per cycle, and the next quad can be accepted at y+max(count, 1)+1. The read
         bank is released (writable again) after the replay of a quad with ``last``.
-        Storage: 2*W entries of 2*ceil(log2 W) + 1 + 3*C bits.
+        Storage: ``a``, ``b`` and ``merged`` of the 2*W entries in flip-flops (2*ceil(log2 W)
+        + 1 bits each), because a quad's skip search reads them all at once; ``sel`` (3*C
+        bits) in ``sel_store``, an SRAM of 2*W words (entry k*W + j = slot j of bank k) with
+        one write port and one registered read port. Its read address is the slot that
+        ``o`` will carry in the next cycle (the quad's first kept slot when the quad is
+        accepted, the next kept slot after an item is taken, otherwise the same slot), so
+        the read data is the sel of the item on ``o`` in every cycle, with no added latency.
     """
 
     def __init__(self, config: KaleidoConfig, stall_ids: tuple = (11, 12)):
@@ -138,9 +160,15 @@ class SlotUnit(wiring.Component):
         m = Module()
         m.submodules.matcher = mm = MergeMatcher(self.matcher_config())
 
-        entry = data.StructLayout({"a": unsigned(iw), "b": unsigned(iw), "merged": unsigned(1),
-                                   "sel": data.ArrayLayout(Sel, C)})
+        # a, b and merged of every stored slot are read at once (the skip search of a quad):
+        # registers. sel is read one slot per cycle: an SRAM with a registered read port
+        # (``sel_store``, entry k*W + j = slot j of bank k).
+        entry = data.StructLayout({"a": unsigned(iw), "b": unsigned(iw), "merged": unsigned(1)})
         banks = [[Signal(entry, name=f"bank{k}_{j}") for j in range(W)] for k in range(2)]
+        m.submodules.sel_store = store = Memory(shape=data.ArrayLayout(Sel, C), depth=2 * W,
+                                                init=[])
+        st_w = store.write_port()
+        st_r = store.read_port()
         used = [Signal(W, name=f"used{k}") for k in range(2)]    # entries holding a slot
         full = Signal(2)                                         # bank complete, not released
 
@@ -177,14 +205,15 @@ class SlotUnit(wiring.Component):
                         m.d.sync += full[k].eq(1)
 
         s = mm.o.payload
+        m.d.comb += [st_w.addr.eq(_bank_addr(wb, wcount, W)), st_w.data.eq(s.sel),
+                     st_w.en.eq(mm.o.valid & mm.o.ready)]
         with m.If(mm.o.valid & mm.o.ready):
             m.d.sync += wcount.eq(wcount + 1)
             for k in range(2):
                 for j in range(W):
                     with m.If((wb == k) & (wcount == j)):
                         m.d.sync += [banks[k][j].a.eq(s.a), banks[k][j].b.eq(s.b),
-                                     banks[k][j].merged.eq(s.merged),
-                                     banks[k][j].sel.eq(s.sel), used[k][j].eq(1)]
+                                     banks[k][j].merged.eq(s.merged), used[k][j].eq(1)]
             with m.If(s.last):
                 m.d.sync += [inflight.eq(0), wb.eq(~wb)]
                 for k in range(2):
@@ -225,13 +254,24 @@ class SlotUnit(wiring.Component):
         pick = Signal(W)
         rest = Signal(W)
         m.d.comb += [pick.eq(_lowest(remain)), rest.eq(remain & ~pick)]
+        # The sel store is read one cycle ahead: the address is the slot that ``remain`` will
+        # pick in the next cycle (the quad's first kept slot, the next after an issue, or the
+        # same one while ``o`` waits), so st_r.data is the sel of ``pick`` in every cycle.
+        nxt = Signal(W)
+        with m.If(self.quad.valid & self.quad.ready):
+            m.d.comb += nxt.eq(keep)
+        with m.Elif(self.o.valid & self.o.ready):
+            m.d.comb += nxt.eq(rest)
+        with m.Else():
+            m.d.comb += nxt.eq(remain)
+        m.d.comb += st_r.addr.eq(_bank_addr(rb, _onehot_index(_lowest(nxt)), W))
         o = self.o.payload
         m.d.comb += [
             self.o.valid.eq(active),
             o.a.eq(_onehot_or(pick, [r.a for r in rd])),
             o.b.eq(_onehot_or(pick, [r.b for r in rd])),
             o.merged.eq(_onehot_or(pick, [r.merged for r in rd])),
-            o.sel.eq(_onehot_or(pick, [r.sel.as_value() for r in rd])),
+            o.sel.eq(Mux(remain.any(), st_r.data.as_value(), 0)),
             o.count.eq(count),
             o.carried.eq(carried),
             o.empty.eq(~remain.any()),

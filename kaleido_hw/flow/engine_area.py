@@ -106,7 +106,7 @@ FLOW = "osu018-stdcell+gf180-sram-2"
 
 #: Memory kinds, in report order.
 MEMORY_KINDS = ("operands", "order memories", "scheduler batches", "accumulation planes",
-                "S reorder buffer")
+                "S reorder buffer", "slot stores")
 #: Blocks of the breakdown, in report order ("array k" and "sequencer k" per array).
 BLOCKS = ("PE arrays", "sequencers", "dispatcher: OrderUnits", "dispatcher: pre-pass codes",
           "dispatcher: SlotUnits", "control", "buffer logic")
@@ -271,6 +271,8 @@ def memory_kind(path: str, name: str) -> str:
         return "accumulation planes"
     if path == "acc.reorder" and re.fullmatch(r"lane[01]", name):
         return "S reorder buffer"
+    if re.fullmatch(r"seq\d+\.slots", path) and name == "sel_store":
+        return "slot stores"
     raise ValueError(f"memory {name!r} in module {path!r} is of no known kind")
 
 
@@ -304,6 +306,8 @@ def expected_memory_bits(config: KaleidoConfig) -> dict[str, int]:
             max(2, geo.planes) * depth * uw if geo.k_ordered else 0)
         entry = uw + 1 + config.sched_pattern_width
         out["scheduler batches"] = sides * (3 * config.sched_entries * entry)
+    if config.engine_dispatcher in ("matcher", "full"):
+        out["slot stores"] = P * 2 * config.sched_pattern_width * 3 * config.cols
     return out
 
 
