@@ -286,6 +286,11 @@ class KaleidoConfig:
                    " (scratchpad banks per side: the 2-bit bank field of LOAD and COMPUTE)")
 
     @property
+    def ordered_sides(self) -> tuple[str, ...]:
+        """The sides a built scheduler orders: ``("q",)`` or ``("q", "k")`` (``sched_sides``)."""
+        return tuple(self.sched_sides)
+
+    @property
     def groups(self) -> ChannelGroups:
         """The channel partition of ``preset``."""
         return ChannelGroups.from_preset(self.preset)

@@ -438,9 +438,10 @@ def kaleido_engine(q, k, grid, groups, params: EngineParams = EngineParams(),
         # The chunk's plane: its own with both sides scheduled; with the K order natural, the
         # group's (every chunk of the group adds onto the words the first one wrote).
         key = ch.group if params.sched_sides == "q" else index
-        plane, written, _, _ = planes.setdefault(key, (
-            np.zeros((P * C, words), np.int64), np.zeros((P * C, words), np.int64), pl,
-            order.inv_k))
+        if key not in planes:
+            planes[key] = (np.zeros((P * C, words), np.int64),
+                           np.zeros((P * C, words), np.int64), pl, order.inv_k)
+        plane, written, _, _ = planes[key]
         # Write: bank = pos mod (P*C), address from the Q token and the position.
         once = np.zeros((P * C, words), np.int64)
         row_tok = (pl.anchors[oq], pl.followers[oq])

@@ -254,21 +254,21 @@ class EngineBuffer(wiring.Component):
                 rtok = pick((tag.rtok[i] for i in range(t.rows)), rec.row)
                 we = rec.valid & tag.rwe.bit_select(rec.row, 1) & tag.cwe[j]
                 addr = Cat(tag.kf, tag.cbp[:kcb], rtok[1:])
-                p_we, p_lane, p_add = (Signal(name=f"wr{b}_{n}") for n in ("we", "lane", "add"))
+                p_we, p_lane = Signal(name=f"wr{b}_we"), Signal(name=f"wr{b}_lane")
                 p_addr = Signal(geo.bank_depth_width, name=f"wr{b}_addr")
                 p_plane = Signal(geo.plane_width, name=f"wr{b}_plane")
                 p_data = Signal(aw, name=f"wr{b}_data")
                 m.d.sync += [p_we.eq(we), p_lane.eq(rtok[0]), p_addr.eq(addr),
                              p_plane.eq(tag.plane), p_data.eq(rec.data)]
-                if accumulate:
-                    m.d.sync += p_add.eq(tag.add)
                 for k in range(NP):
                     m.d.comb += [rports[k][b].addr.eq(Mux(self.reading, rd_addr[k], addr)),
                                  rports[k][b].en.eq(Mux(self.reading, rd_en, we))]
-                old = Signal(aw, name=f"wr{b}_old")
                 value = Signal(aw, name=f"wr{b}_value")
                 if accumulate:
+                    p_add = Signal(name=f"wr{b}_add")
+                    old = Signal(aw, name=f"wr{b}_old")
                     word = pick((rports[k][b].data for k in range(NP)), p_plane)
+                    m.d.sync += p_add.eq(tag.add)
                     m.d.comb += [old.eq(Mux(p_lane, word[aw:], word[:aw])),
                                  value.eq(p_data + Mux(p_add, old, 0))]
                 else:

@@ -45,15 +45,17 @@ class KaleidoGeometry:
     ``chunk_width`` W (``sched_pattern_width``). A plane has ``banks = P*C`` banks; the
     score of (Q token i, column position pos, follower bit f) is in bank ``pos mod banks``,
     word ``(i // 2)*KB + 2*(pos // banks) + f``, lane ``i mod 2`` (``docs/engine.md``,
-    "Accumulation buffer: banking"). ``k_ordered``: the build's scheduler orders the K side
-    too (``sched_sides = "qk"``), so every chunk has a plane of its own; otherwise a K
-    token's bank and word depend only on its group, and a plane per group accumulates that
-    group's chunks (at most 3 planes).
+    "Accumulation buffer: banking"). ``chunks``: the most chunks a run can have
+    (:func:`max_chunks`). ``k_ordered``: the build's scheduler orders the K side too
+    (``sched_sides = "qk"``), so every chunk has a plane of its own; otherwise a K token's
+    bank and word depend only on its group, and a plane per group accumulates that group's
+    chunks (at most 3 planes).
     """
     tile: EngineGeometry
     arrays: int
     chunk_width: int
     planes: int
+    chunks: int
     k_ordered: bool = False
 
     @classmethod
@@ -65,7 +67,7 @@ class KaleidoGeometry:
                      and config.sched_sides == "qk")
         chunks = max_chunks(config.engine_max_head_dim, w)
         return cls(tile, config.engine_arrays, w, chunks if k_ordered else min(3, chunks),
-                   k_ordered)
+                   chunks, k_ordered)
 
     @property
     def banks(self) -> int:

@@ -47,7 +47,7 @@ from kaleido_hw.engine.array_sequencer import ArraySequencer, unit_tokens
 from kaleido_hw.engine.code_unit import CodeUnit
 from kaleido_hw.engine.engine_buffer import EngineBuffer
 from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, chunk_layout, engine_run_layout,
-                                              engine_tag_layout, max_chunks, plane_info_layout)
+                                              engine_tag_layout, plane_info_layout)
 from kaleido_hw.engine.host_port import WRITE_BYTES, check_run, operand_writes
 from kaleido_hw.engine.host_port import engine_ports as tile_ports
 from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, S_BEAT_WIDTH
@@ -356,7 +356,7 @@ class KaleidoEngine(wiring.Component):
         fresh = Signal()                      # no group started yet in this run
         grp = Signal(2)
         rem = Signal(D)                       # channels of group grp not yet in a chunk
-        chunk_ctr = Signal(range(max_chunks(D, W) + 1))
+        chunk_ctr = Signal(range(geo.chunks + 1))
         plane_ctr = Signal(range(geo.planes + 1))   # planes handed out in this run
         planes = Signal(data.ArrayLayout(plane_info_layout(), geo.planes))
         nonempty = [run.gsize[g] != 0 for g in range(3)]
@@ -457,8 +457,8 @@ class KaleidoEngine(wiring.Component):
             m.d.comb += seq.first_col.eq(first_col)
             if scheduler:
                 m.d.comb += seq.next_bank.eq(chunk_ctr[0])
-                sides = ((q_ou, seq.q_ord),) + (((k_ou, seq.k_ord),) if k_ou else ())
-                for ou, port in sides:
+                for side, ou in self.order_units.items():
+                    port = getattr(seq, f"{side}_ord")
                     rd = ou.ord_rd[a]
                     m.d.comb += [rd.bank.eq(port.bank), rd.addr.eq(port.addr),
                                  port.data.eq(rd.data)]
@@ -587,7 +587,7 @@ class KaleidoEngine(wiring.Component):
         chans = list(pre.chan)            # chunk channel j of the pre-pass chunk
 
         ready, has = [], []
-        for sel, (side, ou) in enumerate((("q", q_ou), ("k", k_ou))[:2 if k_ou else 1]):
+        for sel, (side, ou) in enumerate(self.order_units.items()):
             mem = self._pre_mem[side]
             rd_a = mem.read_port(domain="sync", transparent_for=())
             rd_f = mem.read_port(domain="sync", transparent_for=())

@@ -301,7 +301,7 @@ def expected_memory_bits(config: KaleidoConfig) -> dict[str, int]:
     if config.engine_dispatcher in ("scheduler", "full"):
         uw = max(1, (config.engine_max_tokens - 1).bit_length())
         depth = 1 << uw
-        sides = 2 if geo.k_ordered else 1
+        sides = len(config.ordered_sides)
         out["order memories"] = sides * (2 * depth * uw) + (
             max(2, geo.planes) * depth * uw if geo.k_ordered else 0)
         entry = uw + 1 + config.sched_pattern_width

@@ -1029,7 +1029,7 @@ def report_iso_area(ctx: Context, plt) -> Result:
     cfg = _engine_config(ctx)
     P = cfg.engine_arrays
     linear = ctx.workload is None
-    sides = len(cfg.sched_sides)              # ClusterSchedulers: "q" 1, "qk" 2
+    sides = len(cfg.ordered_sides)            # ClusterSchedulers of a scheduling variant
     tops = [t for v in ia.VARIANTS for t, _ in ia.level1_blocks(v, P, sides)]
     results, fresh = ia.stdcell_results(tops, cfg, synth_stdcell,
                                         log=lambda msg: print(f"  {msg}", flush=True))

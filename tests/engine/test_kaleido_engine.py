@@ -394,7 +394,7 @@ def test_dispatch_invariants_under_stalls(arrays, variant, seed, sides):
                                             f"P={arrays} {variant} seed={seed:#x}")
     sched, match = variant in ("pe-sh", "full"), variant in ("pe-m", "full")
     # Every chunk but the first (natural order) passes through the ordered sides' schedulers.
-    sides = len(cfg.sched_sides)
+    sides = len(cfg.ordered_sides)
     assert summary["orders"] == (sides * (want["chunks"] - 1) if sched else 0)
     assert (summary["slots"] > 0) == match
     stalls = sum(got[f"a{a}__stall"] for a in range(arrays))

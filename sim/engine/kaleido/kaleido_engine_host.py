@@ -78,8 +78,8 @@ class DispatchMonitor:
 
     def __init__(self, dut, config: KaleidoConfig, *, orders: bool, slots: bool):
         self.dut, self.config = dut, config
-        sides = ("q", "k") if config.sched_sides == "qk" else ("q",)    # K unordered: no k_order
-        self.orders = {side: OrderTrace() for side in sides} if orders else {}
+        self.orders = ({side: OrderTrace() for side in config.ordered_sides} if orders
+                       else {})
         self.slots = {a: SlotTrace() for a in range(config.engine_arrays)} if slots else {}
         self._ou = {side: getattr(dut, f"{side}_order") for side in self.orders}
         self._su = {a: getattr(dut, f"seq{a}").slots for a in self.slots}
