@@ -42,13 +42,13 @@ from golden.array.schedule import (DECODE, PASSES, REGISTER_TILE, SET_WORK, Op, 
 from golden.checks import as_int8, check_bits, check_int, check_tokens
 from golden.dispatch.model import (SEL_BYTE_A, SEL_BYTE_B, SEL_NIB_A, SEL_NIB_AB, SEL_NIB_B,
                                    MatcherParams, SchedulerParams, match, schedule)
-from golden.numerics import FULL, HALF, NONE, _as_groups, as_grid
+from golden.numerics import FULL, HALF, NONE, ChannelGroups, _as_groups, as_grid
 
 
 __all__ = [
     "VARIANTS", "variant_flags", "EngineParams", "EngineTiming", "Chunk", "ChunkOrder",
     "EngineCounters", "chunks", "orders", "kaleido_engine", "engine_counters",
-    "match_codes", "bank_address", "SCHED_SIDES",
+    "match_codes", "bank_address", "SCHED_SIDES", "PLAIN_AXIS", "plain_walk",
 ]
 
 #: Variant -> (reuse, scheduler, matcher): the run-time ``cfg`` bits of ``docs/engine.md``.
@@ -651,6 +651,21 @@ def _chunk_run(qc, kc, params: EngineParams, matched: bool, timing: EngineTiming
         np.add.at(acc, arr, v)
         out[key] = acc
     return out, T
+
+
+#: The axis a plain build walks every group along (x).
+PLAIN_AXIS = 2
+
+
+def plain_walk(groups) -> ChannelGroups:
+    """``groups`` as a plain build (``engine_pe = "plain"``) walks them: the same channels and
+    chunks, every group along x (``docs/engine.md``, "Plain build"). Without reuse pairs the
+    walk axis is free, and one axis for all groups puts a K token at the same bank and word in
+    every chunk, so a single accumulation plane serves the run. S and the work do not depend
+    on the walk; the cycles do only where a group's own axis has an odd extent (its padding
+    units)."""
+    g = _as_groups(groups)
+    return ChannelGroups(g.group_of, (PLAIN_AXIS,) * 3, g.name)
 
 
 def engine_counters(q, k, grid, groups, params: EngineParams = EngineParams(),

@@ -26,7 +26,8 @@ from golden.checks import check_int
 from golden.engine.commands import (ALIGN, ERROR_CODES, KIND_S, KINDS, SIDE_K, SIDE_Q, SIDES,
                                     Command, Compute, Config, DecodeError, FieldError, Groups,
                                     Load, Store, Strides, decode)
-from golden.engine.model import VARIANTS, EngineCounters, EngineParams, engine_counters, kaleido_engine
+from golden.engine.model import (VARIANTS, EngineCounters, EngineParams, engine_counters,
+                                 kaleido_engine, plain_walk)
 from golden.numerics import (ChannelGroups, VideoGrid, _effective, code_counts, exact_matmul,
                              oracle_from_counts, reuse_masks)
 
@@ -111,6 +112,8 @@ class CoreLimits:
     variants : tuple       variants the core was built for (``built_variants``)
     params : EngineParams  the engine behind the core (arrays, dispatcher sizes)
     min_half_bits : int    smallest HALF threshold (3: the PEs' 4 x 8 half multipliers)
+    plain : bool           a plain build (BaselinePEs): its engine walks every group along x
+                           (``golden.engine.model.plain_walk``), which its counters follow
     """
     max_box_tokens: int = 64
     max_head_dim: int = 128
@@ -118,6 +121,7 @@ class CoreLimits:
     variants: tuple = VARIANTS
     params: EngineParams = EngineParams()
     min_half_bits: int = 3
+    plain: bool = False
 
     def __post_init__(self):
         check_int("max_box_tokens", self.max_box_tokens, 1, 255 ** 3)
@@ -143,7 +147,7 @@ class CoreLimits:
             variants = ("dense", "pe") + (("pe-sh",) if d in ("scheduler", "full") else ()) \
                 + (("pe-m",) if d in ("matcher", "full") else ()) + (("full",) if d == "full" else ())
         return cls(config.engine_max_tokens, config.engine_max_head_dim, banks, variants,
-                   EngineParams.from_config(config))
+                   EngineParams.from_config(config), plain=config.engine_pe == "plain")
 
 
 def box_tokens(box) -> int:
@@ -381,6 +385,8 @@ class _Core:
             args = (qb.x, kb.x, VideoGrid(*cfg.box), self.groups, self.limits.params,
                     self.variant, cfg.full_bits, cfg.half_bits)
             s = kaleido_engine(*args)
+            if self.limits.plain:
+                args = args[:3] + (plain_walk(self.groups),) + args[4:]
             counters = engine_counters(*args)
             self.c["cycles"] += int(counters.cycles)
         else:

@@ -49,7 +49,9 @@ class KaleidoGeometry:
     (:func:`max_chunks`). ``k_ordered``: the build's scheduler orders the K side too
     (``sched_sides = "qk"``), so every chunk has a plane of its own; otherwise a K token's
     bank and word depend only on its group, and a plane per group accumulates that group's
-    chunks (at most 3 planes).
+    chunks (at most 3 planes). A plain build (``engine_pe = "plain"``) walks every group along
+    the x axis, so a K token has one bank and word in all groups and every chunk of the run
+    accumulates into a single plane.
     """
     tile: EngineGeometry
     arrays: int
@@ -66,8 +68,11 @@ class KaleidoGeometry:
         k_ordered = (config.engine_dispatcher in ("scheduler", "full")
                      and config.sched_sides == "qk")
         chunks = max_chunks(config.engine_max_head_dim, w)
-        return cls(tile, config.engine_arrays, w, chunks if k_ordered else min(3, chunks),
-                   chunks, k_ordered)
+        if config.engine_pe == "plain":
+            planes = 1
+        else:
+            planes = chunks if k_ordered else min(3, chunks)
+        return cls(tile, config.engine_arrays, w, planes, chunks, k_ordered)
 
     @property
     def banks(self) -> int:

@@ -29,7 +29,9 @@ Plain build (``engine_pe = "plain"``, with ``engine_dispatcher = "none"``; the g
 :class:`~kaleido_hw.array.array.BaselineArray` arrays of plain MACs, the dense systolic accelerator the
 paper starts from. Its sequencers have no CodeUnits (every code is NONE, or ABSENT for a unit
 without follower, as the dense schedule needs) and the top latches no thresholds; it runs
-the dense variant only, and a ``start`` with reuse is rejected (error bit ``reuse``).
+the dense variant only, and a ``start`` with reuse is rejected (error bit ``reuse``). With no
+reuse pairs to respect it walks every group along x, so all chunks accumulate into a single
+plane (a third of a reuse build's accumulation SRAM).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from kaleido_hw.dispatch.merged_cell import MergedCell, merged_col_layout, merge
 from kaleido_hw.dispatch.order_unit import OrderUnit
 from kaleido_hw.engine.array_sequencer import ArraySequencer, unit_tokens
 from kaleido_hw.engine.code_unit import CodeUnit
-from kaleido_hw.engine.engine_buffer import EngineBuffer
+from kaleido_hw.engine.engine_buffer import AXIS_X, EngineBuffer
 from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, chunk_layout, engine_run_layout,
                                               engine_tag_layout, plane_info_layout)
 from kaleido_hw.engine.host_port import WRITE_BYTES, check_run, operand_writes
@@ -290,10 +292,13 @@ class KaleidoEngine(wiring.Component):
         def halve(v):
             return (v + 1) >> 1
 
+        # A plain build has no reuse pairs to respect: it walks every group along x, so one
+        # accumulation plane serves all chunks (docs/engine.md, "Plain build").
+        walk = [Const(AXIS_X, 2)] * 3 if plain else dirs
         run = Signal(engine_run_layout(geo))
         ext = []
         for g in range(3):
-            d = dirs[g]
+            d = walk[g]
             t2 = Mux(d == 0, halve(cfg.t), cfg.t)
             h2 = Mux(d == 1, halve(cfg.h), cfg.h)
             w2 = Mux(d == 2, halve(cfg.w), cfg.w)
@@ -345,7 +350,7 @@ class KaleidoEngine(wiring.Component):
                 ]
                 for g in range(3):
                     w2, hw2, units = ext[g]
-                    m.d.sync += [run.dirs[g].eq(dirs[g]), run.gmask[g].eq(gmask[g]),
+                    m.d.sync += [run.dirs[g].eq(walk[g]), run.gmask[g].eq(gmask[g]),
                                  run.gsize[g].eq(gsize[g]), run.w2[g].eq(w2),
                                  run.hw2[g].eq(hw2), run.units[g].eq(units)]
 
@@ -395,8 +400,14 @@ class KaleidoEngine(wiring.Component):
                 chunk_ctr.eq(chunk_ctr + 1),
             ]
             # A plane per chunk when the K side is ordered per chunk; else a plane per group,
-            # the group's later chunks adding onto the words its first chunk wrote.
-            new_plane = Const(1) if geo.k_ordered else ~use_rem
+            # the group's later chunks adding onto the words its first chunk wrote; on a
+            # plain build one plane, which every chunk after the run's first adds onto.
+            if geo.k_ordered:
+                new_plane = Const(1)
+            elif geo.planes == 1:
+                new_plane = chunk_ctr == 0
+            else:
+                new_plane = ~use_rem
             with m.If(new_plane):
                 m.d.sync += [chunk.plane.eq(plane_ctr), chunk.add.eq(0),
                              plane_ctr.eq(plane_ctr + 1)]
@@ -650,8 +661,9 @@ def _plain_port_docs() -> dict:
                        "error bit reuse)"),
         "cfg__schedule": "no scheduler in a plain engine: 0 (ignored with cfg__reuse = 0)",
         "cfg__match": "no matcher in a plain engine: 0 (ignored with cfg__reuse = 0)",
-        "cfg__directions": ("pairing axis per group, 2 bits each (group g at [2g, 2g+2)): 0 t, "
-                            "1 y, 2 x (the dense schedule walks the same tile quads)"),
+        "cfg__directions": ("pairing axis per group, 2 bits each (group g at [2g, 2g+2)): "
+                            "checked only (3 is rejected), as cfg__full_bits; the plain engine "
+                            "walks every group along x, into one accumulation plane"),
         "cfg__full_bits": ("FULL threshold of a reuse run (4..7): checked only, so that one host "
                            "contract serves both builds"),
         "cfg__half_bits": ("HALF threshold (3..6, < full_bits): checked only, as cfg__full_bits"),

@@ -19,7 +19,7 @@ from amaranth.sim import Simulator
 from host_harness import configure_and_start, wait_done, write_operand
 
 from golden.array.schedule import units
-from golden.engine.model import EngineParams, chunks, engine_counters
+from golden.engine.model import EngineParams, chunks, engine_counters, plain_walk
 from golden.engine.trace import (OrderTrace, SlotTrace, check_counters, check_trace, decode_block,
                                  decode_sel, expected_trace)
 from golden.numerics import ChannelGroups, VideoGrid, attention_scores
@@ -86,7 +86,10 @@ def dispatch_monitor(cfg, orders: dict, slots: dict):
 
 
 def model_counters(cfg, q, k, grid, groups, variant):
-    """``engine_counters`` as the RTL's counter names (``cycles``, ``chunks``, ``a<k>__<c>``)."""
+    """``engine_counters`` as the RTL's counter names (``cycles``, ``chunks``, ``a<k>__<c>``);
+    a plain build walks its groups along x (``plain_walk``)."""
+    if cfg.engine_pe == "plain":
+        groups = plain_walk(groups)
     c = engine_counters(q, k, grid, groups, EngineParams.from_config(cfg), variant)
     out = {"cycles": int(c.cycles), "chunks": int(c.chunks)}
     for a in range(cfg.engine_arrays):

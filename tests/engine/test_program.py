@@ -10,7 +10,7 @@ import pytest
 from golden import ChannelGroups, attention_scores, make_qkv
 from golden.engine.commands import (ERROR_CODES, SIDE_K, SIDE_Q, Compute, Config, Fence,
                                     Groups, Load, Store, Strides, groups_commands)
-from golden.engine.model import VARIANTS, EngineParams
+from golden.engine.model import VARIANTS, EngineParams, engine_counters, plain_walk
 from golden.engine.program import (CoreLimits, Memory, ProgramError, box_coords, run_program,
                                    variant_of)
 from golden.numerics import VideoGrid, oracle_ops, reuse_masks
@@ -142,9 +142,28 @@ def test_core_limits_follow_the_config():
         assert lim.variants == built_variants(cfg)
         assert (lim.max_box_tokens, lim.max_head_dim, lim.banks) == (64, 128, 2)
         assert lim.params == EngineParams.from_config(cfg)
+        assert lim.plain == (cfg.engine_pe == "plain")
     with pytest.raises(ValueError, match="variants must be a non-empty subset"):
         CoreLimits(variants=("fast",))
     assert variant_of(0, 1, 1) == "dense" and variant_of(1, 1, 0) == "pe-sh"
+
+
+def test_plain_core_counts_the_x_walk():
+    """A plain core's counters are those of its engine's walk along x
+    (``golden.engine.model.plain_walk``): on a box with an odd t extent the y group's t-walk
+    of a reuse core pads a unit per (y, x), the plain walk does not; S is the same."""
+    grid = box = (3, 2, 4)
+    mem, q, k, kaddr, pre = _setup(grid, box, reuse=0, seed=4)
+    prog = pre + [Load(SIDE_Q, 0, 0, 0, 0, 0), Load(SIDE_K, 0, 0, 0, 0, kaddr), Compute(0, 0),
+                  Store(8192)]
+    params = EngineParams(rows=2, cols=2, arrays=2, width=4, entries=8)
+    plain = run_program(prog, mem, CoreLimits(64, 32, variants=("dense",), params=params,
+                                              plain=True), engine=True)
+    reuse = run_program(prog, mem, CoreLimits(64, 32, params=params), engine=True)
+    assert np.array_equal(plain.blocks[0].s, q.astype(np.int64) @ k.astype(np.int64).T)
+    assert np.array_equal(plain.blocks[0].s, reuse.blocks[0].s)
+    want = engine_counters(q, k, box, plain_walk(GROUPS), params, "dense")
+    assert plain.blocks[0].engine.cycles == want.cycles < reuse.blocks[0].engine.cycles
 
 
 # -- every error code -------------------------------------------------------------------------

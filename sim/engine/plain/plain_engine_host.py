@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from run_host import RunHost, load_config, mask_names
 
-from golden.engine.model import EngineParams, engine_counters
+from golden.engine.model import EngineParams, engine_counters, plain_walk
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
                                               engine_ports, plain_config)
@@ -34,9 +34,11 @@ def counter_names(config: KaleidoConfig) -> list[str]:
 
 
 def model_counters(config: KaleidoConfig, q, k, grid, groups) -> dict:
-    """``golden.engine.model.engine_counters``, variant dense, under the RTL's counter names
-    (``merged`` and ``stall`` are 0: a plain engine has no dispatcher)."""
-    c = engine_counters(q, k, grid, groups, EngineParams.from_config(config), "dense")
+    """``golden.engine.model.engine_counters``, variant dense, of the plain walk (every group
+    along x, ``plain_walk``) under the RTL's counter names (``merged`` and ``stall`` are 0: a
+    plain engine has no dispatcher)."""
+    c = engine_counters(q, k, grid, plain_walk(groups), EngineParams.from_config(config),
+                        "dense")
     out = {"cycles": int(c.cycles), "chunks": int(c.chunks)}
     for a in range(config.engine_arrays):
         vals = {"busy_pe_cycles": c.busy_pe_cycles[a], "merged": c.merged[a],
