@@ -87,7 +87,7 @@ class _ArrayBase(wiring.Component):
 
         # Edge: what the cells need of each row and column (computed once per row/column),
         # then the skew: row r is delayed r cycles, column j is delayed j cycles.
-        mode = self.row[0].mode    # every row of a step carries the same mode
+        step = self.row[0]         # every row of a step carries the same mode (and slot)
         for i in range(R):
             src = self._row_edge(m, i, self.row[i])
             for s in range(i):
@@ -96,7 +96,7 @@ class _ArrayBase(wiring.Component):
                 src = reg
             m.d.comb += cells[i][0].row.eq(src)
         for j in range(C):
-            src = self._col_edge(m, j, self.col[j], mode)
+            src = self._col_edge(m, j, self.col[j], step)
             for s in range(j):
                 reg = Signal(self._cell_col_layout(), name=f"col_skew_{j}_{s}")
                 m.d.sync += reg.eq(src)
@@ -157,9 +157,10 @@ class _ArrayBase(wiring.Component):
         """What the cells of row ``i`` receive of the step's row (default: all of it)."""
         return step_row
 
-    def _col_edge(self, m, j, step_col, mode):
+    def _col_edge(self, m, j, step_col, step_row):
         """What the cells of column ``j`` receive of the step's column (default: all of it);
-        ``mode`` is the step's mode, the same in every row."""
+        ``step_row`` is the step's row 0 (its mode, and a matcher slot's ``slot`` bit, are the
+        same in every row)."""
         return step_col
 
 
@@ -218,8 +219,9 @@ class BaselineArray(_ArrayBase):
                                  & row_present(step_row.mode.pass_idx, step_row.qc))]
         return edge
 
-    def _col_edge(self, m, j, step_col, mode):
+    def _col_edge(self, m, j, step_col, step_row):
         edge = Signal(baseline_col_layout(), name=f"col_edge_{j}")
         m.d.comb += [edge.b.eq(step_col.b),
-                     edge.present.eq(step_col.valid & col_present(mode.pass_idx, step_col.kc))]
+                     edge.present.eq(step_col.valid
+                                     & col_present(step_row.mode.pass_idx, step_col.kc))]
         return edge

@@ -199,7 +199,8 @@ class PvArray(_ArrayBase):
     def _cell_col_layout(self):
         return pv_cell_col_layout()
 
-    def _col_edge(self, m, j, step_col, mode):
+    def _col_edge(self, m, j, step_col, step_row):
+        mode = step_row.mode
         tables = pv_decode_tables()
         index = Cat(step_col.c2, step_col.c1, mode.kind)
         on = Signal(name=f"col_on_{j}")

@@ -14,7 +14,8 @@ from __future__ import annotations
 from kaleido_hw.array.array import PEArray
 from kaleido_hw.array.layouts import describe_layout, drain_port_layout
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.dispatch.merged_cell import MergedCell, merged_col_layout, merged_row_layout
+from kaleido_hw.dispatch.merged_cell import (MergedCell, merged_cell_col_layout, merged_col_layout,
+                                             merged_column_edge, merged_row_layout)
 
 
 __all__ = ["MergedArray"]
@@ -40,7 +41,9 @@ def _docs() -> dict:
 
 class MergedArray(PEArray):
     """R x C MergedCells (decoder + ReusePE) with the merged step layouts: the KaleidoEngine's
-    array when the matcher is built.
+    array when the matcher is built. Each column's step is decoded once at the edge
+    (:func:`~kaleido_hw.dispatch.merged_cell.merged_column_edge`) and travels down the column
+    decoded.
 
     Parameters
     ----------
@@ -55,3 +58,12 @@ class MergedArray(PEArray):
     def __init__(self, config: KaleidoConfig, tag_width: int = 8):
         super().__init__(config, tag_width=tag_width, cell=MergedCell,
                          row_layout=merged_row_layout(), col_layout=merged_col_layout())
+
+    # The column's slot decode (which code the table reads, byte / nibble / swap, the column
+    # half of the LOWc rule) is the same for all R cells of a column: done once here, before
+    # the skew registers, so the cells start from registered bits.
+    def _cell_col_layout(self):
+        return merged_cell_col_layout()
+
+    def _col_edge(self, m, j, step_col, step_row):
+        return merged_column_edge(m, step_col, step_row.slot, name=f"col_edge_{j}")

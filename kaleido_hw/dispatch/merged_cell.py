@@ -21,7 +21,8 @@ from kaleido_hw.pe.layouts import CtrlLayout, DrainSignature, Op, Part
 from kaleido_hw.pe.pe import ReusePE
 
 
-__all__ = ["merged_row_layout", "merged_col_layout", "MergedDecoder", "MergedCell"]
+__all__ = ["merged_row_layout", "merged_col_layout", "merged_cell_col_layout",
+           "merged_column_edge", "MergedDecoder", "MergedCell"]
 
 FULL, HALF, NONE = 0, 1, 2
 
@@ -50,6 +51,45 @@ def merged_col_layout() -> data.StructLayout:
                               "kc1": unsigned(2), "sel": Sel})
 
 
+def merged_cell_col_layout() -> data.StructLayout:
+    """What a MergedCell receives of a column: the step column decoded once, at the array's
+    edge (:func:`merged_column_edge`), so that the cells' decode starts from registers.
+
+    ``b``: the column byte; ``kc``: the code the single-channel table decodes (the code at B
+    for a BYTE_B slot, else at A); ``valid``: real column; ``byte``: the step goes through the
+    table (every unmerged step, and BYTE_A / BYTE_B slots); ``swap``: BYTE_B (the PE
+    multiplies the row's channel-B value); ``nib``: a nibble slot (NIB_A / NIB_B / NIB_AB);
+    ``lane0`` / ``lane1``: that nibble lane is selected, the column is real and its follower
+    code there is HALF (the column half of the LOWc rule); ``pair``: a slot without swap
+    (the row's second value reaches the PE's ``a1``)."""
+    return data.StructLayout({"b": signed(8), "kc": unsigned(2), "valid": unsigned(1),
+                              "byte": unsigned(1), "swap": unsigned(1), "nib": unsigned(1),
+                              "lane0": unsigned(1), "lane1": unsigned(1), "pair": unsigned(1)})
+
+
+def merged_column_edge(m: Module, col, slot, name: str = "col_edge"):
+    """The cell column (:func:`merged_cell_col_layout`) of step column ``col``
+    (:func:`merged_col_layout`) in a step whose row ``slot`` bit is ``slot`` (the same in
+    every row): combinational, once per column at the array's edge, before the column's skew
+    registers. Returns the signal."""
+    edge = Signal(merged_cell_col_layout(), name=name)
+    sel = col.sel
+    swap = slot & (sel == Sel.BYTE_B)
+    nib = slot & ((sel == Sel.NIB_A) | (sel == Sel.NIB_B) | (sel == Sel.NIB_AB))
+    m.d.comb += [
+        edge.b.eq(col.b), edge.valid.eq(col.valid),
+        edge.kc.eq(Mux(swap, col.kc1, col.kc)),
+        edge.byte.eq(~slot | (sel == Sel.BYTE_A) | (sel == Sel.BYTE_B)),
+        edge.swap.eq(swap), edge.nib.eq(nib),
+        edge.lane0.eq(nib & col.valid & ((sel == Sel.NIB_A) | (sel == Sel.NIB_AB))
+                      & (col.kc == HALF)),
+        edge.lane1.eq(nib & col.valid & ((sel == Sel.NIB_B) | (sel == Sel.NIB_AB))
+                      & (col.kc1 == HALF)),
+        edge.pair.eq(slot & ~swap),
+    ]
+    return edge
+
+
 class MergedDecoder(wiring.Component):
     """Combinational decode of one step into the ReusePE's row and column inputs.
 
@@ -58,8 +98,9 @@ class MergedDecoder(wiring.Component):
     config : KaleidoConfig
         Not used for sizes; taken so that every block is built the same way.
 
-    Inputs ``row`` (:func:`merged_row_layout`) and ``col`` (:func:`merged_col_layout`);
-    outputs the PE's ports ``a0``, ``a1``, ``ctrl`` (resolved for this PE's codes) and ``b``.
+    Inputs ``row`` (:func:`merged_row_layout`) and ``col`` (the edge-decoded
+    :func:`merged_cell_col_layout`); outputs the PE's ports ``a0``, ``a1``, ``ctrl``
+    (resolved for this PE's codes) and ``b``.
 
     * Unmerged step (``slot`` 0): exactly :class:`~kaleido_hw.array.tile_cell.TileCell`'s
       decode: the table entry of (pass, qc, kc) on ``a``/``b`` (``a1`` = 0).
@@ -74,13 +115,18 @@ class MergedDecoder(wiring.Component):
 
     Padding rows/columns (``valid`` 0) and bubbles (``issue`` 0) idle; a first step drains
     R0 and enters the pass (``PASS_ENTRY``) whatever the step carries.
+
+    Why the column arrives decoded: everything that depends on the column and the step alone
+    (which code the table reads, byte / nibble / swap, the column half of the LOWc rule) is
+    the same for the R cells of a column, so the array computes it once at its edge and the
+    cells start from registered bits; in the cell only the row's codes remain to combine.
     """
 
     def __init__(self, config: KaleidoConfig | None = None):
         self.config = config
         super().__init__({
             "row": In(merged_row_layout()),
-            "col": In(merged_col_layout()),
+            "col": In(merged_cell_col_layout()),
             "a0": Out(signed(8)), "a1": Out(signed(8)),
             "ctrl": Out(CtrlLayout),
             "b": Out(signed(8)),
@@ -91,34 +137,26 @@ class MergedDecoder(wiring.Component):
         row, col = self.row, self.col
         m.submodules.table = dec = TileDecoder(self.config)
 
-        slot, sel = Signal(), Signal(Sel)
-        swap, byte, nib = Signal(), Signal(), Signal()
-        m.d.comb += [
-            slot.eq(row.slot), sel.eq(col.sel),
-            swap.eq(slot & (sel == Sel.BYTE_B)),
-            byte.eq(~slot | (sel == Sel.BYTE_A) | (sel == Sel.BYTE_B)),
-            nib.eq(slot & ((sel == Sel.NIB_A) | (sel == Sel.NIB_B) | (sel == Sel.NIB_AB))),
-        ]
         # Byte steps (and every unmerged step) go through the single-channel table.
         m.d.comb += [
             dec.mode.pass_idx.eq(row.mode.pass_idx),
             dec.mode.first.eq(row.mode.first),
-            dec.mode.issue.eq(row.mode.issue & byte),
+            dec.mode.issue.eq(row.mode.issue & col.byte),
             dec.rvalid.eq(row.valid), dec.cvalid.eq(col.valid),
-            dec.qc.eq(Mux(swap, row.qc1, row.qc)),
-            dec.kc.eq(Mux(swap, col.kc1, col.kc)),
+            dec.qc.eq(Mux(col.swap, row.qc1, row.qc)),
+            dec.kc.eq(col.kc),
         ]
 
-        # Nibble slots: per-lane LOWc gate (pass-3 entry LOWc <=> kc HALF, qc HALF or NONE).
-        def lowc(qc, kc):
-            return (kc == HALF) & ((qc == HALF) | (qc == NONE))
+        # Nibble slots: the row half of the per-lane LOWc gate (qc HALF or NONE).
+        def row_low(qc):
+            return (qc == HALF) | (qc == NONE)
 
         take0, take1 = Signal(), Signal()
         work = Signal()
         m.d.comb += [
-            work.eq(nib & row.mode.issue & row.valid & col.valid),
-            take0.eq(work & ((sel == Sel.NIB_A) | (sel == Sel.NIB_AB)) & lowc(row.qc, col.kc)),
-            take1.eq(work & ((sel == Sel.NIB_B) | (sel == Sel.NIB_AB)) & lowc(row.qc1, col.kc1)),
+            work.eq(row.mode.issue & row.valid),
+            take0.eq(work & col.lane0 & row_low(row.qc)),
+            take1.eq(work & col.lane1 & row_low(row.qc1)),
         ]
         part0 = Signal(Part)
         m.d.comb += part0.eq(Mux(take0, Mux(take1, Part.PROD, Part.LOW),
@@ -126,16 +164,18 @@ class MergedDecoder(wiring.Component):
 
         ctrl = self.ctrl
         m.d.comb += [
-            ctrl.op.eq(Mux(take0 | take1, Op.LOW_PAIR, dec.ctrl.op)),
+            # A nibble slot is LOW_PAIR whether or not a lane is taken (no part taken: the PE
+            # adds nothing and is not busy), so the op waits only for registered bits.
+            ctrl.op.eq(Mux(col.nib, Op.LOW_PAIR, dec.ctrl.op)),
             ctrl.split.eq(dec.ctrl.split),
-            ctrl.part[0].eq(Mux(nib, part0, dec.ctrl.part[0])),
+            ctrl.part[0].eq(Mux(col.nib, part0, dec.ctrl.part[0])),
             ctrl.part[1].eq(dec.ctrl.part[1]),
             ctrl.part[2].eq(dec.ctrl.part[2]),
             ctrl.clear.eq(dec.ctrl.clear),
             ctrl.move.eq(dec.ctrl.move),
             ctrl.drain.eq(dec.ctrl.drain),
-            self.a0.eq(Mux(swap, row.a1, row.a)),
-            self.a1.eq(Mux(slot & ~swap, row.a1, 0)),
+            self.a0.eq(Mux(col.swap, row.a1, row.a)),
+            self.a1.eq(Mux(col.pair, row.a1, 0)),
             self.b.eq(col.b),
         ]
         return m
@@ -151,12 +191,12 @@ class MergedCell(wiring.Component):
         Passed to the PE (``acc_width``).
 
     Ports as :class:`~kaleido_hw.array.tile_cell.TileCell` (``row``, ``col``, registered
-    ``row_out``/``col_out``, ``drain``, ``busy``) with the wider layouts
-    :func:`merged_row_layout` / :func:`merged_col_layout`, whose leading fields are those of
-    the TileCell's: a step with ``slot`` 0 behaves exactly like a TileCell step. Timing:
-    the decode is combinational between the cell's input registers (a neighbour's
-    forwarding register or the array's skew register) and the PE, as in the TileCell; the
-    row and column inputs are forwarded undecoded one cycle later. ``busy`` is the PE's (a
+    ``row_out``/``col_out``, ``drain``, ``busy``) with the layouts :func:`merged_row_layout`
+    (whose leading fields are those of the TileCell's: a step with ``slot`` 0 behaves exactly
+    like a TileCell step) and :func:`merged_cell_col_layout` (the column as the array's edge
+    decoded it, :func:`merged_column_edge`). Timing: the decode is combinational between the
+    cell's input registers (a neighbour's forwarding register or the array's skew register)
+    and the PE, as in the TileCell; the row and column inputs are forwarded one cycle later. ``busy`` is the PE's (a
     LOW_PAIR slot with both lanes taken is one busy PE-cycle).
     """
 
@@ -164,9 +204,9 @@ class MergedCell(wiring.Component):
         self.config = config
         super().__init__({
             "row": In(merged_row_layout()),
-            "col": In(merged_col_layout()),
+            "col": In(merged_cell_col_layout()),
             "row_out": Out(merged_row_layout()),
-            "col_out": Out(merged_col_layout()),
+            "col_out": Out(merged_cell_col_layout()),
             "drain": Out(DrainSignature(config.acc_width)),
             "busy": Out(1),
         })

@@ -43,7 +43,7 @@ from amaranth.lib.wiring import In, Out
 from kaleido_hw.array.array import BaselineArray, PEArray
 from kaleido_hw.bitops import popcount, rank_select
 from kaleido_hw.config import KaleidoConfig, check_int
-from kaleido_hw.dispatch.merged_cell import MergedCell, merged_col_layout, merged_row_layout
+from kaleido_hw.dispatch.merged_array import MergedArray
 from kaleido_hw.dispatch.order_unit import OrderUnit
 from kaleido_hw.engine.array_sequencer import ArraySequencer, unit_tokens
 from kaleido_hw.engine.code_unit import CodeUnit
@@ -476,8 +476,7 @@ class KaleidoEngine(wiring.Component):
             if plain:
                 arr = BaselineArray(self.config, tag_width=tag_width)
             elif matcher:
-                arr = PEArray(self.config, tag_width=tag_width, cell=MergedCell,
-                              row_layout=merged_row_layout(), col_layout=merged_col_layout())
+                arr = MergedArray(self.config, tag_width=tag_width)
             else:
                 arr = PEArray(self.config, tag_width=tag_width)
             m.submodules[f"seq{a}"], m.submodules[f"array{a}"] = seq, arr

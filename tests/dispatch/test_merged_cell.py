@@ -11,7 +11,9 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from golden.array.schedule import ABSENT, DECODE
@@ -22,12 +24,49 @@ from golden.dispatch.model import (SEL_BYTE_A, SEL_BYTE_B, SEL_NIB_A, SEL_NIB_AB
 from golden.pe.model import PECtrl, pe_contributions
 from kaleido_hw.array.tile_cell import TileCell, TileDecoder
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.dispatch.merged_cell import MergedCell, MergedDecoder
+from kaleido_hw.dispatch.merged_cell import (MergedCell, MergedDecoder, merged_col_layout,
+                                             merged_column_edge, merged_row_layout)
+from kaleido_hw.pe.layouts import CtrlLayout, DrainSignature
 
 
 FULL, HALF, NONE = 0, 1, 2
 CODES = (FULL, HALF, NONE, ABSENT)
 CFG = KaleidoConfig()
+
+
+class StepDecoder(wiring.Component):
+    """The decode one cell makes of a step: the array's column edge (``merged_column_edge``)
+    in front of a MergedDecoder, with the step's row and column as ports."""
+
+    def __init__(self):
+        super().__init__({"row": In(merged_row_layout()), "col": In(merged_col_layout()),
+                          "a0": Out(signed(8)), "a1": Out(signed(8)), "ctrl": Out(CtrlLayout),
+                          "b": Out(signed(8))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dec = dec = MergedDecoder(CFG)
+        edge = merged_column_edge(m, self.col, self.row.slot)
+        m.d.comb += [dec.row.eq(self.row), dec.col.eq(edge), self.a0.eq(dec.a0),
+                     self.a1.eq(dec.a1), self.ctrl.eq(dec.ctrl), self.b.eq(dec.b)]
+        return m
+
+
+class StepCell(wiring.Component):
+    """A MergedCell fed through the array's column edge, with the step's row and column as
+    ports (a one-cell MergedArray without skew)."""
+
+    def __init__(self):
+        super().__init__({"row": In(merged_row_layout()), "col": In(merged_col_layout()),
+                          "drain": Out(DrainSignature(CFG.acc_width))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.cell = cell = MergedCell(CFG)
+        edge = merged_column_edge(m, self.col, self.row.slot)
+        m.d.comb += [cell.row.eq(self.row), cell.col.eq(edge), self.drain.valid.eq(cell.drain.valid),
+                     self.drain.data.eq(cell.drain.data)]
+        return m
 
 
 def simulate(dut, bench, clock=True):
@@ -92,7 +131,7 @@ def test_slot_decode_is_the_rule_for_every_sel_and_code():
     BYTE_B B's with swapped lanes, NIB_* adds a_j * nibble_j for each selected lane whose
     entry is LOWc, NONE nothing; never anything into R1/R2."""
     rng = random.Random(1)
-    dec = MergedDecoder(CFG)
+    dec = StepDecoder()
     bad = []
 
     async def bench(ctx):
@@ -132,7 +171,7 @@ def test_slot_adds_exactly_the_unmerged_steps():
     unmerged pass-3 steps of the selected channels add (random values, 4 draws each), and
     the PE is busy iff some unmerged step is."""
     rng = random.Random(2)
-    dec = MergedDecoder(CFG)
+    dec = StepDecoder()
     bad = []
     checked = {"merged": 0, "single": 0}
 
@@ -170,7 +209,7 @@ def test_unmerged_steps_decode_like_the_tile_decoder():
     operands a/b, codes qc/kc and NONE second codes."""
     rng = random.Random(3)
     m = Module()
-    m.submodules.dec = dec = MergedDecoder(CFG)
+    m.submodules.dec = dec = StepDecoder()
     m.submodules.ref = ref = TileDecoder(CFG)
     bad = []
 
@@ -263,9 +302,9 @@ def run_cell(cell, steps):
 
     async def bench(ctx):
         for row, col in steps:
-            base_row = {"a1": 0, "qc1": 0, "slot": 0} if isinstance(cell, MergedCell) else {}
-            base_col = {"kc1": 0, "sel": 0} if isinstance(cell, MergedCell) else {}
-            if not isinstance(cell, MergedCell):
+            base_row = {"a1": 0, "qc1": 0, "slot": 0} if isinstance(cell, StepCell) else {}
+            base_col = {"kc1": 0, "sel": 0} if isinstance(cell, StepCell) else {}
+            if not isinstance(cell, StepCell):
                 row = {k: v for k, v in row.items() if k not in ("a1", "qc1", "slot")}
                 col = {k: v for k, v in col.items() if k not in ("kc1", "sel")}
             set_step(ctx, cell.row, {**base_row, **row})
@@ -305,7 +344,7 @@ def test_quads_with_slots_equal_tilecell_and_exact_products(lookahead):
                       for u, v in ((qa, ka), (qa, kf), (qf, ka), (qf, kf))]
             present += [True, kcs[0] != ABSENT, qcs[0] != ABSENT,
                         kcs[0] != ABSENT and qcs[0] != ABSENT]
-    got = run_cell(MergedCell(CFG), merged_steps + [FINAL_STEP])
+    got = run_cell(StepCell(), merged_steps + [FINAL_STEP])
     ref = run_cell(TileCell(CFG), tile_steps + [FINAL_STEP])
     assert len(got) == len(exact)
     assert got == ref
