@@ -1,5 +1,6 @@
-"""Buffer trees on the outputs of flip-flops, and on the nets into memory macros, of a mapped
-netlist (a step of the standard-cell flow, :mod:`kaleido_hw.flow.stdcell`).
+"""Buffer trees on the outputs of flip-flops, on the nets into memory macros and on the input
+ports of submodules, of a mapped netlist (a step of the standard-cell flow,
+:mod:`kaleido_hw.flow.stdcell`).
 
 Why. ABC buffers and sizes the nets of the logic it maps, but a flip-flop's output is one of
 its inputs, which it leaves alone: a register bit that steers thousands of gates (a queue's
@@ -10,14 +11,32 @@ that tree in the mapped netlist, the same way for every design, so that baseline
 reuse designs are compared on the same footing. The nets into SRAM macros have the same
 blind spot from the other side: the memories become macros after ABC, which saw their
 inputs as primary outputs without load, so a write enable shared by the 64 bits of a word
-lane of eight macros (512 pins, 8.8 pF) kept one small gate as its driver.
+lane of eight macros (512 pins, 8.8 pF) kept one small gate as its driver. A module's input
+ports are the third blind spot: with the hierarchy kept (the engine flow,
+:mod:`kaleido_hw.flow.engine_area`), ABC maps each module on its own and takes its input
+ports as ideal drivers, so a register of the engine's top that drives a sequencer's input
+port (the chunk controller's group index) reached thousands of gates (3.5 pF) inside the
+sequencer through no buffer at all.
 
-How. The netlist is yosys' JSON after mapping. For every flip-flop output bit, and every bit
-that drives an input pin of a macro, with more than ``fanout`` cell inputs, the loads are cut into groups of at most ``fanout``; each group gets
-a buffer (the library's strongest plain buffer) whose input joins the next level, which is
-grouped again until at most ``fanout`` inputs remain on the flip-flop. A bit with ``n`` loads
-gets ``ceil(log_fanout(n))`` levels. Module output ports keep the flip-flop's own net (the
-timing constraints put no load on them). The buffers count in the area like every other cell.
+How. The netlist is yosys' JSON after mapping. For every flip-flop output bit, every bit
+that drives an input pin of a macro and every input port bit of a module that another module
+of the design instantiates, with more than ``fanout`` cell inputs in its module, the loads are
+cut into groups of at most ``fanout``; each group gets a buffer (the library's strongest plain
+buffer) whose input joins the next level, which is grouped again until at most ``fanout``
+inputs remain on the driver (the flip-flop, the gate, or the port). A bit with ``n`` loads
+gets ``ceil(log_fanout(n))`` levels. Module output ports keep the driver's own net (the timing
+constraints put no load on them). The buffers count in the area like every other cell.
+
+Which ports. Only the input ports of instantiated modules: the ports of a top (a module no
+other module instantiates) are driven by the environment, whose drive strength the
+constraints do not model (every input arrives at 0 ns from an ideal driver, as in a flat
+mapping, where the block-top flow's ports are left alone as before), so the flat tops of
+``make synth`` keep exactly the netlist they had. A port bit that reaches a clock pin (a pin
+marked ``clock : true`` in the Liberty file, directly or through a submodule's clock port) is
+the clock: that is the clock tree's business, and STA takes the clock as ideal, so it gets no
+tree. Every other port bit is an ordinary net, a synchronous ``rst`` included (it steers the
+reset value of every register of the module and is buffered like any other high-fanout net).
+A port driven by a tree in its parent counts as one load there, like any other cell input.
 """
 
 from __future__ import annotations
@@ -107,16 +126,55 @@ def find_buffer_cell(liberty_text: str) -> BufferCell:
     return max(found, key=lambda c: (c.area, c.name))
 
 
+def _clock_port_bits(design: dict, clocks: dict[str, frozenset[str]]) -> dict[str, set[int]]:
+    """{module: its input port bits that reach a clock pin}: a pin of ``clocks`` (cell type:
+    its clock pins) or, through an instance, a clock port bit of another module."""
+    modules = design["modules"]
+    found: dict[str, set[int]] = {}
+
+    def of(name: str) -> set[int]:
+        if name in found:
+            return found[name]
+        found[name] = set()            # the hierarchy has no cycles; this ends a bad one
+        module = modules[name]
+        inputs = {b for p in module.get("ports", {}).values() if p["direction"] == "input"
+                  for b in p["bits"] if isinstance(b, int)}
+        out = set()
+        for cell in module.get("cells", {}).values():
+            sub = modules.get(cell["type"])
+            for port, bits in cell["connections"].items():
+                if cell["port_directions"].get(port) != "input":
+                    continue
+                for i, bit in enumerate(bits):
+                    if bit not in inputs:
+                        continue
+                    if port in clocks.get(cell["type"], ()):
+                        out.add(bit)
+                    elif sub is not None and port in sub.get("ports", {}):
+                        inner = sub["ports"][port]["bits"]
+                        if i < len(inner) and inner[i] in of(cell["type"]):
+                            out.add(bit)
+        found[name] = out
+        return out
+
+    for name in modules:
+        of(name)
+    return found
+
+
 def buffer_register_outputs(design: dict, sequential: frozenset[str], buffer: BufferCell,
                             fanout: int, pins: dict[str, dict[str, str]],
-                            macros: dict[str, frozenset[str]] | None = None) -> int:
+                            macros: dict[str, frozenset[str]] | None = None,
+                            clocks: dict[str, frozenset[str]] | None = None) -> int:
     """Insert buffer trees (see the module docstring) into every module of ``design``, a
     yosys JSON netlist (``write_json``), in place. ``sequential``: the cell types whose
     outputs are register outputs (the library's flip-flops, memory macros); ``macros``: cell
     types whose input nets get trees as well (the memory macros), each with the input pins
     to leave alone (its clocks, :func:`liberty_clock_pins`); ``pins``: the
     port directions of the library's cells (:func:`liberty_pins`), used where the JSON has
-    none. Returns the number of buffers inserted."""
+    none; ``clocks``: the clock pins of the library's cells (:func:`liberty_clock_pins`),
+    which tell a submodule's clock ports from the input ports that get trees. Returns the
+    number of buffers inserted."""
     if fanout < 2:
         raise ValueError(f"fanout must be at least 2, got {fanout}")
     for module in design["modules"].values():
@@ -124,12 +182,19 @@ def buffer_register_outputs(design: dict, sequential: frozenset[str], buffer: Bu
             if "port_directions" not in cell:
                 known = pins.get(cell["type"], {})
                 cell["port_directions"] = {p: known.get(p, "input") for p in cell["connections"]}
+    instantiated = {c["type"] for m in design["modules"].values()
+                    for c in m.get("cells", {}).values()} & set(design["modules"])
+    clock_bits = _clock_port_bits(design, clocks or {})
     inserted = 0
-    for module in design["modules"].values():
+    for module_name, module in design["modules"].items():
         cells = module.get("cells", {})
         if not cells:
             continue
         registers = set()
+        if module_name in instantiated:        # a submodule: its input ports (not the clock)
+            registers.update(b for p in module.get("ports", {}).values()
+                             if p["direction"] == "input" for b in p["bits"]
+                             if isinstance(b, int) and b not in clock_bits[module_name])
         for cell in cells.values():
             if cell["type"] in sequential:
                 for port, direction in cell["port_directions"].items():
@@ -191,8 +256,9 @@ def main(argv=None) -> int:
     from kaleido_hw.flow.stdcell import BUFFER_FANOUT, liberty_cells
 
     parser = argparse.ArgumentParser(prog="python -m kaleido_hw.flow.buffer_tree",
-                                     description="buffer trees on the flip-flop outputs of a "
-                                                 "yosys JSON netlist mapped onto LIB")
+                                     description="buffer trees on the flip-flop outputs "
+                                                 "and submodule input ports of a yosys "
+                                                 "JSON netlist mapped onto LIB")
     parser.add_argument("mapped", help="yosys write_json output")
     parser.add_argument("buffered", help="where to write the buffered netlist (JSON)")
     parser.add_argument("--liberty", required=True, help="the Liberty file it is mapped onto")
@@ -202,7 +268,8 @@ def main(argv=None) -> int:
     text = Path(args.liberty).read_text()
     design = json.loads(Path(args.mapped).read_text())
     n = buffer_register_outputs(design, liberty_cells(text)[1], find_buffer_cell(text),
-                                args.fanout, liberty_pins(text))
+                                args.fanout, liberty_pins(text),
+                                clocks=liberty_clock_pins(text))
     Path(args.buffered).write_text(json.dumps(design))
     print(f"{n} buffers inserted")
     return 0

@@ -23,6 +23,8 @@ Flow, per build (:func:`synth_engine`):
 3. Every remaining memory becomes a black-box SRAM macro (:mod:`kaleido_hw.flow.sram_macros`:
    area from the GF180MCU 180 nm SRAM density, 30.4 um2 per bit and read port; clock-to-Q
    4.48 ns, setup 0.70 ns), one Liberty cell per shape (:func:`kaleido_hw.flow.sram_macros.macro_script`);
+   flip-flop and macro outputs, the nets into the macros and every submodule's input ports
+   (its clock excepted) get buffer trees (:mod:`kaleido_hw.flow.buffer_tree`);
    ``stat -liberty`` with both libraries gives every module's own area and the total.
 4. OpenSTA times the hierarchical netlist (clock 10 ns, ports 0 ns from the edge, as
    ``make synth``) and estimates its power at 100 MHz, activity 0.1 (the macros have no
@@ -101,8 +103,9 @@ ENGINE_CACHE = Path("build") / "engine_area.json"
 SUM_TOLERANCE = 1e-6
 #: Parallel yosys runs that map the modules (step 2), each a share of the modules.
 MAP_JOBS = 2
-#: Version of the flow in the cache key (a cache of another flow is stale).
-FLOW = "osu018-stdcell+gf180-sram-2"
+#: Version of the flow in the cache key (a cache of another flow is stale; 3: buffer trees on
+#: the submodules' input ports).
+FLOW = "osu018-stdcell+gf180-sram-3"
 
 #: Memory kinds, in report order.
 MEMORY_KINDS = ("operands", "order memories", "scheduler batches", "accumulation planes",
@@ -403,7 +406,8 @@ def synth_engine(config: KaleidoConfig, *, variant: str | None = None, timeout: 
             stdcell.run_yosys(sm.macro_script(memories, top, str(lib), macro_lib.name), work,
                               timeout=timeout)
             # Register outputs get buffer trees (kaleido_hw.flow.buffer_tree); a macro's read data
-            # is a register output too, and the nets into the macros get trees as well.
+            # is a register output too, and the nets into the macros and the submodules' input
+            # ports (the clock excepted) get trees as well.
             macro_cells, _ = stdcell.liberty_cells(macro_lib.read_text())
             stdcell.buffered(work, lib.read_text() + macro_lib.read_text(),
                              sequential | macro_cells, json_in="macros.json",

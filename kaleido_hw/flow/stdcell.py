@@ -22,7 +22,9 @@ Mapping (:func:`yosys_script`, Debian yosys 0.23)
     left of an ``assign``). ABC buffers the nets of the logic it maps but not flip-flop
     outputs (its primary inputs): :func:`buffered` then gives every flip-flop output with more
     than :data:`BUFFER_FANOUT` loads a tree of the library's strongest buffer
-    (:mod:`kaleido_hw.flow.buffer_tree`), as a placed flow would. A path with a stage that still
+    (:mod:`kaleido_hw.flow.buffer_tree`), as a placed flow would; with the hierarchy kept (the
+    per-unit breakdown below, the engine and vector-unit flows) so does every input port bit
+    of a submodule but its clock, which ABC takes as an ideal driver too. A path with a stage that still
     drives more than :data:`HIGH_LOAD_PF` gets a note.
 
 Timing (:func:`sta_script`, OpenSTA 2.0)
@@ -44,7 +46,8 @@ Power (OpenSTA ``report_power``, vectorless)
 
 Per-unit breakdown (``units=True``)
     The same mapping without ``-flatten``: every Amaranth submodule stays its own Verilog
-    module and is mapped on its own, so ``stat -liberty`` gives one area per submodule. The
+    module and is mapped on its own, so ``stat -liberty`` gives one area per submodule (its
+    input ports' buffer trees included). The
     units sum exactly to the hierarchical total (checked); that total is somewhat different
     from the flat one, because ABC cannot optimise across module boundaries.
 """
@@ -252,15 +255,17 @@ def finish_script(top: str, json_file: str, liberties: list[str], *, stat_file: 
 def buffered(work: Path, liberty_text: str, sequential: frozenset[str], *,
              json_in: str = "mapped.json", json_out: str = "buffered.json",
              macros: frozenset[str] = frozenset()) -> int:
-    """Buffer trees on the flip-flop outputs of ``work/json_in`` and on the input nets of the
-    ``macros`` cells (:mod:`kaleido_hw.flow.buffer_tree`, at most :data:`BUFFER_FANOUT` loads
+    """Buffer trees on the flip-flop outputs of ``work/json_in``, on the input nets of the
+    ``macros`` cells and on the input ports of its submodules, clocks excepted
+    (:mod:`kaleido_hw.flow.buffer_tree`, at most :data:`BUFFER_FANOUT` loads
     per net, like ABC's own buffering), written to ``work/json_out``. Returns the number of
     buffers inserted."""
     design = json.loads((work / json_in).read_text())
     clocks = liberty_clock_pins(liberty_text)
     n = buffer_register_outputs(design, sequential, find_buffer_cell(liberty_text),
                                 BUFFER_FANOUT, liberty_pins(liberty_text),
-                                {cell: clocks.get(cell, frozenset()) for cell in macros})
+                                {cell: clocks.get(cell, frozenset()) for cell in macros},
+                                clocks=clocks)
     (work / json_out).write_text(json.dumps(design))
     return n
 
