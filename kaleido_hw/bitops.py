@@ -7,7 +7,7 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Const, Mux, Signal, Value
 
 
-__all__ = ["bits_for", "popcount", "lowest_set", "rank_select"]
+__all__ = ["bits_for", "popcount", "lowest_set", "rank_select", "onehot_or"]
 
 
 def bits_for(value: int) -> int:
@@ -122,3 +122,13 @@ def rank_select(m, value, count: int, name: str = "rank", block: int = 8):
                                                 width)).any() for k in range(nbits)]))
         indices.append(idx)
     return indices, rest, taken
+
+
+def onehot_or(onehot, values) -> Value:
+    """OR of the ``values`` selected by ``onehot`` (an AND-OR multiplexer: at most one bit of
+    ``onehot`` set), as a balanced OR tree rather than a chain."""
+    terms = [Mux(onehot[j], v, 0) for j, v in enumerate(values)]
+    while len(terms) > 1:
+        terms = [terms[j] | terms[j + 1] for j in range(0, len(terms) - 1, 2)] + (
+            [terms[-1]] if len(terms) % 2 else [])
+    return terms[0]

@@ -9,6 +9,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from kaleido_hw.bitops import onehot_or
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.layouts import Sel, index_width, matcher_batch_layout, matcher_slot_layout
 from kaleido_hw.dispatch.scheduler import popcount
@@ -30,15 +31,6 @@ def _at_or_above_first(bits):
 def _above_first(bits):
     """Bit j set when some bit at index < j of ``bits`` is set."""
     return (_at_or_above_first(bits) << 1)[:len(bits)]
-
-
-def _onehot_or(onehot, values):
-    """OR of the ``values`` selected by ``onehot`` (an AND-OR multiplexer)."""
-    terms = [Mux(onehot[j], v, 0) for j, v in enumerate(values)]
-    while len(terms) > 1:           # a balanced OR tree, not a chain
-        terms = [terms[j] | terms[j + 1] for j in range(0, len(terms) - 1, 2)] + (
-            [terms[-1]] if len(terms) % 2 else [])
-    return terms[0]
 
 
 class MergeMatcher(wiring.Component):
@@ -115,7 +107,7 @@ class MergeMatcher(wiring.Component):
         a_oh = Signal(M)
         m.d.comb += a_oh.eq(live & ~above)
         wa = [Signal(2, name=f"wa{c}") for c in range(C)]
-        m.d.comb += [wa[c].eq(_onehot_or(a_oh, w[c])) for c in range(C)]
+        m.d.comb += [wa[c].eq(onehot_or(a_oh, w[c])) for c in range(C)]
         compat = Signal(M)
         m.d.comb += compat.eq(Cat(*[
             Cat(*[(wa[c] + w[c][j]) <= 2 for c in range(C)]).all() for j in range(M)]))
@@ -134,7 +126,7 @@ class MergeMatcher(wiring.Component):
         b_used = Signal(M)
         m.d.comb += b_used.eq(Mux(merge, b_oh, 0))
         wb = [Signal(2, name=f"wb{c}") for c in range(C)]
-        m.d.comb += [wb[c].eq(_onehot_or(b_used, w[c])) for c in range(C)]
+        m.d.comb += [wb[c].eq(onehot_or(b_used, w[c])) for c in range(C)]
 
         rest = Signal(M)
         m.d.comb += rest.eq(live & ~a_oh & ~b_used)
@@ -142,8 +134,8 @@ class MergeMatcher(wiring.Component):
         o = self.o.payload
         m.d.comb += [
             self.o.valid.eq(live.any()),
-            o.a.eq(_onehot_or(a_oh, [Const(j, iw) for j in range(M)])),
-            o.b.eq(_onehot_or(b_used, [Const(j, iw) for j in range(M)])),
+            o.a.eq(onehot_or(a_oh, [Const(j, iw) for j in range(M)])),
+            o.b.eq(onehot_or(b_used, [Const(j, iw) for j in range(M)])),
             o.merged.eq(merge),
             o.tokens.eq(batch.tokens),
             o.first.eq(first),

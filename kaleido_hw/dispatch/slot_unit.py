@@ -14,7 +14,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from kaleido_hw.bitops import bits_for
+from kaleido_hw.bitops import bits_for, onehot_or
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.layouts import Sel, index_width
 from kaleido_hw.dispatch.matcher import MergeMatcher
@@ -73,14 +73,6 @@ def _onehot_index(onehot):
     bits = [Cat(*[onehot[j] for j in range(width) if (j >> k) & 1]).any()
             for k in range(max(1, (width - 1).bit_length()))]
     return Cat(*bits)
-
-
-def _onehot_or(onehot, values):
-    terms = [Mux(onehot[j], v, 0) for j, v in enumerate(values)]
-    while len(terms) > 1:
-        terms = [terms[j] | terms[j + 1] for j in range(0, len(terms) - 1, 2)] + (
-            [terms[-1]] if len(terms) % 2 else [])
-    return terms[0]
 
 
 def _bank_addr(bank, index, W):
@@ -268,9 +260,9 @@ class SlotUnit(wiring.Component):
         o = self.o.payload
         m.d.comb += [
             self.o.valid.eq(active),
-            o.a.eq(_onehot_or(pick, [r.a for r in rd])),
-            o.b.eq(_onehot_or(pick, [r.b for r in rd])),
-            o.merged.eq(_onehot_or(pick, [r.merged for r in rd])),
+            o.a.eq(onehot_or(pick, [r.a for r in rd])),
+            o.b.eq(onehot_or(pick, [r.b for r in rd])),
+            o.merged.eq(onehot_or(pick, [r.merged for r in rd])),
             o.sel.eq(Mux(remain.any(), st_r.data.as_value(), 0)),
             o.count.eq(count),
             o.carried.eq(carried),
