@@ -51,7 +51,6 @@ area`` can show them without re-synthesizing.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import re
 import resource
@@ -69,6 +68,7 @@ from kaleido_hw.engine.tile_layouts import S_WIDTH
 from kaleido_hw.flow import sram_macros as sm
 from kaleido_hw.flow import stdcell
 from kaleido_hw.flow.dedup import instance_modules, module_texts
+from kaleido_hw.flow.sources import REPO, sources_hash
 
 
 __all__ = ["AREA_CONFIG", "VARIANTS", "DEFAULT_ARRAYS", "DEFAULT_VARIANTS", "ENGINE_CACHE",
@@ -693,27 +693,10 @@ def format_engine_report(results: list[EngineArea]) -> str:
 
 def source_hash() -> str:
     """SHA-256 (16 hex digits) of the Python sources the KaleidoEngine is built from: the
-    modules reachable from ``kaleido_hw/engine/kaleido_engine.py`` by relative,
-    ``kaleido_hw`` or ``golden`` imports."""
-    repo = Path(__file__).resolve().parents[2]
-    todo, seen = [repo / "kaleido_hw" / "engine" / "kaleido_engine.py"], set()
-    while todo:
-        f = todo.pop()
-        if f in seen or not f.exists():
-            continue
-        seen.add(f)
-        text = f.read_text()
-        for mod in re.findall(r"^from \.(\w+) import", text, re.M):
-            todo.append(f.parent / f"{mod}.py")
-        for mod in re.findall(r"^from ((?:kaleido_hw|golden)(?:\.\w+)+) import", text, re.M):
-            base = repo.joinpath(*mod.split("."))
-            todo += [base.with_suffix(".py"), base / "__init__.py"]
-    if not seen:
-        raise RuntimeError("source_hash: kaleido_hw/engine/kaleido_engine.py not found")
-    h = hashlib.sha256()
-    for f in sorted(seen):
-        h.update(f.relative_to(repo).as_posix().encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:16]
+    modules reachable from ``kaleido_hw/engine/kaleido_engine.py`` by ``kaleido_hw`` or
+    ``golden`` imports (:func:`kaleido_hw.flow.sources.sources_hash`; the flow itself is
+    versioned by :data:`FLOW`)."""
+    return sources_hash([REPO / "kaleido_hw" / "engine" / "kaleido_engine.py"])
 
 
 def _yosys_version() -> str:

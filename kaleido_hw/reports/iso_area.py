@@ -43,12 +43,11 @@ the same 1 GHz clock, i.e. about 1.53x the elements per ns per mm2 of the plain 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import re
 from pathlib import Path
 
 from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.flow.sources import module_file, sources_hash
 
 
 __all__ = ["VARIANTS", "LINEAR_VARIANTS", "CACHE", "ENGINE_CACHE", "PAPER", "LEVEL1_NOTE",
@@ -71,10 +70,6 @@ LEVEL1_NOTE = ("Level 1 counts the PE arrays and the dispatcher blocks only: the
                "buffers, memories and control that every variant has are left out (as the "
                "paper's PE-array area leaves them out).")
 
-#: The Python modules (kaleido_hw/<name>.py) of each level-1 top; the cache key hashes them
-#: and everything they import from the package.
-_TOP_MODULES = {"baseline_array": "array", "pe_array": "array", "merged_array": "merged_array",
-                "cluster_scheduler": "scheduler", "merge_matcher": "matcher"}
 #: StdCellResult fields kept in the cache and the rows.
 _FIELDS = ("top", "area_um2", "cells", "ffs", "path_ns", "arrival_ns", "startpoint", "endpoint",
            "fmax_mhz", "power_mw", "units", "notes")
@@ -105,26 +100,14 @@ def linear_blocks(variant: str, arrays: int) -> list[tuple[str, int]]:
 
 def source_hash(tops) -> str:
     """SHA-256 (16 hex digits) of the Python sources of ``tops`` and of the standard-cell
-    flow: their modules and every module of the package or of ``golden`` they import."""
-    root = Path(__file__).resolve().parent
-    repo = root.parent
-    todo = [root / f"{_TOP_MODULES[t]}.py" for t in tops]
-    todo += [root / "stdcell.py", root / "generate.py", root / "config.py"]
-    seen = set()
-    while todo:
-        f = todo.pop()
-        if f in seen or not f.exists():
-            continue
-        seen.add(f)
-        text = f.read_text()
-        for mod in re.findall(r"^from \.(\w+) import", text, re.M):
-            todo.append(f.parent / f"{mod}.py")
-        for mod in re.findall(r"^from golden\.(\w+) import", text, re.M):
-            todo.append(repo / "golden" / f"{mod}.py")
-    h = hashlib.sha256()
-    for f in sorted(seen):
-        h.update(f.relative_to(repo).as_posix().encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:16]
+    flow: the module of each top's class (``kaleido_hw.flow.generate.TOPS``) and
+    ``kaleido_hw/flow/stdcell.py``, with every ``kaleido_hw`` or ``golden`` module they import
+    (:func:`kaleido_hw.flow.sources.sources_hash`)."""
+    from kaleido_hw.flow.generate import TOPS
+
+    targets = {t.module: t.target.partition(":")[0] for t in TOPS}
+    entries = [f for t in tops for f in module_file(targets[t])]
+    return sources_hash(entries + module_file("kaleido_hw.flow.stdcell"))
 
 
 def _as_dict(result) -> dict:
