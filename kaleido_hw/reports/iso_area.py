@@ -183,7 +183,9 @@ def read_engine_cache(path: Path = ENGINE_CACHE, arrays: int | None = None
 
     The format of that file is not fixed yet, so it is read defensively: a top-level
     ``builds`` list (or dict of builds), or ``entries`` of such (one per configuration: the
-    one of ``engine_area.AREA_CONFIG`` is taken when there, else the first); per build the array count (``arrays``, else
+    one of ``engine_area.AREA_CONFIG`` is taken when there, else the first; an entry whose
+    key names another flow version or other engine sources is stale and not used); per build
+    the array count (``arrays``, else
     ``config.engine_arrays``), the dispatcher (``dispatcher``, else
     ``config.engine_dispatcher``), the PEs (``engine_pe``, else ``config.engine_pe``, else
     "reuse"), the standard-cell area ``area_um2`` or ``total_area_um2`` (what
@@ -204,10 +206,15 @@ def read_engine_cache(path: Path = ENGINE_CACHE, arrays: int | None = None
     if isinstance(entries, list) and entries:
         # One entry per base configuration: the comparison builds (engine_area.AREA_CONFIG)
         # when there, else the first.
-        from kaleido_hw.flow.engine_area import AREA_CONFIG
+        from kaleido_hw.flow.engine_area import AREA_CONFIG, FLOW, source_hash
         mine = [e for e in entries if isinstance(e, dict)
                 and (e.get("key") or {}).get("config") == AREA_CONFIG.to_dict()]
         data = (mine or entries)[0]
+        key = data.get("key") if isinstance(data, dict) else None
+        if isinstance(key, dict) and (("flow" in key and key["flow"] != FLOW)
+                                      or ("sources" in key and key["sources"] != source_hash())):
+            return {}, (f"{path} is stale (the flow or the engine's sources changed since "
+                        f"'make synth-engine-compare' wrote it)")
     builds = data.get("builds") if isinstance(data, dict) else None
     if isinstance(builds, dict):
         builds = list(builds.values())

@@ -186,6 +186,13 @@ def test_blocks_and_engine_cache_reading(tmp_path):
                                              "builds": real}]}))
     got, why = ia.read_engine_cache(path, arrays=4)
     assert why == "" and got["dense"]["area_um2"] == 3e6 and got["full"]["area_um2"] == 7e6
+    # A key with the flow version and the engine's source hash: used only while both match.
+    from kaleido_hw.flow.engine_area import FLOW, source_hash
+    for sources, fresh in ((source_hash(), True), ("0" * 16, False)):
+        key = {"config": AREA_CONFIG.to_dict(), "flow": FLOW, "sources": sources}
+        path.write_text(json.dumps({"entries": [{"key": key, "builds": real}]}))
+        got, why = ia.read_engine_cache(path, arrays=4)
+        assert (got != {}) == fresh and (why == "" if fresh else "stale" in why)
     path.write_text(json.dumps({"builds": [{"arrays": 4, "dispatcher": "full",
                                             "area_um2": 5.0, "path_ns": 1.0}]}))
     got, why = ia.read_engine_cache(path, arrays=4)
