@@ -17,8 +17,10 @@ __all__ = ["REPO", "module_file", "reachable_sources", "sources_hash"]
 #: The repository root (the folder holding ``kaleido_hw/`` and ``golden/``).
 REPO = Path(__file__).resolve().parents[2]
 
-_ABSOLUTE = re.compile(r"^\s*(?:from|import) ((?:kaleido_hw|golden)(?:\.\w+)*)", re.M)
-_RELATIVE = re.compile(r"^\s*from (\.+)(\w*(?:\.\w+)*) import", re.M)
+_ABSOLUTE = re.compile(r"^[ \t]*import ((?:kaleido_hw|golden)(?:\.\w+)*)", re.M)
+# ``from X import a, b as c``: X and, for a package X, its submodules a and b.
+_FROM = re.compile(r"^[ \t]*from (\.*)((?:kaleido_hw|golden)?(?:\.?\w+)*) import "
+                   r"(?:\(([^)]*)\)|([\w \t,]+))", re.M)
 
 
 def module_file(dotted: str) -> list[Path]:
@@ -37,16 +39,24 @@ def reachable_sources(entries) -> list[Path]:
             continue
         seen.add(f)
         text = f.read_text()
-        for dotted in _ABSOLUTE.findall(text):
-            parts = dotted.split(".")
-            todo += module_file(dotted)     # and the packages it runs on the way:
-            todo += [REPO.joinpath(*parts[:k], "__init__.py") for k in range(1, len(parts))]
-        for dots, rest in _RELATIVE.findall(text):
-            pkg = f.parent
-            for _ in range(len(dots) - 1):
-                pkg = pkg.parent
-            base = pkg.joinpath(*rest.split(".")) if rest else pkg
+        targets = [(REPO, dotted.split("."), ()) for dotted in _ABSOLUTE.findall(text)]
+        for dots, dotted, wrapped, names in _FROM.findall(text):
+            names = wrapped or names
+            if not dots and not dotted.startswith(("kaleido_hw", "golden")):
+                continue                     # another package's import
+            root = REPO
+            if dots:
+                root = f.parent
+                for _ in range(len(dots) - 1):
+                    root = root.parent
+            names = [n.split()[0] for n in names.split(",") if n.strip()]
+            targets.append((root, dotted.split(".") if dotted else [], names))
+        for root, parts, names in targets:
+            base = root.joinpath(*parts)
+            # the module, the packages it runs on the way, and imported names that are modules
             todo += [base.with_suffix(".py"), base / "__init__.py"]
+            todo += [root.joinpath(*parts[:k], "__init__.py") for k in range(1, len(parts))]
+            todo += [base / f"{n}.py" for n in names]
     return sorted(seen)
 
 

@@ -15,8 +15,12 @@ def _tree(root):
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "sub" / "__init__.py").write_text("")
-    (pkg / "top.py").write_text("from kaleido_hw.sub.leaf import x\nfrom .helper import y\n")
+    (pkg / "top.py").write_text("from kaleido_hw.sub.leaf import x\nfrom .helper import y\n"
+                                "from kaleido_hw import named as n\n"
+                                "from kaleido_hw.sub import (\n    other,\n    leaf,\n)\n")
     (pkg / "helper.py").write_text("y = 1\n")
+    (pkg / "named.py").write_text("n = 1\n")
+    (pkg / "sub" / "other.py").write_text("o = 1\n")
     (pkg / "sub" / "leaf.py").write_text("from ..helper import y\nx = 2\n")
     (pkg / "unrelated.py").write_text("z = 3\n")
     return pkg
@@ -28,7 +32,8 @@ def test_follows_imports_and_changes_with_any_reached_file(tmp_path, monkeypatch
     names = {p.relative_to(tmp_path).as_posix()
              for p in sources.reachable_sources([pkg / "top.py"])}
     assert {"kaleido_hw/top.py", "kaleido_hw/helper.py", "kaleido_hw/sub/leaf.py",
-            "kaleido_hw/sub/__init__.py"} <= names
+            "kaleido_hw/sub/__init__.py", "kaleido_hw/named.py",     # a module imported by name
+            "kaleido_hw/sub/other.py"} <= names                       # ... in parentheses
     assert "kaleido_hw/unrelated.py" not in names
     before = sources.sources_hash([pkg / "top.py"])
     (pkg / "unrelated.py").write_text("z = 4\n")
@@ -48,5 +53,5 @@ def test_iso_area_key_covers_the_tops_rtl():
         sources.module_file(target) + sources.module_file("kaleido_hw.flow.stdcell"))}
     assert {"kaleido_hw/dispatch/merged_cell.py", "kaleido_hw/pe/pe.py",
             "kaleido_hw/pe/datapath.py", "kaleido_hw/flow/stdcell.py",
-            "kaleido_hw/flow/buffer_tree.py"} <= files
+            "kaleido_hw/flow/buffer_tree.py", "kaleido_hw/flow/sram_macros.py"} <= files
     assert iso_area.source_hash(["merged_array"]) != iso_area.source_hash(["cluster_scheduler"])
