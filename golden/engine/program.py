@@ -382,12 +382,12 @@ class _Core:
         kb = self._prepare(self.banks[(SIDE_K, c.k_bank)])
         counters = None
         if self.engine:
-            args = (qb.x, kb.x, VideoGrid(*cfg.box), self.groups, self.limits.params,
-                    self.variant, cfg.full_bits, cfg.half_bits)
-            s = kaleido_engine(*args)
-            if self.limits.plain:
-                args = args[:3] + (plain_walk(self.groups),) + args[4:]
-            counters = engine_counters(*args)
+            box = VideoGrid(*cfg.box)
+            rest = (self.limits.params, self.variant, cfg.full_bits, cfg.half_bits)
+            s = kaleido_engine(qb.x, kb.x, box, self.groups, *rest)
+            # A plain core's engine walks every group along x; S does not depend on the walk.
+            walk = plain_walk(self.groups) if self.limits.plain else self.groups
+            counters = engine_counters(qb.x, kb.x, box, walk, *rest)
             self.c["cycles"] += int(counters.cycles)
         else:
             s = exact_matmul(qb.eff, kb.eff.T)
