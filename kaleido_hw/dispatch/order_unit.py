@@ -28,20 +28,28 @@ def _unit_width(config: KaleidoConfig) -> int:
     return bits_for(config.engine_max_tokens - 1)
 
 
-def order_in_layout(config: KaleidoConfig) -> data.StructLayout:
+def order_in_layout(config: KaleidoConfig, key_width: int = 0) -> data.StructLayout:
     """One unit of a chunk, in natural order: its index, its pattern (bit j = the unit's
     follower is HALF or NONE at chunk channel j; 0 for FULL, no follower, or j past the
-    chunk's end) and ``last`` (last unit of the chunk)."""
-    return data.StructLayout({"unit": unsigned(_unit_width(config)),
-                              "pattern": unsigned(config.sched_pattern_width),
-                              "last": unsigned(1)})
+    chunk's end), ``last`` (last unit of the chunk) and, with ``key_width`` > 0, the ``key``
+    the order stores for it."""
+    fields = {"unit": unsigned(_unit_width(config)),
+              "pattern": unsigned(config.sched_pattern_width),
+              "last": unsigned(1)}
+    if key_width:
+        fields["key"] = unsigned(key_width)
+    return data.StructLayout(fields)
 
 
-def OrderReadSignature(bank_width: int, addr_width: int, data_width: int) -> wiring.Signature:
+def OrderReadSignature(bank_width: int, addr_width: int, data_width: int, *,
+                       natural: bool = False) -> wiring.Signature:
     """A synchronous read port, as its user sees it: drive ``bank`` and ``addr`` in cycle c,
-    read ``data`` in cycle c + 1."""
-    return wiring.Signature({"bank": Out(bank_width), "addr": Out(addr_width),
-                             "data": In(data_width)})
+    read ``data`` (and, with ``natural``, whether the bank holds the natural order) in cycle
+    c + 1."""
+    members = {"bank": Out(bank_width), "addr": Out(addr_width), "data": In(data_width)}
+    if natural:
+        members["natural"] = In(1)
+    return wiring.Signature(members)
 
 
 class OrderUnit(wiring.Component):
@@ -60,6 +68,11 @@ class OrderUnit(wiring.Component):
         Banks of the inverse-order memory: chunk k's inverse goes to bank ``k mod
         inverse_banks`` (2: double-buffered like the order; the number of planes: every
         chunk's inverse kept for the read-out).
+    key_width : int
+        0: the order memory holds unit indices. Otherwise every unit comes with a key of this
+        many bits (the engine's: its anchor token and follower bit), kept in a key memory at
+        its index while the chunk is scheduled, and the order memory holds keys, so that its
+        reader converts nothing; a read port then also tells whether its bank is natural.
     stall_ids : tuple of two ints
         Verification only (``engine_stall_seed``): stream ids of the scheduler's input and
         output for :func:`~kaleido_hw.stall_inject.stall_gate` (no logic when the seed is 0).
@@ -82,7 +95,9 @@ class OrderUnit(wiring.Component):
         chunk is written there. The engine runs its first chunk so, while the scheduler
         orders the second (``docs/engine.md``, "Orders").
         ``ord_rd[n]``: order memory reads, ``data`` = unit at position ``addr`` of the order
-        in bank ``bank`` (chunk k is in bank k mod 2). ``inv_rd[n]``: inverse reads,
+        in bank ``bank`` (chunk k is in bank k mod 2), or its key with ``key_width``; then
+        ``natural`` is set when the bank holds a natural order (``data`` is ``addr``, not a
+        key). ``inv_rd[n]``: inverse reads,
         ``data`` = position of unit ``addr`` in chunk k's order, bank = k mod
         ``inverse_banks``. Both have one cycle of read latency.
 
@@ -104,11 +119,14 @@ class OrderUnit(wiring.Component):
     """
 
     def __init__(self, config: KaleidoConfig, *, order_ports: int = 1, inverse_ports: int = 1,
-                 inverse_banks: int = 2, stall_ids: tuple = (2, 3)):
+                 inverse_banks: int = 2, key_width: int = 0, stall_ids: tuple = (2, 3)):
         for name, v, lo in (("order_ports", order_ports, 1), ("inverse_ports", inverse_ports, 1),
                             ("inverse_banks", inverse_banks, 2)):
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 64:
                 raise ValueError(f"{name} must be an integer in [{lo}, 64], got {v!r}")
+        if isinstance(key_width, bool) or not isinstance(key_width, int) or not 0 <= key_width <= 64:
+            raise ValueError(f"key_width must be an integer in [0, 64], got {key_width!r}")
+        self.key_width = key_width
         self.config = config
         self.order_ports, self.inverse_ports = order_ports, inverse_ports
         self.inverse_banks = inverse_banks
@@ -118,12 +136,13 @@ class OrderUnit(wiring.Component):
         self.inverse_bank_width = bits_for(inverse_banks - 1)
         super().__init__({
             "start": In(1),
-            "i": In(stream.Signature(order_in_layout(config))),
+            "i": In(stream.Signature(order_in_layout(config, key_width))),
             "avail": Out(2),
             "rbank": Out(1),
             "release": In(1),
             "natural": In(1),
-            "ord_rd": In(OrderReadSignature(1, uw, uw)).array(order_ports),
+            "ord_rd": In(OrderReadSignature(1, uw, key_width or uw,
+                                            natural=bool(key_width))).array(order_ports),
             "inv_rd": In(OrderReadSignature(self.inverse_bank_width, uw, uw)).array(inverse_ports),
         })
 
@@ -138,7 +157,8 @@ class OrderUnit(wiring.Component):
         depth = 1 << uw
         m = Module()
         m.submodules.sched = sched = ClusterScheduler(self.scheduler_config())
-        m.submodules.order = order = memory.Memory(shape=uw, depth=2 * depth, init=[])
+        kw = self.key_width
+        m.submodules.order = order = memory.Memory(shape=kw or uw, depth=2 * depth, init=[])
         m.submodules.inverse = inverse = memory.Memory(
             shape=uw, depth=self.inverse_banks * depth, init=[])
 
@@ -192,13 +212,25 @@ class OrderUnit(wiring.Component):
             out.eq(sched.o.valid & gate_o),
             unit.eq(so.token_id[:uw]),
             real.eq(~so.token_id[uw]),
-            ow.addr.eq(Cat(opos[:uw], wbank)),
-            ow.data.eq(unit),
-            ow.en.eq(out & real),
             iwp.addr.eq(Cat(unit, ibank)),
             iwp.data.eq(opos[:uw]),
             iwp.en.eq(out & real),
         ]
+        if kw:
+            # The key of unit u was stored when u came in; the output's key is written one
+            # cycle after the output, from the key memory's read port.
+            m.submodules.keys = keys = memory.Memory(shape=kw, depth=depth, init=[])
+            kwr = keys.write_port()
+            krd = keys.read_port(domain="sync", transparent_for=())
+            w_addr = Signal(uw + 1)
+            w_en = Signal()
+            m.d.comb += [kwr.addr.eq(self.i.payload.unit), kwr.data.eq(self.i.payload.key),
+                         kwr.en.eq(self.i.valid & self.i.ready), krd.addr.eq(unit)]
+            m.d.sync += [w_addr.eq(Cat(opos[:uw], wbank)), w_en.eq(out & real)]
+            m.d.comb += [ow.addr.eq(w_addr), ow.data.eq(krd.data), ow.en.eq(w_en)]
+        else:
+            m.d.comb += [ow.addr.eq(Cat(opos[:uw], wbank)), ow.data.eq(unit),
+                         ow.en.eq(out & real)]
         complete = Signal()
         m.d.comb += complete.eq(out & (obat == E - 1) & (phase == DRAIN)
                                 & (opos + real == nunits))
@@ -240,13 +272,16 @@ class OrderUnit(wiring.Component):
         for kind, ports, mem, flags in (("ord", self.ord_rd, order, natural_bank),
                                         ("inv", self.inv_rd, inverse, natural_ibank)):
             for n, port in enumerate(ports):
-                rp = mem.read_port()
+                # Keys: the last one is written in the cycle its order becomes available.
+                rp = mem.read_port(transparent_for=(ow,) if kw and kind == "ord" else ())
                 is_natural = Signal(name=f"{kind}{n}_natural")
                 addr_d = Signal(uw, name=f"{kind}{n}_addr_d")
                 m.d.sync += [is_natural.eq(flags.bit_select(port.bank, 1)),
                              addr_d.eq(port.addr)]
                 m.d.comb += [rp.addr.eq(Cat(port.addr, port.bank)),
                              port.data.eq(Mux(is_natural, addr_d, rp.data))]
+                if kw and kind == "ord":
+                    m.d.comb += port.natural.eq(is_natural)
 
         # A local synchronous reset: the scheduler restarts from the seed, no chunk in progress.
         return ResetInserter(self.start)(m)

@@ -245,18 +245,23 @@ class SlotUnit(wiring.Component):
 
         pick = Signal(W)
         rest = Signal(W)
-        m.d.comb += [pick.eq(_lowest(remain)), rest.eq(remain & ~pick)]
+        m.d.comb += rest.eq(remain & ~pick)
         # The sel store is read one cycle ahead: the address is the slot that ``remain`` will
         # pick in the next cycle (the quad's first kept slot, the next after an issue, or the
         # same one while ``o`` waits), so st_r.data is the sel of ``pick`` in every cycle.
+        # ``pick`` itself (the lowest slot of ``remain``) is registered from the same lookahead:
+        # the priority chain is off the path from ``remain`` into the sequencer's step.
         nxt = Signal(W)
+        nxt_pick = Signal(W)
         with m.If(self.quad.valid & self.quad.ready):
             m.d.comb += nxt.eq(keep)
         with m.Elif(self.o.valid & self.o.ready):
             m.d.comb += nxt.eq(rest)
         with m.Else():
             m.d.comb += nxt.eq(remain)
-        m.d.comb += st_r.addr.eq(_bank_addr(rb, _onehot_index(_lowest(nxt)), W))
+        m.d.comb += [nxt_pick.eq(_lowest(nxt)),
+                     st_r.addr.eq(_bank_addr(rb, _onehot_index(nxt_pick), W))]
+        m.d.sync += pick.eq(nxt_pick)
         o = self.o.payload
         m.d.comb += [
             self.o.valid.eq(active),

@@ -10,12 +10,14 @@ work" and section "RTL").
   ``chunk_done`` and waits (the barrier);
 * array ``a`` of P takes the column blocks ``cb = a, a+P, a+2P, ...`` of the chunk and, for
   each, every row block: quads in the order (cb, rb);
-* units are addressed by **index** (row unit ``rb*R + s``, column unit ``cb*C + s``): a
-  unit's anchor token comes from its index by a division in the grid whose length on the
-  group's direction is halved (``u // (h2*w2)``, ``u mod (h2*w2)``, ``// w2``, ``mod w2``),
-  so an array can start anywhere (column block ``a``) without walking there; with the
-  scheduler the index is first looked up in the chunk's order (a permutation of unit
-  indices), one cycle ahead of the memory read;
+* units are numbered in the grid whose length on the group's direction is halved (row unit
+  ``rb*R + s``, column unit ``cb*C + s``), and their tokens come from a **unit walk**
+  (:mod:`kaleido_hw.engine.unit_walk`): coordinates and anchor moved by a mixed-radix
+  addition of one unit, of ``P*C`` units (the array's next column block) or set to the
+  array's first column unit ``a*C`` (per-run constants), never by dividing an index, so an
+  array starts at column block ``a`` without walking there; with the scheduler, the chunk's
+  order gives each position's unit with its anchor and follower bit (its key), looked up one
+  cycle ahead of the memory read;
 * with the matcher, pass 3 replays the column block's MergeMatcher slots (an embedded
   SlotUnit) instead of walking the channel bitmap;
 * the slots hold only the chunk's channels: each arriving token word (8 * D bits) is
@@ -48,47 +50,15 @@ from kaleido_hw.dispatch.order_unit import OrderReadSignature
 from kaleido_hw.dispatch.slot_unit import SlotUnit
 from kaleido_hw.engine.code_unit import CodeUnit, work_bitmap
 from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, chunk_layout, engine_run_layout,
-                                              engine_tag_layout)
+                                              engine_tag_layout, walk_constants_layout,
+                                              walk_layout)
 from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, counters_layout
+from kaleido_hw.engine.unit_walk import (order_key_layout, unit_tokens, walk_add,
+                                         walk_has_follower, walk_inc)
 from kaleido_hw.stall_inject import array_stream, stall_gate
 
 
-__all__ = ["ArraySequencer", "compact_words", "unit_tokens"]
-
-AXIS_T, AXIS_Y, AXIS_X = 0, 1, 2
-
-
-def unit_tokens(m, geo: KaleidoGeometry, cfg, group, unit, name: str):
-    """``(anchor, follower, has_follower, valid)`` of unit index ``unit`` of ``group``:
-    the unit's coordinates in the grid with the group's direction halved, the anchor's
-    coordinate on that direction doubled. ``valid``: ``unit`` < the group's unit count;
-    the tokens of an invalid unit are 0 (a harmless in-range read)."""
-    t = geo.tile
-    sw, tw = t.size_width, t.tok_width
-    d = Signal(2, name=f"{name}_dir")
-    hw2 = Signal(sw, name=f"{name}_hw2")
-    w2 = Signal(sw, name=f"{name}_w2")
-    m.d.comb += [d.eq(cfg.dirs[group]), hw2.eq(cfg.hw2[group]), w2.eq(cfg.w2[group])]
-    t2, rem, y2, x2 = (Signal(sw, name=f"{name}_{v}") for v in ("t2", "rem", "y2", "x2"))
-    m.d.comb += [t2.eq(unit // hw2), rem.eq(unit % hw2), y2.eq(rem // w2), x2.eq(rem % w2)]
-    tc = Mux(d == AXIS_T, t2 << 1, t2)
-    yc = Mux(d == AXIS_Y, y2 << 1, y2)
-    xc = Mux(d == AXIS_X, x2 << 1, x2)
-    valid = Signal(name=f"{name}_valid")
-    anchor = Signal(tw, name=f"{name}_anchor")
-    follower = Signal(tw, name=f"{name}_follower")
-    hasf = Signal(name=f"{name}_hasf")
-    tok = (tc * cfg.hw + yc * cfg.w + xc)[:tw]
-    stride = Mux(d == AXIS_X, 1, Mux(d == AXIS_Y, cfg.w, cfg.hw))
-    m.d.comb += [
-        valid.eq(unit < cfg.units[group]),
-        anchor.eq(Mux(valid, tok, 0)),
-        hasf.eq(valid & Mux(d == AXIS_X, xc + 1 < cfg.w,
-                            Mux(d == AXIS_Y, yc + 1 < cfg.h, tc + 1 < cfg.t))),
-        follower.eq(Mux(hasf, (tok + stride)[:tw], 0)),
-    ]
-    return anchor, follower, hasf, valid
-
+__all__ = ["ArraySequencer", "compact_words"]
 
 class _Slot:
     """One operand slot: what the stepper needs about a tile quad. ``plain``: no per-channel
@@ -158,8 +128,10 @@ class ArraySequencer(wiring.Component):
 
     Ports
     -----
-    ``first_col`` (in, constant ``index * C``): the array's first column unit. A port
-    rather than a constant so that the P sequencers are one module in the Verilog.
+    ``first_col`` (in, constant ``index * C``): the array's first column unit, and
+    ``first_pos`` its position per group (:func:`walk_layout`); ``jump``: the position of
+    ``P*C`` units per group (both valid from the cycle after ``start``). Ports rather than
+    constants so that the P sequencers are one module in the Verilog.
     ``start`` (in): pulse at the start of a run (resets the counters and the state);
     ``cfg``: the run's configuration (valid for the whole run).
     ``go`` (in): pulse: start the chunk in ``chunk`` (held until the next ``go``); the first
@@ -203,8 +175,10 @@ class ArraySequencer(wiring.Component):
         self.scheduler = config.engine_dispatcher in ("scheduler", "full")
         self.plain = config.engine_pe == "plain"
         ow = bits_for(geo.tile.max_tokens - 1)
-        orders = ({"q_ord": Out(OrderReadSignature(1, ow, ow)),
-                   **({"k_ord": Out(OrderReadSignature(1, ow, ow))} if geo.k_ordered else {}),
+        kw = order_key_layout(geo).size
+        orders = ({"q_ord": Out(OrderReadSignature(1, ow, kw, natural=True)),
+                   **({"k_ord": Out(OrderReadSignature(1, ow, kw, natural=True))}
+                      if geo.k_ordered else {}),
                    "next_bank": In(1)} if self.scheduler else {})
         t = geo.tile
         R, C, D = t.rows, t.cols, t.max_dim
@@ -212,6 +186,8 @@ class ArraySequencer(wiring.Component):
         col_layout = merged_col_layout() if self.matcher else step_col_layout()
         super().__init__({
             "first_col": In(geo.unit_width),
+            "first_pos": In(data.ArrayLayout(walk_layout(geo), 3)),
+            "jump": In(data.ArrayLayout(walk_layout(geo), 3)),
             "start": In(1),
             "cfg": In(engine_run_layout(geo)),
             "go": In(1),
@@ -295,17 +271,48 @@ class ArraySequencer(wiring.Component):
         q_pos = Signal(uw)
         k_pos = Signal(uw)
         m.d.comb += [q_pos.eq(r0 + unit), k_pos.eq(c0 + unit)]
-        q_idx, k_idx = q_pos, k_pos
+        # Unit positions by walking (kaleido_hw.engine.unit_walk): q_at / k_at are the read
+        # units' coordinates and anchors. Q walks r0, r0+1, ... (r0 + R caught at row unit
+        # R-1 for the next row block; 0 for a new column block); K restarts at c0 (k_base) for
+        # every row block, c0 moves by the constant P*C, and a chunk starts at first_col.
+        # The chunk group's constants, selected once (an indexed view would be a multiplexer
+        # per use).
+        wl = walk_layout(geo)
+        walk = Signal(walk_constants_layout(geo))
+        first_pos, jump = Signal(wl, name="first_pos_g"), Signal(wl, name="jump_g")
+        d = Signal(2)
+        m.d.comb += [d.eq(cfg.dirs[chunk.group]), walk.eq(cfg.walk[chunk.group]),
+                     first_pos.eq(self.first_pos[chunk.group]), jump.eq(self.jump[chunk.group])]
+        q_walk, q_next_rb, k_walk, k_base = (
+            Signal(wl, name=n) for n in ("q_walk", "q_walk_next_rb", "k_walk", "k_walk_base"))
+        q_at, k_at = Signal(wl, name="q_at"), Signal(wl, name="k_at")
+        m.d.comb += [q_at.eq(q_walk),
+                     k_at.eq(Mux(self.go, first_pos.as_value(), k_walk.as_value()))]
+        q_inc = walk_inc(m, geo, q_at, walk, "q_inc")
+        k_inc = walk_inc(m, geo, k_at, walk, "k_inc")
+        k_jump = walk_add(m, geo, k_base, jump, walk, "k_jump")
+        q_ok, k_ok = q_pos < units, k_pos < units
+        q_tok, q_hf = q_at.tok, walk_has_follower(cfg, d, q_at)
+        k_tok, k_hf = k_at.tok, walk_has_follower(cfg, d, k_at)
         if self.scheduler:
-            q_idx, k_idx = self._order_lookup(m, reading, unit, phase, q_pos, k_pos, r0, c0,
-                                              units, pend_last, loader_done)
-        q_anchor, q_follow, q_hasf, q_valid = unit_tokens(m, geo, cfg, chunk.group,
-                                                          q_idx, "q_unit")
-        k_anchor, k_follow, k_hasf, k_valid = unit_tokens(m, geo, cfg, chunk.group,
-                                                          k_idx, "k_unit")
+            # A scheduled position's unit comes with its anchor and follower bit (the
+            # OrderUnit stores them): no index is converted on the read path.
+            (q_sched, q_key), (k_sched, k_key) = self._order_lookup(
+                m, reading, unit, phase, q_pos, k_pos, r0, c0, units, pend_last, loader_done)
+            q_tok, q_hf = Mux(q_sched, q_key.tok, q_tok), Mux(q_sched, q_key.hasf, q_hf)
+            if k_key is not None:
+                k_tok, k_hf = Mux(k_sched, k_key.tok, k_tok), Mux(k_sched, k_key.hasf, k_hf)
+        q_anchor, q_follow, q_hasf = unit_tokens(m, geo, cfg, d, q_tok, q_hf, q_ok, "q_unit")
+        k_anchor, k_follow, k_hasf = unit_tokens(m, geo, cfg, d, k_tok, k_hf, k_ok, "k_unit")
+        q_valid, k_valid = q_ok, k_ok
+        # The follower is read in the cycle after its anchor: registered, off the read path.
+        q_follow_r = Signal.like(q_follow, name="q_follow_r")
+        k_follow_r = Signal.like(k_follow, name="k_follow_r")
+        with m.If(reading & ~phase):
+            m.d.sync += [q_follow_r.eq(q_follow), k_follow_r.eq(k_follow)]
         m.d.comb += [
-            self.q_addr.eq(Mux(phase, q_follow, q_anchor)),
-            self.k_addr.eq(Mux(phase, k_follow, k_anchor)),
+            self.q_addr.eq(Mux(phase, q_follow_r, q_anchor)),
+            self.k_addr.eq(Mux(phase, k_follow_r, k_anchor)),
             self.q_en.eq(reading & (unit < R)),
             self.k_en.eq(reading & (unit < C)),
         ]
@@ -319,12 +326,21 @@ class ArraySequencer(wiring.Component):
                 with m.If(unit == M - 1):
                     m.d.sync += rd_active.eq(0)
                 with m.Else():
-                    m.d.sync += [rd_active.eq(1), rd_unit.eq(unit + 1)]
-            with m.Else():
-                m.d.sync += [rd_active.eq(1), rd_unit.eq(unit), rd_phase.eq(1)]
+                    m.d.sync += [rd_active.eq(1), rd_unit.eq(unit + 1),
+                                 q_walk.eq(q_inc), k_walk.eq(k_inc)]
+                with m.If(unit == R - 1):
+                    m.d.sync += q_next_rb.eq(q_inc)
                 for r in range(R):
                     with m.If(unit == r):
-                        m.d.sync += [ld.rtok_a[r].eq(q_anchor), ld.rtok_f[r].eq(q_follow),
+                        m.d.sync += ld.rtok_f[r].eq(q_follow_r)
+            with m.Else():
+                m.d.sync += [rd_active.eq(1), rd_unit.eq(unit), rd_phase.eq(1),
+                             q_walk.eq(q_at), k_walk.eq(k_at)]
+                with m.If(self.go):
+                    m.d.sync += k_base.eq(k_at)
+                for r in range(R):
+                    with m.If(unit == r):
+                        m.d.sync += [ld.rtok_a[r].eq(q_anchor),
                                      ld.rvalid[r].eq(q_valid), ld.rhasf[r].eq(q_hasf)]
                 for j in range(C):
                     with m.If(unit == j):
@@ -345,11 +361,12 @@ class ArraySequencer(wiring.Component):
         with m.If(pend_last):
             m.d.sync += slot_full.eq(1)
             with m.If(r0 + R < units):
-                m.d.sync += r0.eq(r0 + R)
+                m.d.sync += [r0.eq(r0 + R), q_walk.eq(q_next_rb), k_walk.eq(k_base)]
             with m.Else():
-                m.d.sync += r0.eq(0)
+                m.d.sync += [r0.eq(0), q_walk.eq(0)]
                 with m.If(c0 + PC < units):
-                    m.d.sync += [c0.eq(c0 + PC), cbp.eq(cbp + 1)]
+                    m.d.sync += [c0.eq(c0 + PC), cbp.eq(cbp + 1), k_base.eq(k_jump),
+                                 k_walk.eq(k_jump)]
                 with m.Else():
                     m.d.sync += [loader_done.eq(1), c0.eq(first_col), cbp.eq(0)]
         with m.If(self.go):
@@ -510,7 +527,7 @@ class ArraySequencer(wiring.Component):
         with m.If(self.start):
             m.d.sync += [running.eq(1), loader_done.eq(1), slot_full.eq(0), cur_valid.eq(0),
                          rd_active.eq(0), t3_valid.eq(0), r0.eq(0), c0.eq(first_col),
-                         cbp.eq(0), cnt.eq(0), self.merged.eq(0)]
+                         q_walk.eq(0), cbp.eq(0), cnt.eq(0), self.merged.eq(0)]
         return m
 
     def _code_words(self, m, ld, pend, pend_unit, pend_phase, pend_q, pend_k):
@@ -567,9 +584,10 @@ class ArraySequencer(wiring.Component):
         """Scheduler: the unit at order position ``pos`` is read from the chunk's order bank
         one cycle ahead of its memory reads (the position read next cycle is known: the same
         unit after an anchor, the next one after a follower, else unit 0 of the next quad,
-        whose base is the one the loader moves to at ``pend_last``). Positions past the unit
-        count stay themselves (padding). Returns the unit indices for the Q and K reads (K in
-        natural order unless the build orders it, ``sched_sides = "qk"``)."""
+        whose base is the one the loader moves to at ``pend_last``). Returns, per side, whether
+        the read unit is a scheduled one and its :func:`order_key_layout` (anchor and follower
+        bit); a natural order (chunk 0 of a run), positions past the unit count (padding) and
+        an unordered K side (``sched_sides = "q"``) use the walked position instead."""
         cfg, chunk = self.cfg, self.chunk
         t = self.geo.tile
         R, PC = t.rows, self.geo.banks
@@ -584,14 +602,16 @@ class ArraySequencer(wiring.Component):
         if self.geo.k_ordered:
             m.d.comb += [self.k_ord.bank.eq(bank),
                          self.k_ord.addr.eq(Mux(reading, c0 + nxt, c_next))]
-        q_idx = Signal(len(q_pos), name="q_unit_idx")
-        k_idx = Signal(len(k_pos), name="k_unit_idx")
-        m.d.comb += [
-            q_idx.eq(Mux(cfg.schedule & (q_pos < units), self.q_ord.data, q_pos)),
-            k_idx.eq(Mux(cfg.schedule & (k_pos < units), self.k_ord.data, k_pos)
-                     if self.geo.k_ordered else k_pos),
-        ]
-        return q_idx, k_idx
+        key = order_key_layout(self.geo)
+        q_key = key(self.q_ord.data)
+        q_sched = Signal(name="q_sched")
+        m.d.comb += q_sched.eq(cfg.schedule & ~self.q_ord.natural & (q_pos < units))
+        k_side = (None, None)
+        if self.geo.k_ordered:
+            k_sched = Signal(name="k_sched")
+            m.d.comb += k_sched.eq(cfg.schedule & ~self.k_ord.natural & (k_pos < units))
+            k_side = (k_sched, key(self.k_ord.data))
+        return (q_sched, q_key), k_side
 
     def _matcher(self, m, ld, cp, slot_pass, step, swap, pend_last, first, need_item):
         """The SlotUnit and its feeding: the chunk's channel list, a column block's classes

@@ -35,14 +35,13 @@ from kaleido_hw.array.layouts import drain_port_layout
 from kaleido_hw.bitops import bits_for
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.order_unit import OrderReadSignature
-from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, engine_run_layout,
-                                              engine_tag_layout, plane_info_layout)
+from kaleido_hw.engine.engine_layouts import (AXIS_T, AXIS_X, AXIS_Y, KaleidoGeometry,
+                                              engine_run_layout, engine_tag_layout,
+                                              plane_info_layout)
 from kaleido_hw.engine.tile_layouts import S_BEAT_WIDTH, S_WIDTH
 
 
 __all__ = ["EngineBuffer", "RowPairReorder", "pair_column_layout", "pick"]
-
-AXIS_T, AXIS_Y, AXIS_X = 0, 1, 2
 
 
 def _by_axis(d, values):

@@ -21,8 +21,13 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.tile_layouts import EngineGeometry
 
 
-__all__ = ["KaleidoGeometry", "max_chunks", "engine_run_layout", "chunk_layout",
+__all__ = ["AXIS_T", "AXIS_Y", "AXIS_X", "KaleidoGeometry", "walk_layout",
+           "walk_constants_layout", "max_chunks", "engine_run_layout", "chunk_layout",
            "engine_tag_layout", "plane_info_layout"]
+
+
+#: Axis codes of a group's pairing direction (``cfg__directions``).
+AXIS_T, AXIS_Y, AXIS_X = 0, 1, 2
 
 
 def max_chunks(head_dim: int, width: int) -> int:
@@ -122,10 +127,29 @@ class KaleidoGeometry:
         return bits_for(self.tile.max_tokens + self.banks)
 
 
+def walk_layout(geo: KaleidoGeometry) -> data.StructLayout:
+    """A unit position (:mod:`kaleido_hw.engine.unit_walk`): halved-grid coordinates and the
+    anchor token (or a constant number of units in the same form)."""
+    t = geo.tile
+    sw = t.size_width
+    return data.StructLayout({"t": unsigned(sw), "y": unsigned(sw), "x": unsigned(sw),
+                              "tok": unsigned(t.tok_width)})
+
+
+def walk_constants_layout(geo: KaleidoGeometry) -> data.StructLayout:
+    """Per group, what :func:`~kaleido_hw.engine.unit_walk.walk_add` needs besides the two
+    positions: the halved extents ``w2``, ``h2``, the anchor step of one x unit ``tx`` and the
+    carry terms ``ex = Ty - w2*Tx``, ``ey = Tt - h2*Ty`` (modulo ``2^tok_width``)."""
+    t = geo.tile
+    sw, tw = t.size_width, t.tok_width
+    return data.StructLayout({"w2": unsigned(sw), "h2": unsigned(sw), "tx": unsigned(2),
+                              "ex": unsigned(tw), "ey": unsigned(tw)})
+
+
 def engine_run_layout(geo: KaleidoGeometry) -> data.StructLayout:
     """The configuration of one run, latched at ``start``, with what the unit arithmetic
-    needs per group: the grid with the group's direction halved (``t2``, ``h2``, ``w2``,
-    ``hw2 = h2*w2``) and the group's unit count ``units``."""
+    needs per group: the grid with the group's direction halved (``w2``, ``hw2 = h2*w2``),
+    the group's unit count ``units`` and the constants of the unit walk (``walk``)."""
     t = geo.tile
     sw = t.size_width
     return data.StructLayout({
@@ -137,6 +161,7 @@ def engine_run_layout(geo: KaleidoGeometry) -> data.StructLayout:
         "w2": data.ArrayLayout(unsigned(sw), 3),
         "hw2": data.ArrayLayout(unsigned(sw), 3),
         "units": data.ArrayLayout(unsigned(sw), 3),
+        "walk": data.ArrayLayout(walk_constants_layout(geo), 3),
         "full_mask": unsigned(8),
         "half_mask": unsigned(8),
         "reuse": unsigned(1),

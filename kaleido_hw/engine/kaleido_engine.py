@@ -45,14 +45,18 @@ from kaleido_hw.bitops import popcount, rank_select
 from kaleido_hw.config import KaleidoConfig, check_int
 from kaleido_hw.dispatch.merged_array import MergedArray
 from kaleido_hw.dispatch.order_unit import OrderUnit
-from kaleido_hw.engine.array_sequencer import ArraySequencer, unit_tokens
+from kaleido_hw.engine.array_sequencer import ArraySequencer
 from kaleido_hw.engine.code_unit import CodeUnit
-from kaleido_hw.engine.engine_buffer import AXIS_X, EngineBuffer
-from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, chunk_layout, engine_run_layout,
-                                              engine_tag_layout, plane_info_layout)
+from kaleido_hw.engine.engine_buffer import EngineBuffer
+from kaleido_hw.engine.engine_layouts import (AXIS_X, KaleidoGeometry, chunk_layout,
+                                              engine_run_layout, engine_tag_layout,
+                                              plane_info_layout, walk_constants_layout, walk_layout)
 from kaleido_hw.engine.host_port import WRITE_BYTES, check_run, operand_writes
 from kaleido_hw.engine.host_port import engine_ports as tile_ports
 from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, S_BEAT_WIDTH
+from kaleido_hw.engine.unit_walk import (const_coords, const_position, order_key_layout,
+                                         unit_tokens, walk_constants, walk_has_follower,
+                                         walk_inc)
 from kaleido_hw.stall_inject import STREAM_IDS, stall_gate
 
 
@@ -305,7 +309,17 @@ class KaleidoEngine(wiring.Component):
             hw2 = Signal(2 * t.size_width, name=f"hw2_{g}")
             units = Signal(3 * t.size_width, name=f"units{g}")
             m.d.comb += [hw2.eq(h2 * w2), units.eq(hw2 * t2)]
-            ext.append((w2, hw2, units))
+            ext.append((w2, h2, hw2, units))
+
+        wl = walk_layout(geo)
+        jump = Signal(data.ArrayLayout(wl, 3))
+        first_pos = [Signal(data.ArrayLayout(wl, 3), name=f"first_pos{a}") for a in range(P)]
+        for g in range(3):
+            for pos in (jump[g], *(first_pos[a][g] for a in range(1, P))):
+                m.d.sync += const_position(geo, pos, run.dirs[g], run)
+        # Array 0 starts at unit 0: a register holding 0, not a constant, which Amaranth would
+        # fold into the sequencer (the P sequencers are one module in the Verilog).
+        m.d.sync += first_pos[0].eq(first_pos[0])
 
         # -- control -------------------------------------------------------------------------
         kick = Signal()                       # cycle 1 of a run: sequencers reset, chunk 0
@@ -349,10 +363,16 @@ class KaleidoEngine(wiring.Component):
                         run.half_mask.eq(~(Const(0xFF, 8) >> (cfg.half_bits + 1)))]),
                 ]
                 for g in range(3):
-                    w2, hw2, units = ext[g]
+                    w2, h2, hw2, units = ext[g]
                     m.d.sync += [run.dirs[g].eq(walk[g]), run.gmask[g].eq(gmask[g]),
                                  run.gsize[g].eq(gsize[g]), run.w2[g].eq(w2),
-                                 run.hw2[g].eq(hw2), run.units[g].eq(units)]
+                                 run.hw2[g].eq(hw2), run.units[g].eq(units),
+                                 *walk_constants(geo, run.walk[g], walk[g], cfg.w, hw, w2, h2)]
+                    # The positions of the constant unit counts the loaders start at (a*C)
+                    # and jump by (P*C): coordinates now, anchors in the next cycle.
+                    for pos, k in ((jump[g], P * C), *((first_pos[a][g], a * C)
+                                                       for a in range(1, P))):
+                        m.d.sync += const_coords(k, w2, h2, pos)
 
         # -- chunk controller ----------------------------------------------------------------
         chunk = Signal(chunk_layout(geo))
@@ -423,14 +443,15 @@ class KaleidoEngine(wiring.Component):
 
         # -- scheduler: per chunk, a pre-pass per side into an OrderUnit ------------------------
         if scheduler:
+            key_width = order_key_layout(geo).size
             q_ou = OrderUnit(self.config, order_ports=P, inverse_ports=1, inverse_banks=2,
-                             stall_ids=(STREAM_IDS["q_sched_i"], STREAM_IDS["q_sched_o"]))
+                             key_width=key_width, stall_ids=(STREAM_IDS["q_sched_i"], STREAM_IDS["q_sched_o"]))
             m.submodules.q_order = q_ou
             self.order_units = {"q": q_ou}                # for the benches' probes
             k_ou = None
             if geo.k_ordered:
                 k_ou = OrderUnit(self.config, order_ports=P, inverse_ports=geo.planes,
-                                 inverse_banks=max(2, geo.planes),
+                                 inverse_banks=max(2, geo.planes), key_width=key_width,
                                  stall_ids=(STREAM_IDS["k_sched_i"], STREAM_IDS["k_sched_o"]))
                 m.submodules.k_order = self.order_units["k"] = k_ou
         else:
@@ -465,14 +486,15 @@ class KaleidoEngine(wiring.Component):
             # constant into the submodule, and the P sequencers would differ in the Verilog.
             first_col = Signal.like(seq.first_col, init=a * t.cols, name=f"first_col{a}")
             m.d.sync += first_col.eq(first_col)
-            m.d.comb += seq.first_col.eq(first_col)
+            m.d.comb += [seq.first_col.eq(first_col), seq.first_pos.eq(first_pos[a]),
+                         seq.jump.eq(jump)]
             if scheduler:
                 m.d.comb += seq.next_bank.eq(chunk_ctr[0])
                 for side, ou in self.order_units.items():
                     port = getattr(seq, f"{side}_ord")
                     rd = ou.ord_rd[a]
                     m.d.comb += [rd.bank.eq(port.bank), rd.addr.eq(port.addr),
-                                 port.data.eq(rd.data)]
+                                 port.data.eq(rd.data), port.natural.eq(rd.natural)]
             if plain:
                 arr = BaselineArray(self.config, tag_width=tag_width)
             elif matcher:
@@ -582,17 +604,25 @@ class KaleidoEngine(wiring.Component):
         # pipeline (unit counter, memory reads, s_*) advances only when all have it.
         s_valid, s_last, s_hasf = Signal(), Signal(), Signal()
         s_unit = Signal(len(q_ou.i.payload.unit))
+        s_key = Signal(order_key_layout(geo))
         adv = Signal()
+        # Unit u's position, walked (kaleido_hw.engine.unit_walk), not divided out of u.
+        pos = Signal(walk_layout(geo), name="pre_pos")
+        walk = Signal(walk_constants_layout(geo), name="pre_walk")
+        d = Signal(2, name="pre_dir")
+        m.d.comb += [walk.eq(run.walk[pre.group]), d.eq(run.dirs[pre.group])]
+        nxt = walk_inc(m, geo, pos, walk, "pre_inc")
         with m.If(pre_start):
-            m.d.sync += [feeding.eq(1), u.eq(0)]
+            m.d.sync += [feeding.eq(1), u.eq(0), pos.eq(0)]
         with m.Elif(feeding & adv):
-            m.d.sync += u.eq(u + 1)
+            m.d.sync += [u.eq(u + 1), pos.eq(nxt)]
             with m.If(last):
                 m.d.sync += feeding.eq(0)
-        anchor, follower, hasf, _ = unit_tokens(m, geo, run, pre.group, u, "pre_unit")
+        anchor, follower, hasf = unit_tokens(m, geo, run, d, pos.tok,
+                                             walk_has_follower(run, d, pos), 1, "pre_unit")
         with m.If(adv):
             m.d.sync += [s_valid.eq(feeding & ~pre_start), s_last.eq(last), s_hasf.eq(hasf),
-                         s_unit.eq(u)]
+                         s_unit.eq(u), s_key.tok.eq(anchor), s_key.hasf.eq(hasf)]
 
         chans = list(pre.chan)            # chunk channel j of the pre-pass chunk
 
@@ -630,6 +660,7 @@ class KaleidoEngine(wiring.Component):
                 ou.natural.eq(run.schedule & kick_d),
                 ou.i.valid.eq(s_valid & ~taken & gate),
                 ou.i.payload.unit.eq(s_unit),
+                ou.i.payload.key.eq(s_key),
                 ou.i.payload.last.eq(s_last),
                 ou.i.payload.pattern.eq(Cat(*[hn.bit_select(chans[j], 1) & (pre.size > j)
                                               for j in range(W)])),

@@ -37,6 +37,7 @@ from amaranth.lib.wiring import In, Out
 from kaleido_hw.array.layouts import linear_col_layout, linear_row_layout
 from kaleido_hw.bitops import bits_for, lowest_set, popcount
 from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.engine.engine_layouts import AXIS_T, AXIS_X, AXIS_Y
 from kaleido_hw.engine.linear_layouts import (BUBBLE, LinearGeometry, linear_run_layout,
                                               linear_tag_layout)
 from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH
@@ -45,8 +46,6 @@ from kaleido_hw.pe.layouts import Drain
 
 
 __all__ = ["LinearSequencer", "linear_counters_layout"]
-
-AXIS_T, AXIS_Y, AXIS_X = 0, 1, 2
 
 
 def group_walk(m: Module, gsize, group: Signal):

@@ -266,7 +266,7 @@ def memory_kind(path: str, name: str) -> str:
     """The SRAM kind of memory ``name`` in the module at ``path`` (see :data:`MEMORY_KINDS`)."""
     if path == "" and re.fullmatch(r"[qk]_mem\d+", name):
         return "operands"
-    if path in ("q_order", "k_order") and name in ("order", "inverse"):
+    if path in ("q_order", "k_order") and name in ("order", "inverse", "keys"):
         return "order memories"
     if path in ("q_order.sched", "k_order.sched") and name in ("string_queue", "banks"):
         return "scheduler batches"
@@ -288,8 +288,8 @@ def expected_memory_bits(config: KaleidoConfig) -> dict[str, int]:
     * S reorder buffer (the read-out's row pairs to row-major beats): two lanes of two
       halves of ``N_max`` words of 32 bits;
     * with the scheduler, per ordered side (Q; Q and K with ``sched_sides = "qk"``) an
-      OrderUnit: its order (2 banks of ``2**uw`` words of ``uw`` bits, ``uw`` = bits of a
-      unit) and a ClusterScheduler with a queue (E entries) and an output memory (2E
+      OrderUnit: its order (2 banks of ``2**uw`` keys, ``uw`` = bits of a unit; a key is a
+      token and a follower bit), its key memory (``2**uw`` keys) and a ClusterScheduler with a queue (E entries) and an output memory (2E
       entries) of ``uw + 1 + W`` bits; the K side's inverse order (``max(2, planes)`` banks
       of ``2**uw`` x ``uw``) feeds the buffer's read-out. The Q side's inverse is never
       read, and yosys removes it.
@@ -305,7 +305,8 @@ def expected_memory_bits(config: KaleidoConfig) -> dict[str, int]:
         uw = max(1, (config.engine_max_tokens - 1).bit_length())
         depth = 1 << uw
         sides = len(config.ordered_sides)
-        out["order memories"] = sides * (2 * depth * uw) + (
+        key = t.tok_width + 1
+        out["order memories"] = sides * (3 * depth * key) + (
             max(2, geo.planes) * depth * uw if geo.k_ordered else 0)
         entry = uw + 1 + config.sched_pattern_width
         out["scheduler batches"] = sides * (3 * config.sched_entries * entry)

@@ -46,18 +46,25 @@ def golden_orders(cfg, runs):
     return out
 
 
+def key_of(u, key_width):
+    """The key the key-mode tests give unit ``u`` (a scrambled function of it)."""
+    return (u * 37 + 5) % (1 << key_width)
+
+
 def run_unit(cfg, runs, *, gap=0.0, seed=0, hold=True, pauses=None, inverse_banks=2,
-             abort_after=0, max_cycles=200_000):
+             abort_after=0, key_width=0, max_cycles=200_000):
     """Feed every run's chunks (``start`` pulsed before each run) with random valid gaps.
     With ``hold``, an order is read back only once the next chunk's order is complete too
     (or it is the run's last chunk), then released. Returns the orders read, the cycles of
     each chunk's first unit handshake, and the first cycle ``avail`` counted each chunk.
     ``pauses``: {index into the run's units: idle cycles before offering that unit}.
     ``abort_after``: first feed that many units of an unfinished chunk and let them reach
-    the scheduler's output (the first run's ``start`` must drop them)."""
+    the scheduler's output (the first run's ``start`` must drop them). ``key_width``: feed
+    every unit with :func:`key_of` as its key; the orders read are then keys."""
     pauses = dict(pauses or {})
     rng = random.Random(seed)
-    dut = OrderUnit(cfg, order_ports=2, inverse_ports=2, inverse_banks=inverse_banks)
+    dut = OrderUnit(cfg, order_ports=2, inverse_ports=2, inverse_banks=inverse_banks,
+                    key_width=key_width)
     got, first_in, ready_at, max_avail, last_in = [], [], [], [0], []
 
     async def bench(ctx):
@@ -95,6 +102,8 @@ def run_unit(cfg, runs, *, gap=0.0, seed=0, hold=True, pauses=None, inverse_bank
                     offering = True
                     u, p, last = feed[k_in]
                     ctx.set(dut.i.payload.unit, u)
+                    if key_width:
+                        ctx.set(dut.i.payload.key, key_of(u, key_width))
                     ctx.set(dut.i.payload.pattern, int(p))
                     ctx.set(dut.i.payload.last, last)
                 ctx.set(dut.i.valid, offering)
@@ -112,7 +121,9 @@ def run_unit(cfg, runs, *, gap=0.0, seed=0, hold=True, pauses=None, inverse_bank
                     order, inv = [], []
                     assert bank == read_chunks % 2
                     ibank = read_chunks % inverse_banks
-                    for a in range(U):          # both ports of each memory, alternately
+                    # Both ports of each memory, alternately; with keys the last position first
+                    # (its key may be written in the cycle avail counts the order).
+                    for a in (reversed(range(U)) if key_width else range(U)):
                         op, ip = dut.ord_rd[a % 2], dut.inv_rd[(a + 1) % 2]
                         ctx.set(op.bank, bank)
                         ctx.set(op.addr, a)
@@ -120,7 +131,12 @@ def run_unit(cfg, runs, *, gap=0.0, seed=0, hold=True, pauses=None, inverse_bank
                         ctx.set(ip.addr, a)
                         await tick()
                         order.append(ctx.get(op.data))
+                        if key_width:
+                            assert not ctx.get(op.natural)
                         inv.append(ctx.get(ip.data))
+                    if key_width:
+                        order.reverse()
+                        inv.reverse()
                     got.append((order, inv))
                     read_chunks += 1
                     ctx.set(dut.release, 1)
@@ -183,6 +199,27 @@ def test_orders_are_the_golden_schedule(cfg, gap, seed, inverse_banks):
         assert g == w, f"chunk {n}"
     # the scheduler really reorders (not the identity everywhere)
     assert any(w[0] != sorted(w[0]) for w in want)
+
+
+@pytest.mark.parametrize("hold", [True, False])
+def test_keys_follow_the_order(hold):
+    """With ``key_width`` the order memory holds each unit's key (written one cycle after the
+    scheduler's output) in the golden order, ``natural`` reads 0, and the timing is the same:
+    without ``hold`` every order is read, last position first, from the cycle ``avail``
+    counts it: for a chunk of whole batches that key is written in that very cycle (one
+    cycle after the last output), which the transparent read port returns."""
+    rng = random.Random(9)
+    W, kw, E = SMALL.sched_pattern_width, 11, SMALL.sched_entries
+    runs = [random_run(rng, W, 5, 30) + [[rng.getrandbits(W)]],
+            [[rng.getrandbits(W) for _ in range(E)]] * 2 + [[rng.getrandbits(W)]]]
+    want = golden_orders(SMALL, runs)
+    plain = run_unit(SMALL, runs, hold=hold, seed=2)
+    keyed = run_unit(SMALL, runs, hold=hold, seed=2, key_width=kw)
+    assert keyed.ready_at == plain.ready_at and keyed.first_in == plain.first_in
+    assert len(keyed.got) == len(want)
+    for n, ((order, inv), w) in enumerate(zip(keyed.got, want)):
+        assert order == [key_of(u, kw) for u in w[0]], f"chunk {n}"
+        assert inv == w[1], f"chunk {n}"
 
 
 def test_default_config_and_latency():

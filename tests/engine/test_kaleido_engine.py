@@ -24,9 +24,11 @@ from golden.engine.trace import (OrderTrace, SlotTrace, check_counters, check_tr
                                  decode_sel, expected_trace)
 from golden.numerics import ChannelGroups, VideoGrid, attention_scores
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.engine.array_sequencer import unit_tokens
-from kaleido_hw.engine.engine_layouts import KaleidoGeometry, engine_run_layout, max_chunks
+from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, engine_run_layout, max_chunks,
+                                              walk_constants_layout, walk_layout)
 from kaleido_hw.engine.host_port import s_beat_count, unpack_s_beats
+from kaleido_hw.engine.unit_walk import (const_coords, const_position, unit_tokens, walk_add,
+                                         walk_constants, walk_has_follower, walk_inc)
 from kaleido_hw.engine.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
                                               KaleidoEngine, check_engine_run, engine_ports)
 
@@ -246,46 +248,63 @@ def test_engine_with_idle_arrays_and_empty_group():
         assert want["a1__quads"] < want["a0__quads"]
 
 
-@pytest.mark.parametrize("shape", [(3, 5, 4), (2, 3, 2), (1, 1, 7), (5, 1, 1)])
-def test_unit_tokens_match_golden_units(shape):
-    """The sequencer's index-to-token arithmetic (division in the halved grid) gives, for
-    every unit of every direction, the anchor and follower of ``golden.array.schedule.units``, and
-    marks indices past the last unit invalid."""
+@pytest.mark.parametrize("shape", [(3, 5, 4), (2, 3, 2), (1, 1, 7), (5, 1, 1), (4, 2, 1)])
+def test_unit_walk_matches_golden_units(shape):
+    """The loaders' unit positions without division (``kaleido_hw.engine.unit_walk``), for
+    every direction: stepping one unit at a time from unit 0 gives, unit by unit, the anchor,
+    follower and follower bit of ``golden.array.schedule.units``; and every constant jump k
+    (1..9, the loaders' ``a*C`` and ``P*C``: coordinates by :func:`const_coords`, anchor by
+    :func:`const_position`) added to every unit u lands on unit u + k."""
     cfg = KaleidoConfig(engine_max_tokens=64, engine_max_head_dim=8)
     geo = KaleidoGeometry.from_config(cfg)
     grid = VideoGrid(*shape)
+    t, h, w = shape
+    jumps = range(1, 10)
     m = Module()
     run = Signal(engine_run_layout(geo))
-    group = Signal(2)
-    unit = Signal(geo.unit_width)
-    outs = unit_tokens(m, geo, run, group, unit, "u")
+    d = Signal(2)
+    consts = Signal(walk_constants_layout(geo))
+    w2, h2 = Signal(8), Signal(8)
+    m.d.comb += walk_constants(geo, consts, d, run.w, run.hw, w2, h2)
+    pos = Signal(walk_layout(geo))
+    step = walk_inc(m, geo, pos, consts, "step")
+    anchor, follower, hasf = unit_tokens(m, geo, run, d, pos.tok,
+                                         walk_has_follower(run, d, pos), 1, "u")
+    ks = [Signal(walk_layout(geo), name=f"k{k}") for k in jumps]
+    sums = []
+    for k, ksig in zip(jumps, ks):
+        m.d.comb += const_coords(k, w2, h2, ksig)
+        m.d.comb += const_position(geo, ksig, d, run)
+        sums.append(walk_add(m, geo, pos, ksig, consts, f"sum{k}"))
 
     async def bench(ctx):
-        t, h, w = shape
         ctx.set(run.t, t)
         ctx.set(run.h, h)
         ctx.set(run.w, w)
         ctx.set(run.hw, h * w)
         for g in range(3):
-            ctx.set(run.dirs[g], g)
+            ctx.set(d, g)
             dims = [t, h, w]
             dims[g] = -(-dims[g] // 2)
-            ctx.set(run.w2[g], dims[2])
-            ctx.set(run.hw2[g], dims[1] * dims[2])
-            ctx.set(run.units[g], dims[0] * dims[1] * dims[2])
-        for g in range(3):
+            ctx.set(h2, dims[1])
+            ctx.set(w2, dims[2])
             anchors, followers = units(grid, g)
-            ctx.set(group, g)
-            for u in range(anchors.size + 2):
-                ctx.set(unit, u)
-                anchor, follower, hasf, valid = (ctx.get(x) for x in outs)
-                if u >= anchors.size:
-                    assert not valid and not hasf
-                    continue
-                assert valid and anchor == anchors[u], (g, u)
-                assert hasf == (followers[u] >= 0), (g, u)
-                if hasf:
-                    assert follower == followers[u], (g, u)
+            walked = []
+            raw = pos.as_value()
+            ctx.set(raw, 0)
+            for u in range(anchors.size):
+                walked.append(ctx.get(raw))
+                assert ctx.get(anchor) == anchors[u], (g, u)
+                assert ctx.get(hasf) == (followers[u] >= 0), (g, u)
+                if followers[u] >= 0:
+                    assert ctx.get(follower) == followers[u], (g, u)
+                ctx.set(raw, ctx.get(step.as_value()))
+            for u in range(anchors.size):
+                ctx.set(raw, walked[u])
+                for k, total in zip(jumps, sums):
+                    if u + k < anchors.size:
+                        got = ctx.get(total.as_value())
+                        assert got == walked[u + k], (g, u, k)
 
     sim = Simulator(m)
     sim.add_testbench(bench)

@@ -292,11 +292,13 @@ def test_expected_memory_bits_follow_the_configuration():
     # column block (KB = 2 words) per Q token.
     assert bits["accumulation planes"] == 3 * 16 * (16 * 2) * 24
     # Both sides ordered: a plane per chunk, 32 channels in W = 16 chunks: at most 4 (e.g.
-    # groups of 1, 1 and 30 channels); and the K OrderUnit's order and inverse memories.
+    # groups of 1, 1 and 30 channels); and the K OrderUnit's order, key and inverse memories.
     qk = ea.expected_memory_bits(cfg.replace(sched_sides="qk"))
     assert qk["accumulation planes"] == 4 * 16 * (16 * 2) * 24
-    assert qk["order memories"] == 2 * (2 * 16 * 4) + 4 * 16 * 4
-    assert bits["order memories"] == 2 * 16 * 4
+    # Per ordered side: two order banks and the key memory of 16 keys (a 4-bit token and a
+    # follower bit); the K side's inverse orders hold 4-bit positions.
+    assert qk["order memories"] == 2 * (3 * 16 * 5) + 4 * 16 * 4
+    assert bits["order memories"] == 3 * 16 * 5
     assert qk["scheduler batches"] == 2 * bits["scheduler batches"]
     # The read-out's reorder buffer: two row pairs of 16 tokens, 32-bit values.
     assert bits["S reorder buffer"] == 2 * 2 * 16 * 32
