@@ -124,7 +124,8 @@ class OrderUnit(wiring.Component):
                             ("inverse_banks", inverse_banks, 2)):
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= 64:
                 raise ValueError(f"{name} must be an integer in [{lo}, 64], got {v!r}")
-        if isinstance(key_width, bool) or not isinstance(key_width, int) or not 0 <= key_width <= 64:
+        if (isinstance(key_width, bool) or not isinstance(key_width, int)
+                or not 0 <= key_width <= 64):
             raise ValueError(f"key_width must be an integer in [0, 64], got {key_width!r}")
         self.key_width = key_width
         self.config = config

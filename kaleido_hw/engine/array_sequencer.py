@@ -60,6 +60,7 @@ from kaleido_hw.stall_inject import array_stream, stall_gate
 
 __all__ = ["ArraySequencer", "compact_words"]
 
+
 class _Slot:
     """One operand slot: what the stepper needs about a tile quad. ``plain``: no per-channel
     codes (a unit's code is NONE, or ABSENT without follower: its ``rhasf``/``chasf`` bit),
@@ -291,7 +292,7 @@ class ArraySequencer(wiring.Component):
         q_inc = walk_inc(m, geo, q_at, walk, "q_inc")
         k_inc = walk_inc(m, geo, k_at, walk, "k_inc")
         k_jump = walk_add(m, geo, k_base, jump, walk, "k_jump")
-        q_ok, k_ok = q_pos < units, k_pos < units
+        q_valid, k_valid = q_pos < units, k_pos < units
         q_tok, q_hf = q_at.tok, walk_has_follower(cfg, d, q_at)
         k_tok, k_hf = k_at.tok, walk_has_follower(cfg, d, k_at)
         if self.scheduler:
@@ -302,9 +303,8 @@ class ArraySequencer(wiring.Component):
             q_tok, q_hf = Mux(q_sched, q_key.tok, q_tok), Mux(q_sched, q_key.hasf, q_hf)
             if k_key is not None:
                 k_tok, k_hf = Mux(k_sched, k_key.tok, k_tok), Mux(k_sched, k_key.hasf, k_hf)
-        q_anchor, q_follow, q_hasf = unit_tokens(m, geo, cfg, d, q_tok, q_hf, q_ok, "q_unit")
-        k_anchor, k_follow, k_hasf = unit_tokens(m, geo, cfg, d, k_tok, k_hf, k_ok, "k_unit")
-        q_valid, k_valid = q_ok, k_ok
+        q_anchor, q_follow, q_hasf = unit_tokens(m, geo, cfg, d, q_tok, q_hf, q_valid, "q_unit")
+        k_anchor, k_follow, k_hasf = unit_tokens(m, geo, cfg, d, k_tok, k_hf, k_valid, "k_unit")
         # The follower is read in the cycle after its anchor: registered, off the read path.
         q_follow_r = Signal.like(q_follow, name="q_follow_r")
         k_follow_r = Signal.like(k_follow, name="k_follow_r")

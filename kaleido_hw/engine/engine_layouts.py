@@ -148,8 +148,8 @@ def walk_constants_layout(geo: KaleidoGeometry) -> data.StructLayout:
 
 def engine_run_layout(geo: KaleidoGeometry) -> data.StructLayout:
     """The configuration of one run, latched at ``start``, with what the unit arithmetic
-    needs per group: the grid with the group's direction halved (``w2``, ``hw2 = h2*w2``),
-    the group's unit count ``units`` and the constants of the unit walk (``walk``)."""
+    needs per group: the group's unit count ``units`` (in the grid with the group's direction
+    halved) and the constants of the unit walk (``walk``: the halved extents among them)."""
     t = geo.tile
     sw = t.size_width
     return data.StructLayout({
@@ -158,8 +158,6 @@ def engine_run_layout(geo: KaleidoGeometry) -> data.StructLayout:
         "dirs": data.ArrayLayout(unsigned(2), 3),
         "gmask": data.ArrayLayout(unsigned(t.max_dim), 3),
         "gsize": data.ArrayLayout(unsigned(t.dim_width), 3),
-        "w2": data.ArrayLayout(unsigned(sw), 3),
-        "hw2": data.ArrayLayout(unsigned(sw), 3),
         "units": data.ArrayLayout(unsigned(sw), 3),
         "walk": data.ArrayLayout(walk_constants_layout(geo), 3),
         "full_mask": unsigned(8),

@@ -50,7 +50,8 @@ from kaleido_hw.engine.code_unit import CodeUnit
 from kaleido_hw.engine.engine_buffer import EngineBuffer
 from kaleido_hw.engine.engine_layouts import (AXIS_X, KaleidoGeometry, chunk_layout,
                                               engine_run_layout, engine_tag_layout,
-                                              plane_info_layout, walk_constants_layout, walk_layout)
+                                              plane_info_layout, walk_constants_layout,
+                                              walk_layout)
 from kaleido_hw.engine.host_port import WRITE_BYTES, check_run, operand_writes
 from kaleido_hw.engine.host_port import engine_ports as tile_ports
 from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, S_BEAT_WIDTH
@@ -309,7 +310,7 @@ class KaleidoEngine(wiring.Component):
             hw2 = Signal(2 * t.size_width, name=f"hw2_{g}")
             units = Signal(3 * t.size_width, name=f"units{g}")
             m.d.comb += [hw2.eq(h2 * w2), units.eq(hw2 * t2)]
-            ext.append((w2, h2, hw2, units))
+            ext.append((w2, h2, units))
 
         wl = walk_layout(geo)
         jump = Signal(data.ArrayLayout(wl, 3))
@@ -363,10 +364,9 @@ class KaleidoEngine(wiring.Component):
                         run.half_mask.eq(~(Const(0xFF, 8) >> (cfg.half_bits + 1)))]),
                 ]
                 for g in range(3):
-                    w2, h2, hw2, units = ext[g]
+                    w2, h2, units = ext[g]
                     m.d.sync += [run.dirs[g].eq(walk[g]), run.gmask[g].eq(gmask[g]),
-                                 run.gsize[g].eq(gsize[g]), run.w2[g].eq(w2),
-                                 run.hw2[g].eq(hw2), run.units[g].eq(units),
+                                 run.gsize[g].eq(gsize[g]), run.units[g].eq(units),
                                  *walk_constants(geo, run.walk[g], walk[g], cfg.w, hw, w2, h2)]
                     # The positions of the constant unit counts the loaders start at (a*C)
                     # and jump by (P*C): coordinates now, anchors in the next cycle.
@@ -445,7 +445,8 @@ class KaleidoEngine(wiring.Component):
         if scheduler:
             key_width = order_key_layout(geo).size
             q_ou = OrderUnit(self.config, order_ports=P, inverse_ports=1, inverse_banks=2,
-                             key_width=key_width, stall_ids=(STREAM_IDS["q_sched_i"], STREAM_IDS["q_sched_o"]))
+                             key_width=key_width,
+                             stall_ids=(STREAM_IDS["q_sched_i"], STREAM_IDS["q_sched_o"]))
             m.submodules.q_order = q_ou
             self.order_units = {"q": q_ou}                # for the benches' probes
             k_ou = None
@@ -602,7 +603,7 @@ class KaleidoEngine(wiring.Component):
         # The unit in the output stage (s_*) goes to every OrderUnit (a fork: each side's
         # ``taken`` remembers a handshake done while the other side still waits); the
         # pipeline (unit counter, memory reads, s_*) advances only when all have it.
-        s_valid, s_last, s_hasf = Signal(), Signal(), Signal()
+        s_valid, s_last = Signal(), Signal()
         s_unit = Signal(len(q_ou.i.payload.unit))
         s_key = Signal(order_key_layout(geo))
         adv = Signal()
@@ -621,8 +622,8 @@ class KaleidoEngine(wiring.Component):
         anchor, follower, hasf = unit_tokens(m, geo, run, d, pos.tok,
                                              walk_has_follower(run, d, pos), 1, "pre_unit")
         with m.If(adv):
-            m.d.sync += [s_valid.eq(feeding & ~pre_start), s_last.eq(last), s_hasf.eq(hasf),
-                         s_unit.eq(u), s_key.tok.eq(anchor), s_key.hasf.eq(hasf)]
+            m.d.sync += [s_valid.eq(feeding & ~pre_start), s_last.eq(last), s_unit.eq(u),
+                         s_key.tok.eq(anchor), s_key.hasf.eq(hasf)]
 
         chans = list(pre.chan)            # chunk channel j of the pre-pass chunk
 
@@ -651,7 +652,7 @@ class KaleidoEngine(wiring.Component):
             cu = CodeUnit(D)
             m.submodules[f"{side}_pre_codes"] = cu
             m.d.comb += [cu.anchor.eq(rd_a.data), cu.follower.eq(rd_f.data),
-                         cu.present.eq(s_hasf), cu.reuse.eq(1),
+                         cu.present.eq(s_key.hasf), cu.reuse.eq(1),
                          cu.full_mask.eq(run.full_mask), cu.half_mask.eq(run.half_mask)]
             hn = Signal(D, name=f"{side}_pre_hn")          # HALF or NONE per channel
             m.d.comb += hn.eq(cu.code_lo ^ cu.code_hi)

@@ -1,4 +1,4 @@
-"""Unit coordinates by counting, not dividing (``docs/engine.md``, section "RTL", "Unit walk").
+"""Unit coordinates by counting, not dividing (``docs/engine.md``, section "RTL").
 
 A group's units are the points of the grid whose extent along the group's direction is halved
 (rounded up): ``(t2, y2, x2)`` in ``t2 x h2 x w2``, numbered row-major, ``u = t2*hw2 + y2*w2 +
