@@ -66,8 +66,11 @@ energy:
 bench-head:
 	nice $(MAKE) -C sim/engine/core CORE_FAST=1 KALEIDO_CORE_GRID=4x16x16 COCOTB_TEST_FILTER=test_timing
 
+# Every cocotb bench x simulator x SEEDS random seeds, then the test cases make test leaves
+# out (marked full_set: larger builds, longer parametrizations).
 regress:
 	KALEIDO_SEEDS=$(SEEDS) $(VPY) tests/test_regress.py -n $(JOBS)
+	KALEIDO_ENGINE_SET=full $(VPY) -m pytest -n $(JOBS) --dist loadgroup -m full_set
 
 report:
 	$(VPY) -m kaleido_hw report --area

@@ -53,12 +53,16 @@ def lowest_set(m, value, name: str = "lowest") -> tuple[Value, Value]:
     return idx, any_
 
 
-def rank_select(m, value, count: int, name: str = "rank", block: int = 8):
+def rank_select(m, value, count: int, name: str = "rank", block: int = 8,
+                overflow: bool = False):
     """``(indices, rest, taken)``: the positions of the ``count`` lowest set bits of ``value``,
     as signals of module ``m``. ``indices[s]`` is the index of the set bit of rank ``s`` (the
     (s+1)-th lowest; 0 when fewer than s+1 bits are set, as :func:`lowest_set` gives for an
     empty word), ``rest`` is ``value`` without those bits and ``taken`` is
-    ``min(popcount(value), count)``.
+    ``min(popcount(value), count)``. With ``overflow`` a fourth signal, ``more``, is
+    ``popcount(value) > count`` (``rest`` is not zero): the block sums then saturate at
+    ``count + 1``, so ``more`` comes out of the prefix adders, not out of a zero test of
+    ``rest`` in series with the ranks.
 
     Peeling the lowest bit ``count`` times (``x & (x - 1)``) puts ``count`` carry chains in
     series. Here every bit learns its **rank**, the number of set bits below it, at once:
@@ -71,10 +75,11 @@ def rank_select(m, value, count: int, name: str = "rank", block: int = 8):
     with log(width), not with ``count`` x width."""
     value = Value.cast(value)
     width = len(value)
-    rw = bits_for(count)
+    top = count + 1 if overflow else count
+    rw = bits_for(top)
 
     def sat(x):
-        return Mux(x > count, count, x)[:rw]
+        return Mux(x > top, top, x)[:rw]
 
     # exclusive rank within the block (a running sum: blocks are short), each block's total
     nblocks = (width + block - 1) // block
@@ -96,11 +101,12 @@ def rank_select(m, value, count: int, name: str = "rank", block: int = 8):
             m.d.comb += nxt[b].eq(sat(incl[b] + incl[b - d]) if b >= d else incl[b])
         incl, d = nxt, 2 * d
     offsets = [Const(0, rw)] + incl[:-1]
-    taken = Signal(rw, name=f"{name}_taken")
-    m.d.comb += taken.eq(incl[-1])
+    taken = Signal(bits_for(count), name=f"{name}_taken")
+    m.d.comb += taken.eq(Mux(incl[-1] > count, count, incl[-1]))
 
-    # Offsets saturate at count and a block adds fewer than block, so a rank of count or more
-    # (not taken) needs no second saturation: the one-hot below simply has no bit for it.
+    # Offsets saturate at count (or count + 1) and a block adds fewer than block, so a rank of
+    # count or more (not taken) needs no second saturation: the one-hot below simply has no
+    # bit for it.
     nbits = max(1, (width - 1).bit_length())
     hits = [[] for _ in range(count)]        # per rank, the one-hot of the bit holding it
     kept = []
@@ -121,6 +127,10 @@ def rank_select(m, value, count: int, name: str = "rank", block: int = 8):
         m.d.comb += idx.eq(Cat(*[(hit & Const(sum(1 << p for p in range(width) if p >> k & 1),
                                                 width)).any() for k in range(nbits)]))
         indices.append(idx)
+    if overflow:
+        more = Signal(name=f"{name}_more")
+        m.d.comb += more.eq(incl[-1] > count)
+        return indices, rest, taken, more
     return indices, rest, taken
 
 

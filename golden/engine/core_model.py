@@ -132,9 +132,9 @@ def core_time(result, timing: MemoryTiming = MemoryTiming()) -> dict:
 # -- exact cycles for the bench's memory -------------------------------------------------------
 
 #: Cycles of a STORE beyond its decode and the engine's read-out
-#: (:func:`store_readout_cycles`): the write request, the two-cycle pipeline from the read-out
-#: counters to the planes' words, and the cycle that returns to idle.
-STORE_OVERHEAD = 4
+#: (:func:`store_readout_cycles`): the write request, the three-cycle pipeline from the
+#: read-out counters to the planes' registered words, and the cycle that returns to idle.
+STORE_OVERHEAD = 5
 
 
 def store_readout_cycles(box_tokens: int) -> int:
@@ -246,7 +246,7 @@ def core_schedule(commands, result, memory: BenchMemory = BenchMemory()) -> list
     The controller takes one command at a time, in order. CONFIG, STRIDES and STORE wait
     until the load unit is idle, and so does a COMPUTE that reads the bank being loaded;
     then CONFIG takes 1 cycle, GROUPS ``1 + count``, STRIDES ``1 + 17``, COMPUTE ``1 +``
-    engine ``cycles`` ``+ 2`` and STORE ``1 + 4 +`` :func:`store_readout_cycles`
+    engine ``cycles`` ``+ 2`` and STORE ``1 + 5 +`` :func:`store_readout_cycles`
     (``box_tokens + 1 + ceil(box_tokens**2 / 2)``). A LOAD takes :data:`LOAD_ISSUE_CYCLES`
     to its hand-off, later if the load unit is still walking the previous LOAD; the load
     unit then walks the box for :func:`load_run_cycles` cycles from the next cycle while the

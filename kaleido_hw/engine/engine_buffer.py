@@ -20,7 +20,8 @@ each group the unit of k along the group's direction is kept by counters as k ad
 divider); without a scheduler the position of a unit is the unit itself, with it the
 plane's inverse order gives it (one read per plane, one pipeline stage). Every plane reads
 the address of its chunk's group in all its banks; the registered bank selects pick the
-words, and the sums over the planes written in this run are the pair's two scores. A
+words, which are registered (a stage between the macros' outputs and the sum), and the sums
+over the planes written in this run are the pair's two scores. A
 :class:`RowPairReorder` turns the column pairs into row-major beats of two values
 (``S_BEAT_WIDTH``: the engine core's DMA beat) on ``s``.
 """
@@ -32,7 +33,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.layouts import drain_port_layout
-from kaleido_hw.bitops import bits_for
+from kaleido_hw.bitops import bits_for, onehot_or
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.order_unit import OrderReadSignature
 from kaleido_hw.engine.engine_layouts import (AXIS_T, AXIS_X, AXIS_Y, KaleidoGeometry,
@@ -193,9 +194,9 @@ class EngineBuffer(wiring.Component):
     read-out having it only while ``reading``). With the K side ordered (``sched_sides =
     "qk"`` and a scheduler built): ``inv[k]`` reads plane k's inverse K order (bank k of the
     K OrderUnit's inverse memory: the position of a unit in chunk k's column order), used
-    when ``cfg.schedule``. Read-out pipeline: counters -> inverse read -> bank read -> reorder
-    (:class:`RowPairReorder`) -> ``s``; the first three stages advance when the reorder
-    takes a column.
+    when ``cfg.schedule``. Read-out pipeline: counters -> inverse read -> bank read -> each
+    plane's word picked and registered -> sum into the reorder (:class:`RowPairReorder`) ->
+    ``s``; the first four stages advance when the reorder takes a column.
     """
 
     def __init__(self, config: KaleidoConfig):
@@ -264,12 +265,17 @@ class EngineBuffer(wiring.Component):
                                  rports[k][b].en.eq(Mux(self.reading, rd_en, we))]
                 value = Signal(aw, name=f"wr{b}_value")
                 if accumulate:
-                    p_add = Signal(name=f"wr{b}_add")
+                    # The old lane: one registered one-hot of (plane, lane), 0 without ``add``,
+                    # so the macros' words meet one AND-OR level before the adder, not a plane
+                    # multiplexer, a lane multiplexer and a gate in series.
+                    p_old = Signal(2 * NP, name=f"wr{b}_old_sel")
+                    m.d.sync += p_old.eq(Cat(*(tag.add & (tag.plane == k) & (rtok[0] == lane)
+                                               for k in range(NP) for lane in range(2))))
                     old = Signal(aw, name=f"wr{b}_old")
-                    word = pick((rports[k][b].data for k in range(NP)), p_plane)
-                    m.d.sync += p_add.eq(tag.add)
-                    m.d.comb += [old.eq(Mux(p_lane, word[aw:], word[:aw])),
-                                 value.eq(p_data + Mux(p_add, old, 0))]
+                    m.d.comb += [old.eq(onehot_or(p_old, [
+                                     rports[k][b].data[lane * aw:(lane + 1) * aw]
+                                     for k in range(NP) for lane in range(2)])),
+                                 value.eq(p_data + old)]
                 else:
                     m.d.comb += value.eq(p_data)
                 for k in range(NP):
@@ -292,9 +298,11 @@ class EngineBuffer(wiring.Component):
         active = Signal()
         valid1 = Signal()                     # stage 1 holds a column's position
         valid2 = Signal()                     # stage 2: the banks' words of that column
+        valid3 = Signal()                     # stage 3: each plane's word, picked and held
         advance = Signal()
-        m.d.comb += [advance.eq(~valid2 | reorder.i.ready), rd_en.eq(advance), reorder.n.eq(cfg.n),
-                     self.reading.eq(active | valid1 | valid2 | reorder.busy)]
+        m.d.comb += [advance.eq(~valid3 | reorder.i.ready), rd_en.eq(advance),
+                     reorder.n.eq(cfg.n),
+                     self.reading.eq(active | valid1 | valid2 | valid3 | reorder.busy)]
 
         row_end = x + 1 == cfg.w
         frame_end = row_end & (y + 1 == cfg.h)
@@ -307,13 +315,15 @@ class EngineBuffer(wiring.Component):
         unit1 = [Signal(sw, name=f"rd_unit{g}") for g in range(3)]
         f1 = [Signal(name=f"rd_f{g}") for g in range(3)]
         i1 = Signal(sw)
-        col = [Signal(range(t.max_tokens), name=f"rd_col{s}") for s in (1, 2)]
-        last = [Signal(name=f"rd_last{s}") for s in (1, 2)]
-        single = [Signal(name=f"rd_single{s}") for s in (1, 2)]
+        col = [Signal(range(t.max_tokens), name=f"rd_col{s}") for s in (1, 2, 3)]
+        last = [Signal(name=f"rd_last{s}") for s in (1, 2, 3)]
+        single = [Signal(name=f"rd_single{s}") for s in (1, 2, 3)]
         with m.If(advance):
-            m.d.sync += [valid1.eq(active), i1.eq(i), valid2.eq(valid1),
-                         col[0].eq(k_col), last[0].eq(all_end), single[0].eq(i + 1 == cfg.n),
-                         col[1].eq(col[0]), last[1].eq(last[0]), single[1].eq(single[0])]
+            m.d.sync += [valid1.eq(active), i1.eq(i), valid2.eq(valid1), valid3.eq(valid2),
+                         col[0].eq(k_col), last[0].eq(all_end), single[0].eq(i + 1 == cfg.n)]
+            for s in (1, 2):
+                m.d.sync += [col[s].eq(col[s - 1]), last[s].eq(last[s - 1]),
+                             single[s].eq(single[s - 1])]
             for g in range(3):
                 d = cfg.dirs[g]
                 m.d.sync += [unit1[g].eq(_by_axis(d, u)),
@@ -347,14 +357,17 @@ class EngineBuffer(wiring.Component):
             ports = rports[k]
             with m.If(advance):
                 m.d.sync += [sel.eq(bank), on.eq(info.on)]
-            word = pick((p.data for p in ports), sel)
+            # The picked word is registered before the sum: the bank select after the macro's
+            # clock-to-output, and the sum into the reorder buffer's write, are a cycle each.
+            word = Signal(2 * aw, name=f"rd_word{k}")
+            with m.If(advance):
+                m.d.sync += word.eq(Mux(on, pick((p.data for p in ports), sel), 0))
             for lane in range(2):
-                score = word[lane * aw:(lane + 1) * aw].as_signed()
-                totals[lane] = totals[lane] + Mux(on, score, 0)
-        m.d.comb += [reorder.i.valid.eq(valid2),
+                totals[lane] = totals[lane] + word[lane * aw:(lane + 1) * aw].as_signed()
+        m.d.comb += [reorder.i.valid.eq(valid3),
                      reorder.i.payload.top.eq(totals[0]), reorder.i.payload.bottom.eq(totals[1]),
-                     reorder.i.payload.col.eq(col[1]), reorder.i.payload.last.eq(last[1]),
-                     reorder.i.payload.single.eq(single[1])]
+                     reorder.i.payload.col.eq(col[2]), reorder.i.payload.last.eq(last[2]),
+                     reorder.i.payload.single.eq(single[2])]
 
         with m.If(advance & active):
             m.d.sync += k_col.eq(Mux(all_end, 0, k_col + 1))

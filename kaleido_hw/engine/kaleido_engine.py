@@ -378,27 +378,32 @@ class KaleidoEngine(wiring.Component):
         chunk = Signal(chunk_layout(geo))
         go = Signal()
         waiting = Signal()                    # chunk handed out; barrier not yet passed
-        fresh = Signal()                      # no group started yet in this run
-        grp = Signal(2)
-        rem = Signal(D)                       # channels of group grp not yet in a chunk
+        # The source of the next chunk, registered: group src_g and its channels not yet in a
+        # chunk (src_bits), and whether that chunk opens its group (src_first). An issue peels
+        # the chunk off src_bits and latches the source of the chunk after it in the same
+        # cycle (the rest of the group, or the next group's mask when the rest is empty), so
+        # the rank select starts at a register and no zero test of a D-bit mask or choice of
+        # group lies in series with it.
+        src_g = Signal(2)
+        src_bits = Signal(D)
+        src_first = Signal()
         chunk_ctr = Signal(range(geo.chunks + 1))
         plane_ctr = Signal(range(geo.planes + 1))   # planes handed out in this run
         planes = Signal(data.ArrayLayout(plane_info_layout(), geo.planes))
         nonempty = [run.gsize[g] != 0 for g in range(3)]
-        later = [Signal(name=f"later{g}") for g in range(3)]   # group g may start next
-        for g in range(3):
-            m.d.comb += later[g].eq(nonempty[g] & (fresh | (grp < g) if g else fresh))
-        use_rem = rem != 0
-        src_g = Signal(2)
-        m.d.comb += src_g.eq(Mux(use_rem, grp, Mux(later[0], 0, Mux(later[1], 1, 2))))
-        src_bits = Signal(D)
-        m.d.comb += src_bits.eq(Mux(use_rem, rem, run.gmask[src_g]))
         # The next chunk's channels, lowest first (0 past the chunk's end), what is left of
-        # the group after it, and its size: a rank select, so the depth is log(d), not W x d.
-        next_chan, after, size = rank_select(m, src_bits, W, "chunk")
-        more = Signal()
-        m.d.comb += more.eq(Mux(src_g == 0, nonempty[1] | nonempty[2],
-                                Mux(src_g == 1, nonempty[2], 0)))
+        # the group after it, its size and whether anything is left: a rank select, so the
+        # depth is log(d), not W x d.
+        next_chan, after, size, left = rank_select(m, src_bits, W, "chunk", overflow=True)
+        more = Signal()                       # a group after src_g has channels
+        next_g = Signal(2)                    # ... the first of them
+        m.d.comb += [more.eq(Mux(src_g == 0, nonempty[1] | nonempty[2],
+                                 Mux(src_g == 1, nonempty[2], 0))),
+                     next_g.eq(Mux((src_g == 0) & nonempty[1], 1, 2))]
+        # At a run's accept the source is the first group with channels, from the command.
+        cfg_any = [gmask[g].any() for g in range(3)]
+        first_g = Mux(cfg_any[0], 0, Mux(cfg_any[1], 1, 2))
+        first_bits = Mux(cfg_any[0], gmask[0], Mux(cfg_any[1], gmask[1], gmask[2]))
 
         all_done = Signal()
         issue_chunk = Signal()
@@ -413,12 +418,17 @@ class KaleidoEngine(wiring.Component):
             m.d.sync += first_wait.eq(0)
         with m.If(issue_chunk):
             m.d.sync += [
-                go.eq(1), waiting.eq(1), fresh.eq(0), grp.eq(src_g), rem.eq(after),
+                go.eq(1), waiting.eq(1),
                 chunk.group.eq(src_g), chunk.size.eq(size),
                 chunk.chan.eq(Cat(*next_chan)),
-                chunk.parity.eq(chunk_ctr[0]), chunk.last.eq((after == 0) & ~more),
+                chunk.parity.eq(chunk_ctr[0]), chunk.last.eq(~left & ~more),
                 chunk_ctr.eq(chunk_ctr + 1),
             ]
+            with m.If(left):
+                m.d.sync += [src_bits.eq(after), src_first.eq(0)]
+            with m.Else():
+                m.d.sync += [src_g.eq(next_g), src_bits.eq(run.gmask[next_g]),
+                             src_first.eq(1)]
             # A plane per chunk when the K side is ordered per chunk; else a plane per group,
             # the group's later chunks adding onto the words its first chunk wrote; on a
             # plain build one plane, which every chunk after the run's first adds onto.
@@ -427,7 +437,7 @@ class KaleidoEngine(wiring.Component):
             elif geo.planes == 1:
                 new_plane = chunk_ctr == 0
             else:
-                new_plane = ~use_rem
+                new_plane = src_first
             with m.If(new_plane):
                 m.d.sync += [chunk.plane.eq(plane_ctr), chunk.add.eq(0),
                              plane_ctr.eq(plane_ctr + 1)]
@@ -437,8 +447,9 @@ class KaleidoEngine(wiring.Component):
             with m.Else():
                 m.d.sync += chunk.add.eq(1)
         with m.If(accept & (err == 0)):
-            m.d.sync += [fresh.eq(1), rem.eq(0), grp.eq(0), chunk_ctr.eq(0), plane_ctr.eq(0),
-                         waiting.eq(0), chunk.last.eq(0), planes.eq(0)]
+            m.d.sync += [src_g.eq(first_g), src_bits.eq(first_bits), src_first.eq(1),
+                         chunk_ctr.eq(0), plane_ctr.eq(0), waiting.eq(0), chunk.last.eq(0),
+                         planes.eq(0)]
         m.d.comb += [cnt.chunks.eq(chunk_ctr)]
 
         # -- scheduler: per chunk, a pre-pass per side into an OrderUnit ------------------------

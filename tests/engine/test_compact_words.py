@@ -14,7 +14,8 @@ from kaleido_hw.bitops import bits_for
 from kaleido_hw.engine.array_sequencer import compact_words
 
 
-@pytest.mark.parametrize("D, W", [(128, 16), (16, 4), (48, 16), (20, 8)])
+@pytest.mark.parametrize("D, W", [pytest.param(128, 16, marks=pytest.mark.full_set),
+                                  (16, 4), (48, 16), (20, 8)])
 def test_compact_words(D, W):
     m = Module()
     a, b = Signal(8 * D), Signal(8 * D)

@@ -1,7 +1,8 @@
 """The engine core's cocotb bench (sim/engine/core: ``kaleido_core``, the CoreController and
 the AxiDma behind one command stream, against cocotbext-axi's AxiRam with random pauses on
 every AXI channel) from pytest, on small generated builds (d = 16, boxes of 16 or 32 tokens)
-on both simulators: a head of several boxes (padding at the grid's edge) with the memory
+(Icarus in ``make test``; the Verilator build, which takes minutes, is marked ``full_set``
+and runs in ``make regress``): a head of several boxes (padding at the grid's edge) with the memory
 equal to the interpreter's byte for byte and the counters equal to
 ``golden.engine.core_model.core_counters``; a malformed command, an AXI error response and a
 reset in the middle of a run, each followed by a clean run.
@@ -13,7 +14,6 @@ reset in the middle of a run, each followed by a clean run.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -36,10 +36,11 @@ VARIANTS = {
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("variant", [
+    # the Verilator build of the core takes minutes: make regress runs it
+    pytest.param(v, marks=pytest.mark.full_set) if VARIANTS[v][1] == "verilator" else v
+    for v in VARIANTS])
 def test_core_bench(variant, monkeypatch):
     config, sim, grid = VARIANTS[variant]
-    if sim == "verilator" and os.environ.get("KALEIDO_ENGINE_SET", "") != "full":
-        pytest.skip("the Verilator build of the core takes minutes: KALEIDO_ENGINE_SET=full")
     monkeypatch.setenv("KALEIDO_CORE_GRID", grid)
     run_variant("engine/core", "kaleido_core", config, variant, sim=sim)

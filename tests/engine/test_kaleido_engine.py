@@ -4,13 +4,13 @@ against ``golden.attention_scores`` / ``q @ k.T`` and every counter (engine and 
 equal to ``golden.engine.model.engine_counters``; the unit arithmetic against ``golden.array.schedule.units``;
 the chunk count bound; configuration errors; random stalls on every internal stream
 (``engine_stall_seed``) with the dispatcher invariants of ``golden.engine.trace`` (one run
-here, the sweep with ``KALEIDO_ENGINE_SET=full``). The cocotb benches
+here, the sweep with ``KALEIDO_ENGINE_SET=full``: the cases marked ``full_set``, which
+``make regress`` runs). The cocotb benches
 (``tests/engine/test_kaleido_engine_sim.py``) run the generated Verilog."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import numpy as np
 import pytest
@@ -159,7 +159,9 @@ def smooth(grid, d, rng):
                  .astype(np.int8) for _ in range(2))
 
 
-@pytest.mark.parametrize("arrays,sides", [(1, "q"), (3, "q"), (1, "qk"), (3, "qk")])
+@pytest.mark.parametrize("arrays,sides", [
+    (1, "q"), pytest.param(3, "q", marks=pytest.mark.full_set),
+    pytest.param(1, "qk", marks=pytest.mark.full_set), (3, "qk")])
 def test_small_engine_runs(arrays, sides):
     """Whole runs of P arrays of 2 x 2 PEs (chunks of 4 channels: groups of 3/5/4 give
     1 + 2 + 1 chunks; odd grid; smooth data; scheduler batches of 4 units): every variant
@@ -205,7 +207,9 @@ def test_odd_token_counts_read_out():
         assert out["counters"] == model_counters(cfg, q, k, grid, groups, variant), variant
 
 
-@pytest.mark.parametrize("variant,sides", [("pe-m", "q"), ("full", "q"), ("full", "qk")])
+@pytest.mark.parametrize("variant,sides", [("pe-m", "q"), ("full", "q"),
+                                           pytest.param("full", "qk",
+                                                        marks=pytest.mark.full_set)])
 def test_dispatcher_wider_chunks(variant, sides):
     """pe-m and full on P = 2 arrays of 2 x 4 PEs with chunks of 8 channels (lookahead 4,
     scheduler batches of 8 units), a random channel map and noisy / smooth data (many HALF
@@ -383,17 +387,15 @@ def check_dispatch_run(cfg, q, k, grid, groups, variant, label):
 
 
 #: Stall-injection runs: (arrays, variant, engine_stall_seed); the first is in make test,
-#: the rest with KALEIDO_ENGINE_SET=full (make regress).
+#: the rest marked full_set (make regress).
 STALL_RUNS = [(2, "full", 0x5A5A, "q"), (2, "full", 0x5A5A, "qk"), (2, "full", 0, "q"),
               (1, "pe-sh", 0x1234, "q"), (1, "pe-m", 0x0BAD, "q"), (1, "full", 0x7777, "qk"),
               (1, "full", 0, "qk"), (2, "pe-sh", 0x2468, "qk"), (2, "pe-m", 0x1357, "q"),
               (2, "pe-m", 0, "q"), (2, "pe-sh", 0, "q")]
-_FULL_SET = os.environ.get("KALEIDO_ENGINE_SET", "") == "full"
 
 
 @pytest.mark.parametrize("arrays,variant,seed,sides", [
-    r if i < 2 or _FULL_SET else pytest.param(*r, marks=pytest.mark.skip(
-        reason="KALEIDO_ENGINE_SET=full (make regress) runs the whole stall sweep"))
+    r if i < 1 else pytest.param(*r, marks=pytest.mark.full_set)
     for i, r in enumerate(STALL_RUNS)])
 def test_dispatch_invariants_under_stalls(arrays, variant, seed, sides):
     """Random stalls on every internal stream (pre-pass -> OrderUnits, their schedulers, the

@@ -10,14 +10,18 @@ with d = 16 channels per token (the default d = 128 engine takes minutes to buil
   barriers per run, two planes per group), scheduler batches of 16 units, both dispatcher
   blocks, and P = 1 with the matcher only (the scheduler bit is rejected: ``dispatcher``),
   32 tokens, on Icarus: the quick set (the 2x4x4 runs, directions and thresholds, error
-  bits).
+  bits). These two are marked ``full_set``: ``make regress`` runs them, ``make test``
+  (its time budget) only the first build; the core's Icarus bench (``test_core_sim``)
+  runs the engine inside the core on Icarus in ``make test``.
 
 Every run checks S bit-exact (read out under random back-pressure) and every engine and
 per-array counter against ``golden.engine.model.engine_counters``; every dispatcher run also the
 scheduler's orders and the matcher's slots (probe wires, ``golden.engine.trace``).
 ``make regress`` runs the full bench on the default kaleido_engine (the default configuration:
 P = 4, d = 128) on both simulators; ``KALEIDO_ENGINE_SET=full`` adds the P = 4, d = 16 build
-on Verilator (left out of ``make test`` for its budget: it takes twice the P = 2 build).
+on Verilator (left out of ``make test`` for its budget: it takes twice the P = 2 build;
+the cases marked ``full_set`` run with ``KALEIDO_ENGINE_SET=full``, as ``make regress``
+runs them).
 
 With ``KALEIDO_ENGINE_SET=full`` also three builds with stall injection on every internal
 stream (``engine_stall_seed``; the bench's ``stall`` set: full, pe-m, pe-sh on 2x2x4 and
@@ -27,7 +31,6 @@ and P = 2 (chunks of 8) arrays of 2 x 2 on Verilator.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -72,16 +75,14 @@ VARIANTS = {
 }
 
 
-#: Variants only KALEIDO_ENGINE_SET=full runs (make test's time budget).
-FULL_ONLY = ("p4-d16", "p2-w4-d16-stall", "p1-r2-stall", "p2-r2-stall")
-FULL_SET = os.environ.get("KALEIDO_ENGINE_SET", "") == "full"
+#: Variants only make regress runs (marked full_set: make test's time budget).
+FULL_ONLY = ("p4-d16", "p2-w4-d16", "p1-d16", "p2-w4-d16-stall", "p1-r2-stall", "p2-r2-stall")
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("variant", [pytest.param(v, marks=pytest.mark.full_set)
+                                     if v in FULL_ONLY else v for v in VARIANTS])
 def test_kaleido_engine_bench(variant, monkeypatch):
-    if variant in FULL_ONLY and not FULL_SET:
-        pytest.skip("P = 4 build and stall-injection sweep: KALEIDO_ENGINE_SET=full")
     config, sim, bench_set = VARIANTS[variant]
     monkeypatch.setenv("KALEIDO_ENGINE_SET", bench_set)
     run_variant("engine/kaleido", "kaleido_engine", config, variant, sim=sim)

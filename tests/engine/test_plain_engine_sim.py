@@ -17,7 +17,6 @@ hunyuanvideo head) on both simulators.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -44,14 +43,12 @@ VARIANTS = {
     "p1-r2-d16": (KaleidoConfig(engine_arrays=1, rows=2, cols=2, engine_max_head_dim=16,
                                 engine_max_tokens=64), "icarus", "full"),
 }
-FULL_SET = os.environ.get("KALEIDO_ENGINE_SET", "") == "full"
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("variant", [pytest.param(v, marks=pytest.mark.full_set)
+                                     if VARIANTS[v][2] == "full" else v for v in VARIANTS])
 def test_plain_engine_bench(variant, monkeypatch):
     config, sim, bench_set = VARIANTS[variant]
-    if bench_set == "full" and not FULL_SET:
-        pytest.skip("P = 4 and P = 1 builds with every run: KALEIDO_ENGINE_SET=full")
     monkeypatch.setenv("KALEIDO_ENGINE_SET", bench_set)
     run_variant("engine/plain", "plain_engine", config, variant, sim=sim)
