@@ -23,12 +23,15 @@ class StreamRun:
 
 
 def run_stream(dut, inputs, n_out: int, *, gap: float = 0.0, stall: float = 0.0, seed: int = 0,
-               settle: int = 16, max_cycles: int = 100_000) -> StreamRun:
-    """Feed ``inputs`` (packed ints) into ``dut.i``, collect ``n_out`` items from ``dut.o``,
-    then run ``settle`` more cycles (with ready high) to catch any extra output."""
+               settle: int = 16, max_cycles: int = 100_000, ports: tuple[str, str] = ("i", "o")
+               ) -> StreamRun:
+    """Feed ``inputs`` (packed ints) into the input stream (``dut.i``, or ``ports[0]``),
+    collect ``n_out`` items from the output stream (``dut.o``, or ``ports[1]``), then run
+    ``settle`` more cycles (with ready high) to catch any extra output."""
     rng = random.Random(seed)
     run = StreamRun()
-    i_payload, o_payload = Value.cast(dut.i.payload), Value.cast(dut.o.payload)
+    i_port, o_port = getattr(dut, ports[0]), getattr(dut, ports[1])
+    i_payload, o_payload = Value.cast(i_port.payload), Value.cast(o_port.payload)
 
     async def bench(ctx):
         cycle, k, offering, extra = 0, 0, False, 0
@@ -37,11 +40,11 @@ def run_stream(dut, inputs, n_out: int, *, gap: float = 0.0, stall: float = 0.0,
                 offering = True
                 run.offer_cycles.append(cycle)
                 ctx.set(i_payload, inputs[k])
-            ctx.set(dut.i.valid, offering)
+            ctx.set(i_port.valid, offering)
             done = len(run.out_items) >= n_out
-            ctx.set(dut.o.ready, 1 if done or not (stall and rng.random() < stall) else 0)
+            ctx.set(o_port.ready, 1 if done or not (stall and rng.random() < stall) else 0)
             _, _, iv, ir, ov, orr, pl = await ctx.tick().sample(
-                dut.i.valid, dut.i.ready, dut.o.valid, dut.o.ready, o_payload)
+                i_port.valid, i_port.ready, o_port.valid, o_port.ready, o_payload)
             if iv and ir:
                 run.in_cycles.append(cycle)
                 k += 1

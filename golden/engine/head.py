@@ -8,9 +8,9 @@ The three stages and their exact or stated models:
 * **S** on P arrays of R x C: ``golden.engine.model.engine_counters`` (cycle-exact to the
   KaleidoEngine), variant ``dense`` or a reuse variant;
 * **softmax** on the vector unit (``vector_lanes`` lanes, ``vector_row_buffers`` row
-  buffers): rows of k = ceil(N / lanes) beats leave every ``max(k, 14, (3k + 26) / NB)``
+  buffers): rows of k = ceil(N / lanes) beats leave every ``max(k, 14, (3k + 28) / NB)``
   cycles on average (the bound the vector unit's bench checks; 14 is the reciprocal's
-  cycles per row) and a row's last P beat leaves ``3k + 26`` cycles after its first score;
+  cycles per row) and a row's last P beat leaves ``3k + 30`` cycles after its first score;
 * **P @ V** on the same P arrays: ``golden.engine.pv.pv_counters`` (cycle-exact to the P @ V
   RTL on one array; the split over P arrays is modelled, not built), V reused by the window
   rule or dense.
@@ -39,20 +39,25 @@ from golden.engine.model import EngineParams, engine_counters
 from golden.engine.pv import pv_counters
 from golden.numerics import AXIS_T
 
-__all__ = ["RECIPROCAL_CYCLES", "ROW_HOLD_BASE", "row_period", "softmax_cycles",
+__all__ = ["RECIPROCAL_CYCLES", "ROW_HOLD_BASE", "ROW_LATENCY_BASE", "row_period",
+           "softmax_cycles",
            "pipeline_cycles", "HeadCycles", "head_cycles"]
 
 #: Cycles the vector unit's reciprocal spends per row (13 division steps and a register).
 RECIPROCAL_CYCLES = 14
 #: A row of k beats holds its row buffer for ``3k + ROW_HOLD_BASE`` cycles (three passes,
 #: the sum pipeline and the reciprocal).
-ROW_HOLD_BASE = 26
+ROW_HOLD_BASE = 28
+#: A lone row of k beats leaves its last P beat ``3k + ROW_LATENCY_BASE`` cycles after its
+#: first score beat was accepted (the hold and the output pipeline; measured in Amaranth's
+#: simulator, ``tests/engine/test_head.py``).
+ROW_LATENCY_BASE = 30
 
 
 def softmax_cycles(rows: int, row_len: int, lanes: int = 16, buffers: int = 5) -> int:
     """Cycles of the vector unit for ``rows`` rows of ``row_len`` scores streamed back to
-    back: ``rows`` periods of ``max(k, 14, (3k + 26) / buffers)`` plus the last row's
-    ``3k + 26`` cycles of latency (k = ceil(row_len / lanes) beats)."""
+    back: ``rows - 1`` periods of ``max(k, 14, (3k + 28) / buffers)`` plus the last row's
+    ``3k + 30`` cycles of latency (k = ceil(row_len / lanes) beats)."""
     rows = check_int("rows", rows, 0, 1 << 40)
     row_len = check_int("row_len", row_len, 1, 1 << 40)
     lanes = check_int("lanes", lanes, 1, 1 << 16)
@@ -60,12 +65,12 @@ def softmax_cycles(rows: int, row_len: int, lanes: int = 16, buffers: int = 5) -
     if rows == 0:
         return 0
     k = -(-row_len // lanes)
-    return int(np.ceil((rows - 1) * row_period(k, buffers))) + 3 * k + ROW_HOLD_BASE
+    return int(np.ceil((rows - 1) * row_period(k, buffers))) + 3 * k + ROW_LATENCY_BASE
 
 
 def row_period(beats: int, buffers: int) -> float:
     """Average cycles between rows of ``beats`` beats streamed back to back through the
-    vector unit with ``buffers`` row buffers: ``max(k, 14, (3k + 26) / buffers)`` (one beat
+    vector unit with ``buffers`` row buffers: ``max(k, 14, (3k + 28) / buffers)`` (one beat
     per cycle, the reciprocal's cycles per row, a row's hold of its buffer)."""
     return max(beats, RECIPROCAL_CYCLES, (3 * beats + ROW_HOLD_BASE) / buffers)
 

@@ -62,7 +62,8 @@ from kaleido_hw.stall_inject import STREAM_IDS, stall_gate
 
 
 __all__ = ["KaleidoEngine", "PlainEngine", "plain_config", "built_variants", "ERROR_BITS", "ENGINE_COUNTERS", "ARRAY_COUNTERS",
-           "engine_ports", "operand_writes", "check_engine_run", "VARIANTS"]
+           "engine_ports", "operand_writes", "check_engine_run", "VARIANTS", "counter_names",
+           "counters_from_model"]
 
 #: Bits of the ``error`` mask, in order (bit 0 first), and what each rejects.
 ERROR_BITS = (
@@ -769,3 +770,28 @@ def engine_ports(config: KaleidoConfig, grid, groups, full_bits: int = 5, half_b
     ports = tile_ports(config, grid, groups, full_bits, half_bits, reuse=bool(reuse))
     ports.update({"cfg__schedule": schedule, "cfg__match": match})
     return ports
+
+
+def counter_names(config: KaleidoConfig) -> list[str]:
+    """Every counter port of a build from ``config`` without the ``cnt__`` prefix:
+    :data:`ENGINE_COUNTERS`, then ``a<k>__<name>`` per array."""
+    return [*ENGINE_COUNTERS, *(f"a{a}__{name}" for a in range(config.engine_arrays)
+                                for name in ARRAY_COUNTERS)]
+
+
+def counters_from_model(model, arrays: int) -> dict:
+    """``{counter port name: value}`` of a ``golden.engine.model.EngineCounters`` of a build
+    with ``arrays`` arrays, in :func:`counter_names` order: what the RTL's ``cnt__*`` ports
+    must show (a plain build's model runs ``plain_walk(groups)``). ``stall`` is 0: the
+    cycle model has no dispatcher stalls (the SlotUnit's latencies are hidden), and the RTL
+    counts them only under stall injection."""
+    out = {"cycles": int(model.cycles), "chunks": int(model.chunks)}
+    for a in range(arrays):
+        vals = {"busy_pe_cycles": model.busy_pe_cycles[a], "merged": model.merged[a],
+                "bubbles": model.bubbles[a], "quads": model.quads[a], "idle": model.idle[a],
+                "stall": 0}
+        for p in range(4):
+            vals[f"issued{p}"] = model.issued[a, p]
+            vals[f"skipped{p}"] = model.skipped[a, p]
+        out.update({f"a{a}__{name}": int(vals[name]) for name in ARRAY_COUNTERS})
+    return out

@@ -22,7 +22,7 @@ __all__ = ["SoftmaxUnit"]
 
 # Row buffer states: written by the input, being summed, reciprocal known (read out next).
 FREE, LOADED, SUMMING, SUMMED = 0, 1, 2, 3
-#: Output beats the P FIFO holds; more than the beats in flight in the output pipeline (3),
+#: Output beats the P FIFO holds; more than the beats in flight in the output pipeline (4),
 #: so that a beat is issued every cycle while the consumer takes one every cycle.
 OUT_FIFO_DEPTH = 8
 
@@ -72,10 +72,10 @@ class SoftmaxUnit(wiring.Component):
 
     Timing
         Input and output take one beat per cycle. The reciprocal takes 14 cycles per row and
-        a row of k beats holds its buffer for about 3k + 26 cycles, so rows leave on average
-        every max(k, 14, (3k + 26) / NB) cycles: one beat per cycle for rows of at least 14
-        beats at NB = 5. A lone row's first P beat leaves 2k + 28 cycles after its first
-        score beat (``docs/vector.md``, "Timing").
+        a row of k beats holds its buffer for about 3k + 28 cycles, so rows leave on average
+        every max(k, 14, (3k + 28) / NB) cycles: one beat per cycle for rows of at least 14
+        beats at NB = 5. A lone row's first P beat leaves 2k + 31 cycles after its first
+        score beat, its last 3k + 30 (``docs/vector.md``, "Timing").
     """
 
     PORT_DOCS = {
@@ -134,7 +134,10 @@ class SoftmaxUnit(wiring.Component):
         in_ptr = Signal(range(NB))          # buffer of the row being accepted
         in_first = Signal(init=1)           # the next accepted beat starts a row
         in_count = Signal(range(W + 1))     # beats of the row accepted so far (saturating)
-        m.d.comb += self.s.ready.eq(pick(state, in_ptr) == FREE)
+        # A row's buffer turns LOADED two cycles after its last beat is accepted (beat and
+        # maximum stages); until then the rows in those stages hold their buffers.
+        pending = Signal(NB)
+        m.d.comb += self.s.ready.eq((pick(state, in_ptr) == FREE) & ~pending.bit_select(in_ptr, 1))
         accept = self.s.valid & self.s.ready
 
         # The accepted beat is registered; the next cycle writes it and folds it into the
@@ -156,32 +159,45 @@ class SoftmaxUnit(wiring.Component):
 
         lowest = Const(-(1 << (B - 1)), signed(B))
         lane_ok = [Const(1)] + [(~beat.last) | (beat.tail >= i) for i in range(1, L)]   # lane 0 always
+        # The beat's maximum over its lanes is registered before it is folded into the row's
+        # (the comparator tree and the fold would not fit one cycle of the arrays' clock).
         beat_max = Signal(signed(B))
-        m.d.comb += beat_max.eq(_tree(
+        m.d.sync += beat_max.eq(_tree(
             [Mux(lane_ok[i], beat.scores[i], lowest) for i in range(L)],
             lambda a, b: Mux(a >= b, a, b)))
+        mx_valid, mx_first, mx_keep, mx_last = Signal(), Signal(), Signal(), Signal()
+        mx_buf = Signal(range(NB))
+        mx_addr = Signal(range(W + 1))
+        mx_tail = Signal(TW)
+        mx_mult = Signal(MULT_BITS)
+        mx_shift = Signal(SHIFT_BITS)
+        m.d.sync += [mx_valid.eq(beat_valid), mx_first.eq(beat_first), mx_keep.eq(beat_keep),
+                     mx_last.eq(beat.last), mx_buf.eq(beat_buf), mx_addr.eq(beat_addr),
+                     mx_tail.eq(beat.tail), mx_mult.eq(beat.mult), mx_shift.eq(beat.shift)]
         run_max = Signal(signed(B))
         run_mult = Signal(MULT_BITS)
         run_shift = Signal(SHIFT_BITS)
         new_max = Signal(signed(B))
-        m.d.comb += new_max.eq(Mux(beat_first | (beat_keep & (beat_max > run_max)),
+        m.d.comb += new_max.eq(Mux(mx_first | (mx_keep & (beat_max > run_max)),
                                    beat_max, run_max))
-        with m.If(beat_valid):
+        with m.If(mx_valid):
             m.d.sync += run_max.eq(new_max)
-            with m.If(beat_first):
-                m.d.sync += [run_mult.eq(beat.mult), run_shift.eq(beat.shift)]
-            with m.If(~beat_keep):
+            with m.If(mx_first):
+                m.d.sync += [run_mult.eq(mx_mult), run_shift.eq(mx_shift)]
+            with m.If(~mx_keep):
                 m.d.sync += self.overflow.eq(1)
-        row_done_in = beat_valid & beat.last
+        row_done_in = mx_valid & mx_last
+        m.d.comb += pending.eq(Cat(*[(beat_valid & beat.last & (beat_buf == j)) |
+                                     (row_done_in & (mx_buf == j)) for j in range(NB)]))
         for j in range(NB):
-            with m.If(row_done_in & (beat_buf == j)):
+            with m.If(row_done_in & (mx_buf == j)):
                 m.d.sync += [
                     state[j].eq(LOADED),
-                    row_beats[j].eq(beat_addr + beat_keep),
-                    row_tail[j].eq(Mux(beat_keep, beat.tail, L - 1)),
+                    row_beats[j].eq(mx_addr + mx_keep),
+                    row_tail[j].eq(Mux(mx_keep, mx_tail, L - 1)),
                     row_max[j].eq(new_max),
-                    row_mult[j].eq(Mux(beat_first, beat.mult, run_mult)),
-                    row_shift[j].eq(Mux(beat_first, beat.shift, run_shift)),
+                    row_mult[j].eq(Mux(mx_first, mx_mult, run_mult)),
+                    row_shift[j].eq(Mux(mx_first, mx_shift, run_shift)),
                 ]
 
         # -- pass 2: exp and sum ----------------------------------------------------------
@@ -222,9 +238,10 @@ class SoftmaxUnit(wiring.Component):
                 with m.If(sum_next == j):
                     m.d.sync += state[j].eq(SUMMING)
 
-        # Pipeline: 0 issue (read) -> 1 word -> 2 d -> ExpLane (3) -> 5 E, written back and
-        # summed over the lanes -> 6 row total.
-        depth = 2 + ExpLane.LATENCY
+        # Pipeline: 0 issue (read) -> 1 word arrives -> 2 word registered -> 3 d -> ExpLane
+        # (3) -> 6 E, written back and summed over the lanes -> 7 row total. The register
+        # after the buffers' AND-OR keeps a macro's clock-to-output out of the subtraction.
+        depth = 3 + ExpLane.LATENCY
         sv = [Signal(name=f"sum_v{k}") for k in range(depth + 1)]
         sfirst = [Signal(name=f"sum_first{k}") for k in range(depth + 1)]
         slast = [Signal(name=f"sum_last{k}") for k in range(depth + 1)]
@@ -237,26 +254,29 @@ class SoftmaxUnit(wiring.Component):
             m.d.sync += [sv[k + 1].eq(sv[k]), sfirst[k + 1].eq(sfirst[k]),
                          slast[k + 1].eq(slast[k]), saddr[k + 1].eq(saddr[k]),
                          sbuf[k + 1].eq(sbuf[k]), stail[k + 1].eq(stail[k])]
-        max1 = Signal(signed(B))
-        mult1, mult2 = Signal(MULT_BITS), Signal(MULT_BITS)
-        shift1, shift2 = Signal(SHIFT_BITS), Signal(SHIFT_BITS)
-        m.d.sync += [max1.eq(sum_max), mult1.eq(sum_mult), mult2.eq(mult1),
-                     shift1.eq(sum_shift), shift2.eq(shift1)]
+        max1, max2 = Signal(signed(B)), Signal(signed(B))
+        mult1, mult2, mult3 = Signal(MULT_BITS), Signal(MULT_BITS), Signal(MULT_BITS)
+        shift1, shift2, shift3 = Signal(SHIFT_BITS), Signal(SHIFT_BITS), Signal(SHIFT_BITS)
+        m.d.sync += [max1.eq(sum_max), max2.eq(max1),
+                     mult1.eq(sum_mult), mult2.eq(mult1), mult3.eq(mult2),
+                     shift1.eq(sum_shift), shift2.eq(shift1), shift3.eq(shift2)]
         sum_word = Signal(L * B)
+        sum_word2 = Signal(L * B)
         # One-hot selects straight from registers: each fans out to L * B gates, and only a
         # register output gets a buffer tree in the standard-cell flow.
         sum_sel = Signal(NB)
         m.d.sync += sum_sel.eq(Cat(*[sbuf[0] == j for j in range(NB)]))
         m.d.comb += sum_word.eq(_tree([Mux(sum_sel[j], rports[j].data, 0) for j in range(NB)],
                                       lambda a, b: a | b))
+        m.d.sync += sum_word2.eq(sum_word)                              # stage 1 -> 2
         lanes_e = []
         for i in range(L):
             lane = ExpLane(B)
             m.submodules[f"exp{i}"] = lane
             d = Signal(B, name=f"d{i}")
-            score = sum_word[i * B:(i + 1) * B].as_signed()
-            m.d.sync += d.eq((max1 - score)[:B])                # stage 1 -> 2
-            m.d.comb += [lane.d.eq(d), lane.mult.eq(mult2), lane.shift.eq(shift2)]
+            score = sum_word2[i * B:(i + 1) * B].as_signed()
+            m.d.sync += d.eq((max2 - score)[:B])                # stage 2 -> 3
+            m.d.comb += [lane.d.eq(d), lane.mult.eq(mult3), lane.shift.eq(shift3)]
             keep = ~slast[depth] | (stail[depth] >= i) if i else Const(1)  # past the row: 0
             e = Signal(EXP_WIDTH, name=f"e{i}")
             m.d.comb += e.eq(Mux(keep, lane.e, 0))
@@ -321,7 +341,9 @@ class SoftmaxUnit(wiring.Component):
                          out_tail.eq(pick(row_tail, out_next)),
                          out_recip.eq(pick(row_recip, out_next))]
 
-        # Stage 1: the read word arrives; E * R per lane. Stage 2: rounded P into the FIFO.
+        # Stage 1: the read word arrives and is registered (no macro clock-to-output in
+        # front of the multipliers). Stage 2: E * R per lane. Stage 3: rounded P into the
+        # FIFO.
         o1_valid, o1_last = Signal(), Signal()
         o1_tail, o1_recip = Signal(TW), Signal(RECIP_WIDTH)
         m.d.sync += [o1_valid.eq(issue), o1_last.eq(out_last),
@@ -332,16 +354,22 @@ class SoftmaxUnit(wiring.Component):
         m.d.comb += out_word.eq(_tree([Mux(out_sel[j], rports[j].data, 0) for j in range(NB)],
                                       lambda a, b: a | b))
         o2_valid, o2_last, o2_tail = Signal(), Signal(), Signal(TW)
+        o2_recip = Signal(RECIP_WIDTH)
+        out_e = Signal(L * EXP_WIDTH)
+        m.d.sync += [o2_valid.eq(o1_valid), o2_last.eq(o1_last), o2_tail.eq(o1_tail),
+                     o2_recip.eq(o1_recip),
+                     out_e.eq(Cat(*[out_word[i * B:i * B + EXP_WIDTH] for i in range(L)]))]
+        o3_valid, o3_last, o3_tail = Signal(), Signal(), Signal(TW)
         prods = [Signal(EXP_WIDTH + RECIP_WIDTH, name=f"er{i}") for i in range(L)]
-        m.d.sync += [o2_valid.eq(o1_valid), o2_last.eq(o1_last), o2_tail.eq(o1_tail)]
+        m.d.sync += [o3_valid.eq(o2_valid), o3_last.eq(o2_last), o3_tail.eq(o2_tail)]
         for i in range(L):
-            m.d.sync += prods[i].eq(out_word[i * B:i * B + EXP_WIDTH] * o1_recip)
+            m.d.sync += prods[i].eq(out_e[i * EXP_WIDTH:(i + 1) * EXP_WIDTH] * o2_recip)
         p_beat = Signal(p_layout)
         for i in range(L):
             m.d.comb += p_beat.p[i].eq((prods[i] + (1 << (RECIP_BITS - 1))) >> RECIP_BITS)
-        m.d.comb += [p_beat.tail.eq(o2_tail), p_beat.last.eq(o2_last),
-                     p_fifo.w_data.eq(p_beat.as_value()), p_fifo.w_en.eq(o2_valid)]
-        m.d.sync += in_flight.eq(in_flight + issue - o2_valid)
+        m.d.comb += [p_beat.tail.eq(o3_tail), p_beat.last.eq(o3_last),
+                     p_fifo.w_data.eq(p_beat.as_value()), p_fifo.w_en.eq(o3_valid)]
+        m.d.sync += in_flight.eq(in_flight + issue - o3_valid)
         m.d.comb += [self.p.payload.eq(p_fifo.r_data), self.p.valid.eq(p_fifo.r_rdy),
                      p_fifo.r_en.eq(self.p.ready)]
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from golden import ChannelGroups, attention_scores
-from golden.engine.head import (RECIPROCAL_CYCLES, ROW_HOLD_BASE, head_cycles, pipeline_cycles,
-                                softmax_cycles)
+from golden.engine.head import (RECIPROCAL_CYCLES, ROW_HOLD_BASE, ROW_LATENCY_BASE, head_cycles,
+                                pipeline_cycles, softmax_cycles)
 from golden.engine.model import EngineParams, engine_counters
 from golden.engine.pv import pv_counters
 from golden.vector import softmax_int, softmax_scale
@@ -17,12 +17,12 @@ from golden.workloads import make_qkv
 
 
 def test_softmax_cycles_follow_the_row_bound():
-    # 256 scores on 16 lanes: 16 beats, one beat per cycle at 5 buffers (3*16+26 = 74 < 80)
-    assert softmax_cycles(10, 256, 16, 5) == 9 * 16 + 3 * 16 + ROW_HOLD_BASE
+    # 256 scores on 16 lanes: 16 beats, one beat per cycle at 5 buffers (3*16+28 = 76 < 80)
+    assert softmax_cycles(10, 256, 16, 5) == 9 * 16 + 3 * 16 + ROW_LATENCY_BASE
     # short rows: the reciprocal's 14 cycles per row
-    assert softmax_cycles(4, 16, 16, 5) == 3 * RECIPROCAL_CYCLES + 3 + ROW_HOLD_BASE
-    # few buffers: (3k + 26) / NB per row
-    assert softmax_cycles(3, 64, 16, 2) == 2 * (3 * 4 + 26) // 2 + 3 * 4 + ROW_HOLD_BASE
+    assert softmax_cycles(4, 16, 16, 5) == 3 * RECIPROCAL_CYCLES + 3 + ROW_LATENCY_BASE
+    # few buffers: (3k + 28) / NB per row
+    assert softmax_cycles(3, 64, 16, 2) == 2 * (3 * 4 + ROW_HOLD_BASE) // 2 + 3 * 4 + ROW_LATENCY_BASE
     assert softmax_cycles(0, 64) == 0
     with pytest.raises(ValueError, match="lanes must be an integer"):
         softmax_cycles(1, 16, 0)

@@ -30,7 +30,8 @@ from kaleido_hw.engine.host_port import s_beat_count, unpack_s_beats
 from kaleido_hw.engine.unit_walk import (const_coords, const_position, unit_tokens, walk_add,
                                          walk_constants, walk_has_follower, walk_inc)
 from kaleido_hw.engine.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
-                                              KaleidoEngine, check_engine_run, engine_ports)
+                                              KaleidoEngine, check_engine_run,
+                                              counters_from_model, engine_ports)
 
 
 def simulate(dut, bench, monitor=None):
@@ -93,17 +94,7 @@ def model_counters(cfg, q, k, grid, groups, variant):
     if cfg.engine_pe == "plain":
         groups = plain_walk(groups)
     c = engine_counters(q, k, grid, groups, EngineParams.from_config(cfg), variant)
-    out = {"cycles": int(c.cycles), "chunks": int(c.chunks)}
-    for a in range(cfg.engine_arrays):
-        vals = {"busy_pe_cycles": c.busy_pe_cycles[a], "merged": c.merged[a],
-                "bubbles": c.bubbles[a], "quads": c.quads[a], "idle": c.idle[a],
-                # The cycle model has no dispatcher stalls: the SlotUnit's latencies are hidden.
-                "stall": 0}
-        for p in range(4):
-            vals[f"issued{p}"] = c.issued[a, p]
-            vals[f"skipped{p}"] = c.skipped[a, p]
-        out.update({f"a{a}__{name}": int(vals[name]) for name in ARRAY_COUNTERS})
-    return out
+    return counters_from_model(c, cfg.engine_arrays)
 
 
 def run_engine(cfg, q, k, grid, groups, variant="pe", stall_every=0, ports=None, trace=False,

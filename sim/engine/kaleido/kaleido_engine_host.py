@@ -16,7 +16,7 @@ from run_host import PERIOD_NS, RunHost, load_config, mask_names
 from golden.engine.model import EngineParams, engine_counters
 from golden.engine.trace import OrderTrace, SlotTrace, decode_block, decode_sel
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.engine.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
+from kaleido_hw.engine.kaleido_engine import (ERROR_BITS, counter_names, counters_from_model,
                                               engine_ports)
 
 
@@ -24,28 +24,12 @@ __all__ = ["KaleidoEngineHost", "DispatchMonitor", "counter_names", "model_count
            "error_names", "load_config", "PERIOD_NS"]
 
 
-def counter_names(config: KaleidoConfig) -> list[str]:
-    """Every counter port without the ``cnt__`` prefix, engine counters first."""
-    return [*ENGINE_COUNTERS, *(f"a{a}__{name}" for a in range(config.engine_arrays)
-                                for name in ARRAY_COUNTERS)]
-
-
 def model_counters(config: KaleidoConfig, q, k, grid, groups, variant: str,
                    full_bits: int = 5, half_bits: int = 3) -> dict:
     """``golden.engine.model.engine_counters`` under the RTL's counter names."""
     c = engine_counters(q, k, grid, groups, EngineParams.from_config(config), variant,
                         full_bits, half_bits)
-    out = {"cycles": int(c.cycles), "chunks": int(c.chunks)}
-    for a in range(config.engine_arrays):
-        vals = {"busy_pe_cycles": c.busy_pe_cycles[a], "merged": c.merged[a],
-                "bubbles": c.bubbles[a], "quads": c.quads[a], "idle": c.idle[a],
-                # The cycle model has no dispatcher stalls: the SlotUnit's latencies are hidden.
-                "stall": 0}
-        for p in range(4):
-            vals[f"issued{p}"] = c.issued[a, p]
-            vals[f"skipped{p}"] = c.skipped[a, p]
-        out.update({f"a{a}__{name}": int(vals[name]) for name in ARRAY_COUNTERS})
-    return out
+    return counters_from_model(c, config.engine_arrays)
 
 
 class KaleidoEngineHost(RunHost):

@@ -13,7 +13,7 @@ from run_host import RunHost, load_config, mask_names
 
 from golden.engine.model import EngineParams, engine_counters, plain_walk
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.engine.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
+from kaleido_hw.engine.kaleido_engine import (ERROR_BITS, counter_names, counters_from_model,
                                               engine_ports, plain_config)
 
 
@@ -27,27 +27,13 @@ def load_plain_config() -> KaleidoConfig:
     return plain_config(load_config())
 
 
-def counter_names(config: KaleidoConfig) -> list[str]:
-    """Every counter port without the ``cnt__`` prefix, engine counters first."""
-    return [*ENGINE_COUNTERS, *(f"a{a}__{name}" for a in range(config.engine_arrays)
-                                for name in ARRAY_COUNTERS)]
-
-
 def model_counters(config: KaleidoConfig, q, k, grid, groups) -> dict:
     """``golden.engine.model.engine_counters``, variant dense, of the plain walk (every group
     along x, ``plain_walk``) under the RTL's counter names (``merged`` and ``stall`` are 0: a
     plain engine has no dispatcher)."""
     c = engine_counters(q, k, grid, plain_walk(groups), EngineParams.from_config(config),
                         "dense")
-    out = {"cycles": int(c.cycles), "chunks": int(c.chunks)}
-    for a in range(config.engine_arrays):
-        vals = {"busy_pe_cycles": c.busy_pe_cycles[a], "merged": c.merged[a],
-                "bubbles": c.bubbles[a], "quads": c.quads[a], "idle": c.idle[a], "stall": 0}
-        for p in range(4):
-            vals[f"issued{p}"] = c.issued[a, p]
-            vals[f"skipped{p}"] = c.skipped[a, p]
-        out.update({f"a{a}__{name}": int(vals[name]) for name in ARRAY_COUNTERS})
-    return out
+    return counters_from_model(c, config.engine_arrays)
 
 
 def error_names(mask: int) -> list[str]:

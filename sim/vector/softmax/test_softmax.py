@@ -171,9 +171,10 @@ async def test_edge_rows(dut):
 @cocotb.test(timeout_time=2, timeout_unit="ms")
 async def test_full_rows_throughput(dut):
     """A stream of longest rows without back-pressure: bit-exact, and once the pipeline is
-    full rows of k beats leave on average every max(k, 14, (3k + 26) / NB) cycles: the
-    reciprocal takes 14 cycles per row, and a row holds one of the NB buffers for about
-    3k + 26 cycles (three passes, the sum pipeline, the reciprocal)."""
+    full rows of k beats leave on average every max(k, 14, (3k + 28) / NB) cycles
+    (``golden.engine.head.row_period``): the reciprocal takes 14 cycles per row, and a row
+    holds one of the NB buffers for about 3k + 28 cycles (three passes, the sum pipeline,
+    the reciprocal)."""
     rng = random.Random(7)
     beats = MAX_ROW // L
     rows = [random_row(rng, MAX_ROW) for _ in range(3 * NB + 4)]
