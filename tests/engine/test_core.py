@@ -119,12 +119,15 @@ def test_core_cycles_are_exact_for_the_bench_memory(cfg, grid, box, variant, lat
     assert out.cycles == want["cycles"] + 1       # the bench also counts the last, idle cycle
 
 
-@pytest.mark.parametrize("most", [2, pytest.param(4, marks=pytest.mark.full_set)])
+@pytest.mark.parametrize("most", [pytest.param(2, marks=pytest.mark.full_set),
+                                  pytest.param(4, marks=pytest.mark.full_set)])
 def test_banks_same_memory(most):
     """One bank per side (no prefetch: loads, computes and stores one after another), two
     (each LOAD walks while the COMPUTE before it runs) and, in make regress, four (round
     robin over banks 0..3) leave the same memory, the interpreter's, and the same exact
-    counters; more banks take fewer cycles, all of them saved on waiting for memory."""
+    counters; more banks take fewer cycles, all of them saved on waiting for memory. Both
+    cases run in make regress (make test has each bank count in
+    test_core_cycles_are_exact_for_the_bench_memory and test_core_head)."""
     runs = {}
     for cfg in (TINY1, TINY, dataclasses.replace(TINY, core_banks=4))[:most // 2 + 1]:
         q, k, plan, mem = _setup(cfg, (2, 3, 5), "pe", seed=4)

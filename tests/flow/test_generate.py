@@ -61,13 +61,15 @@ def test_rtl_out_is_within_its_size_budget():
     assert total <= RTL_OUT_BUDGET_BYTES, f"rtl_out/ is {total / 1e6:.2f} MB: {sizes}"
 
 
+@pytest.mark.full_set
 def test_two_generations_are_identical(fresh, tmp_path):
     """A second generation, in another process with another hash seed, another output
     folder and one top at a time (``--jobs 1``; the fixture converts them in parallel), is
     byte-identical (no dict-order, path, date or scheduling dependence). The engine core is
     left out here to keep the suite fast: it is built from the same blocks, and
     test_rtl_out_equals_fresh_generation compares it with the committed file, which came
-    from another process."""
+    from another process (so make test checks reproducibility across processes there; this
+    stricter case runs in make regress)."""
     out, manifest = fresh
     small = [t["module"] for t in manifest["tops"] if t["module"] not in BIG_TOPS]
     again = tmp_path / "some" / "other" / "place"
@@ -195,10 +197,12 @@ def test_dispatcher_with_odd_cluster_shapes_is_lint_clean(tmp_path, toml_text):
 
 
 @pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH: make install")
+@pytest.mark.full_set
 def test_on_demand_tops_are_lint_clean(tmp_path):
     """The tops not committed to rtl_out (the core's compute unit, the earlier engines) are
     generated with ``--all`` and lint clean too (a small build: 2 arrays, 16 channels,
-    32 tokens)."""
+    32 tokens). In make regress only (two minutes): the committed tops, the core among
+    them, are linted in make test."""
     r, out = _generate_cli(tmp_path, "engine_arrays = 2\nengine_max_head_dim = 16\n"
                            "engine_max_tokens = 32\n", "--all")
     assert r.returncode == 0, r.stderr
