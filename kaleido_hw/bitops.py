@@ -102,7 +102,8 @@ def rank_select(m, value, count: int, name: str = "rank", block: int = 8,
         incl, d = nxt, 2 * d
     offsets = [Const(0, rw)] + incl[:-1]
     taken = Signal(bits_for(count), name=f"{name}_taken")
-    m.d.comb += taken.eq(Mux(incl[-1] > count, count, incl[-1]))
+    # With overflow the block sums reach count + 1 (that is ``more``); taken stops at count.
+    m.d.comb += taken.eq(Mux(incl[-1] > count, count, incl[-1]) if overflow else incl[-1])
 
     # Offsets saturate at count (or count + 1) and a block adds fewer than block, so a rank of
     # count or more (not taken) needs no second saturation: the one-hot below simply has no

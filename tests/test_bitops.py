@@ -49,12 +49,14 @@ def _lowest_bits(x: int, count: int) -> tuple[list[int], int]:
     return idx, x
 
 
+@pytest.mark.parametrize("overflow", [False, True])
 @pytest.mark.parametrize("width,count,block", [(1, 1, 8), (5, 3, 8), (16, 16, 4), (37, 5, 8),
                                                (128, 16, 8), (128, 3, 16)])
-def test_rank_select(width, count, block):
+def test_rank_select(width, count, block, overflow):
     m = Module()
     value = Signal(width)
-    indices, rest, taken = rank_select(m, value, count, "x", block=block)
+    out = rank_select(m, value, count, "x", block=block, overflow=overflow)
+    indices, rest, taken = out[:3]
     rng = random.Random(width * 100 + count)
     words = _words(width, rng)
     for k in (count - 1, count, count + 1):           # the edge of the taken bits
@@ -68,6 +70,8 @@ def test_rank_select(width, count, block):
             assert [ctx.get(i) for i in indices] == idx, hex(x)
             assert ctx.get(rest) == left, hex(x)
             assert ctx.get(taken) == min(bin(x).count("1"), count), hex(x)
+            if overflow:
+                assert ctx.get(out[3]) == (bin(x).count("1") > count), hex(x)
 
     sim = Simulator(m)
     sim.add_testbench(bench)

@@ -40,8 +40,7 @@ from golden.engine.pv import pv_counters
 from golden.numerics import AXIS_T
 
 __all__ = ["RECIPROCAL_CYCLES", "ROW_HOLD_BASE", "ROW_LATENCY_BASE", "row_period",
-           "softmax_cycles",
-           "pipeline_cycles", "HeadCycles", "head_cycles"]
+           "softmax_cycles", "pipeline_cycles", "HeadCycles", "head_cycles"]
 
 #: Cycles the vector unit's reciprocal spends per row (13 division steps and a register).
 RECIPROCAL_CYCLES = 14
@@ -49,8 +48,8 @@ RECIPROCAL_CYCLES = 14
 #: the sum pipeline and the reciprocal).
 ROW_HOLD_BASE = 28
 #: A lone row of k beats leaves its last P beat ``3k + ROW_LATENCY_BASE`` cycles after its
-#: first score beat was accepted (the hold and the output pipeline; measured in Amaranth's
-#: simulator, ``tests/engine/test_head.py``).
+#: first score beat was accepted (the hold and the output pipeline; held to the RTL in
+#: Amaranth's simulator by ``tests/vector/test_softmax_timing.py``).
 ROW_LATENCY_BASE = 30
 
 
