@@ -77,6 +77,11 @@ class _ArrayBase(wiring.Component):
             "busy_count": Out(bits_for(R * C)),
         })
 
+    def shared_module_key(self):
+        """Equal for arrays that are the same hardware (``kaleido_hw.flow.shared_modules``):
+        the configuration, the cell and the step layouts and tag width (the signature)."""
+        return self.config, self.cell, repr(self.signature)
+
     def elaborate(self, platform):
         m = Module()
         R, C = self.rows, self.cols

@@ -207,6 +207,11 @@ class ArraySequencer(wiring.Component):
             **orders,
         })
 
+    def shared_module_key(self):
+        """Equal for sequencers that are the same hardware (``kaleido_hw.flow.shared_modules``):
+        the index only reaches the netlist through the stall-injection gates."""
+        return (self.config, self.index if self.config.engine_stall_seed else None)
+
     def elaborate(self, platform):
         m = Module()
         geo, cfg, chunk = self.geo, self.cfg, self.chunk

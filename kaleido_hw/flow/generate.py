@@ -30,6 +30,7 @@ from amaranth.lib import wiring
 from kaleido_hw import __version__
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.flow.dedup import share_identical_modules
+from kaleido_hw.flow.shared_modules import convert_shared
 
 
 __all__ = ["Top", "TOPS", "RTL_OUT_TOPS", "build_top", "emit_verilog", "port_table", "generate"]
@@ -136,12 +137,16 @@ def emit_verilog(component: wiring.Component, name: str, *, share: bool = False)
     """Verilog of ``component`` as module ``name``: no source locations, memories without
     zero initialisers (:func:`drop_zero_memory_init`).
 
-    ``share``: one module per distinct block instead of one per instance
-    (:func:`~kaleido_hw.flow.dedup.share_identical_modules`), as written to ``rtl_out`` and
+    ``share``: one module per distinct block instead of one per instance: blocks that declare
+    themselves identical are built once (:func:`~kaleido_hw.flow.shared_modules.convert_shared`,
+    the engines' sequencers and arrays), the rest are merged after conversion
+    (:func:`~kaleido_hw.flow.dedup.share_identical_modules`); as written to ``rtl_out`` and
     mapped by the engine's area flow (:mod:`kaleido_hw.flow.engine_area`, which counts a
     shared module once per instance). ``make synth`` keeps one module per instance.
     """
-    il_text = drop_zero_memory_init(rtlil.convert(component, name=name, emit_src=False))
+    il_text = (convert_shared(component, name) if share
+               else rtlil.convert(component, name=name, emit_src=False))
+    il_text = drop_zero_memory_init(il_text)
     # The RTLIL -> Verilog step of amaranth.back.verilog.convert (same yosys script).
     text = verilog._convert_rtlil_text(il_text, strip_internal_attrs=True)
     text = text if text.endswith("\n") else text + "\n"

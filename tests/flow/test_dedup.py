@@ -7,9 +7,9 @@ Verilog run side by side in Icarus on random inputs and must print the same outp
 """
 
 import shutil
-import subprocess
 
 import pytest
+from icarus_harness import run_icarus
 from amaranth import Module, Signal
 from amaranth.back import rtlil
 from amaranth.lib import memory, wiring
@@ -94,13 +94,7 @@ endmodule
 
 
 def _run(tmp_path, name, verilog):
-    src = tmp_path / f"{name}.v"
-    src.write_text(verilog + _BENCH % 200)
-    exe = tmp_path / name
-    subprocess.run(["iverilog", "-o", str(exe), "-s", "bench", str(src)], check=True,
-                   capture_output=True, text=True)
-    return subprocess.run(["vvp", "-n", str(exe)], check=True, capture_output=True,
-                          text=True).stdout
+    return run_icarus(tmp_path, name, verilog + _BENCH % 200)
 
 
 @pytest.mark.skipif(shutil.which("iverilog") is None, reason="needs Icarus Verilog")
