@@ -653,19 +653,21 @@ def _chunk_run(qc, kc, params: EngineParams, matched: bool, timing: EngineTiming
     return out, T
 
 
-#: The axis a plain build walks every group along (x).
+#: The axis a plain build walks its channels along (x).
 PLAIN_AXIS = 2
 
 
 def plain_walk(groups) -> ChannelGroups:
-    """``groups`` as a plain build (``engine_pe = "plain"``) walks them: the same channels and
-    chunks, every group along x (``docs/engine.md``, "Plain build"). Without reuse pairs the
-    walk axis is free, and one axis for all groups puts a K token at the same bank and word in
-    every chunk, so a single accumulation plane serves the run. S and the work do not depend
-    on the walk; the cycles do only where a group's own axis has an odd extent (its padding
-    units)."""
+    """``groups`` as a plain build (``engine_pe = "plain"``) walks them: all channels in one
+    group (group 0), walked along x (``docs/engine.md``, "Plain build"). Without reuse pairs
+    neither the channel groups nor the walk axis matter to S: one group makes every chunk W
+    consecutive channels, which a sequencer slices out of a token word instead of gathering
+    them, and one axis puts a K token at the same bank and word in every chunk, so a single
+    accumulation plane serves the run. The work does not depend on it; the cycles do a
+    little (fewer, fuller chunks; no padding units where a group's own axis has an odd
+    extent)."""
     g = _as_groups(groups)
-    return ChannelGroups(g.group_of, (PLAIN_AXIS,) * 3, g.name)
+    return ChannelGroups(np.zeros_like(g.group_of), (PLAIN_AXIS,) * 3, g.name)
 
 
 def engine_counters(q, k, grid, groups, params: EngineParams = EngineParams(),

@@ -112,8 +112,9 @@ class CoreLimits:
     variants : tuple       variants the core was built for (``built_variants``)
     params : EngineParams  the engine behind the core (arrays, dispatcher sizes)
     min_half_bits : int    smallest HALF threshold (3: the PEs' 4 x 8 half multipliers)
-    plain : bool           a plain build (BaselinePEs): its engine walks every group along x
-                           (``golden.engine.model.plain_walk``), which its counters follow
+    plain : bool           a plain build (BaselinePEs): its engine walks all channels as one
+                           group along x (``golden.engine.model.plain_walk``), which its
+                           counters follow
     """
     max_box_tokens: int = 64
     max_head_dim: int = 128
@@ -385,7 +386,7 @@ class _Core:
             box = VideoGrid(*cfg.box)
             rest = (self.limits.params, self.variant, cfg.full_bits, cfg.half_bits)
             s = kaleido_engine(qb.x, kb.x, box, self.groups, *rest)
-            # A plain core's engine walks every group along x; S does not depend on the walk.
+            # A plain core's engine walks all channels as one group along x; S does not depend on it.
             walk = plain_walk(self.groups) if self.limits.plain else self.groups
             counters = engine_counters(qb.x, kb.x, box, walk, *rest)
             self.c["cycles"] += int(counters.cycles)

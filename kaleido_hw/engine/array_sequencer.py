@@ -27,7 +27,9 @@ work" and section "RTL").
   chunk's channels; bytes past ``chunk.size`` are never issued); the compaction is a shift
   network of ``log2 D`` byte stages (:func:`compact_words`) whose selects, found once from
   the channel list, serve the Q and the K word, rather than a D-to-1 multiplexer per byte;
-* in a plain build (``engine_pe = "plain"``) there are no CodeUnits: every follower is NONE
+* in a plain build (``engine_pe = "plain"``) a chunk is W consecutive channels (all
+  channels are one group), sliced out of the token word rather than compacted; and there
+  are no CodeUnits: every follower is NONE
   (ABSENT for a unit without one), so a unit's codes are its ``has follower`` bit, the
   follower word is stored as read, and a quad's code sets are two bits per side (some real
   unit with / without a follower) instead of four channel bitmaps.
@@ -244,8 +246,16 @@ class ArraySequencer(wiring.Component):
         chan_sel = Signal.like(chunk.chan, name="chan_sel")
         chan_ok = Signal(W, name="chan_ok")          # byte j is a chunk channel (j < size)
         m.d.sync += [chan_sel.eq(chunk.chan), chan_ok.eq(in_chunk)]
-        compact_words(m, [(self.q_data, self._q_word), (self.k_data, self._k_word)],
-                      [chan_sel[j] for j in range(W)], chan_ok, D)
+        if self.plain and D % W == 0 and W & (W - 1) == 0:
+            # A plain chunk is W consecutive channels from a multiple of W (one group,
+            # golden.engine.model.plain_walk): a slice of the word, no gathering network
+            # (bytes past the chunk's size are never issued).
+            lane = chan_sel[0][bits_for(W - 1):]
+            m.d.comb += [self._q_word.eq(self.q_data.word_select(lane, 8 * W)),
+                         self._k_word.eq(self.k_data.word_select(lane, 8 * W))]
+        else:
+            compact_words(m, [(self.q_data, self._q_word), (self.k_data, self._k_word)],
+                          [chan_sel[j] for j in range(W)], chan_ok, D)
 
         # -- loader: quads (cb, rb) of this array, by unit index -------------------------------
         r0 = Signal(uw)                       # first row unit of the row block being loaded

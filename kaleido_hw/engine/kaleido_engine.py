@@ -30,8 +30,9 @@ Plain build (``engine_pe = "plain"``, with ``engine_dispatcher = "none"``; the g
 paper starts from. Its sequencers have no CodeUnits (every code is NONE, or ABSENT for a unit
 without follower, as the dense schedule needs) and the top latches no thresholds; it runs
 the dense variant only, and a ``start`` with reuse is rejected (error bit ``reuse``). With no
-reuse pairs to respect it walks every group along x, so all chunks accumulate into a single
-plane (a third of a reuse build's accumulation SRAM).
+reuse pairs to respect it walks all channels as one group along x, so its chunks are
+consecutive channels and all of them accumulate into a single plane (a third of a reuse
+build's accumulation SRAM).
 """
 
 from __future__ import annotations
@@ -279,6 +280,15 @@ class KaleidoEngine(wiring.Component):
                      for g in range(3)]
         gsize = [Signal(t.dim_width, name=f"gsize{g}") for g in range(3)]
         m.d.comb += [gsize[g].eq(popcount(gmask[g])) for g in range(3)]
+        # The groups the chunks are cut from. A plain build has no reuse pairs to keep inside
+        # a group: it cuts all channels, in order, into chunks of one group (group 0), so a
+        # chunk is W consecutive channels and a sequencer slices it out of a token word
+        # (docs/engine.md, "Plain build"); the checks above still see the command's groups.
+        if plain:
+            wmask = [in_head, Const(0, D), Const(0, D)]
+            wsize = [cfg.head_dim, Const(0, t.dim_width), Const(0, t.dim_width)]
+        else:
+            wmask, wsize = gmask, gsize
         dirs = [cfg.directions[2 * g:2 * g + 2] for g in range(3)]
         err = Signal(len(ERROR_BITS))
         big = t.max_group_channels
@@ -298,8 +308,8 @@ class KaleidoEngine(wiring.Component):
         def halve(v):
             return (v + 1) >> 1
 
-        # A plain build has no reuse pairs to respect: it walks every group along x, so one
-        # accumulation plane serves all chunks (docs/engine.md, "Plain build").
+        # A plain build has no reuse pairs to respect: it walks along x, so one accumulation
+        # plane serves all chunks (docs/engine.md, "Plain build").
         walk = [Const(AXIS_X, 2)] * 3 if plain else dirs
         run = Signal(engine_run_layout(geo))
         ext = []
@@ -366,8 +376,8 @@ class KaleidoEngine(wiring.Component):
                 ]
                 for g in range(3):
                     w2, h2, units = ext[g]
-                    m.d.sync += [run.dirs[g].eq(walk[g]), run.gmask[g].eq(gmask[g]),
-                                 run.gsize[g].eq(gsize[g]), run.units[g].eq(units),
+                    m.d.sync += [run.dirs[g].eq(walk[g]), run.gmask[g].eq(wmask[g]),
+                                 run.gsize[g].eq(wsize[g]), run.units[g].eq(units),
                                  *walk_constants(geo, run.walk[g], walk[g], cfg.w, hw, w2, h2)]
                     # The positions of the constant unit counts the loaders start at (a*C)
                     # and jump by (P*C): coordinates now, anchors in the next cycle.
@@ -402,9 +412,9 @@ class KaleidoEngine(wiring.Component):
                                  Mux(src_g == 1, nonempty[2], 0))),
                      next_g.eq(Mux((src_g == 0) & nonempty[1], 1, 2))]
         # At a run's accept the source is the first group with channels, from the command.
-        cfg_any = [gmask[g].any() for g in range(3)]
+        cfg_any = [wmask[g].any() for g in range(3)]
         first_g = Mux(cfg_any[0], 0, Mux(cfg_any[1], 1, 2))
-        first_bits = Mux(cfg_any[0], gmask[0], Mux(cfg_any[1], gmask[1], gmask[2]))
+        first_bits = Mux(cfg_any[0], wmask[0], Mux(cfg_any[1], wmask[1], wmask[2]))
 
         all_done = Signal()
         issue_chunk = Signal()
@@ -706,7 +716,7 @@ def _plain_port_docs() -> dict:
         "cfg__match": "no matcher in a plain engine: 0 (ignored with cfg__reuse = 0)",
         "cfg__directions": ("pairing axis per group, 2 bits each (group g at [2g, 2g+2)): "
                             "checked only (3 is rejected), as cfg__full_bits; the plain engine "
-                            "walks every group along x, into one accumulation plane"),
+                            "walks all channels as one group along x, into one accumulation plane"),
         "cfg__full_bits": ("FULL threshold of a reuse run (4..7): checked only, so that one host "
                            "contract serves both builds"),
         "cfg__half_bits": ("HALF threshold (3..6, < full_bits): checked only, as cfg__full_bits"),

@@ -136,35 +136,30 @@ def _signals(item) -> SignalSet:
 
 def _driven(frag) -> SignalSet:
     """Signals driven anywhere in ``frag``'s tree."""
-    out = SignalSet()
-    for stmts in frag.statements.values():
-        for stmt in stmts:
-            out |= stmt._lhs_signals()
-    if isinstance(frag, Instance):
-        for value, kind in frag.ports.values():
-            if kind == "o":
-                out |= _signals(value)
-    if isinstance(frag, MemoryInstance):
-        for port in frag._read_ports:
-            out |= _signals(port._data)
-    for sub, _, _ in frag.subfragments:
-        out |= _driven(sub)
-    return out
+    return _collect(frag, driven=True)
 
 
 def _used(frag) -> SignalSet:
-    """Signals read or written anywhere in ``frag``'s tree (instances: their connections)."""
+    """Signals read or written anywhere in ``frag``'s tree (instances: their inputs)."""
+    return _collect(frag, driven=False)
+
+
+def _collect(frag, driven: bool) -> SignalSet:
     out = SignalSet()
     for stmts in frag.statements.values():
         for stmt in stmts:
-            out |= _signals(stmt)
+            out |= stmt._lhs_signals() if driven else _signals(stmt)
     if isinstance(frag, Instance):
         for value, kind in frag.ports.values():
-            if kind == "i":
+            if kind == ("o" if driven else "i"):
                 out |= _signals(value)
     if isinstance(frag, MemoryInstance):
-        for port in (*frag._read_ports, *frag._write_ports):
-            out |= _signals(port._addr) | _signals(port._data) | _signals(port._en)
+        if driven:
+            for port in frag._read_ports:
+                out |= _signals(port._data)
+        else:
+            for port in (*frag._read_ports, *frag._write_ports):
+                out |= _signals(port._addr) | _signals(port._data) | _signals(port._en)
     for sub, _, _ in frag.subfragments:
-        out |= _used(sub)
+        out |= _collect(sub, driven)
     return out

@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+from amaranth.back import rtlil
 from amaranth.hdl import Fragment, UnusedElaboratable
 from test_kaleido_engine import model_counters, run_engine, smooth
 
@@ -21,6 +22,7 @@ from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.kaleido_engine import (ERROR_BITS, VARIANTS, KaleidoEngine, PlainEngine,
                                               built_variants, check_engine_run, engine_ports,
                                               plain_config)
+from kaleido_hw.engine.array_sequencer import ArraySequencer
 from kaleido_hw.engine.engine_layouts import KaleidoGeometry
 from kaleido_hw.flow.engine_area import expected_memory_bits
 from kaleido_hw.flow.generate import TOPS, build_top
@@ -130,6 +132,23 @@ def test_no_reuse_hardware_in_the_plain_build():
     assert {"BaselinePE", "BaselineArray", "ArraySequencer", "EngineBuffer"} <= plain
     assert not plain & reuse_only, sorted(plain & reuse_only)
     assert {"CodeUnit", "ReusePE", "TileCell"} <= reuse
+
+
+def test_plain_chunks_are_slices():
+    """A plain chunk is W consecutive channels (``plain_walk``: one group), so its sequencer
+    slices the chunk out of a token word; the reuse sequencer gathers the chunk's channels
+    through the compaction network (``compact_words``), which the plain one does not have."""
+    base = KaleidoConfig(rows=2, cols=2, engine_arrays=1, engine_max_tokens=16,
+                         engine_max_head_dim=32, sched_pattern_width=8, matcher_channels=8,
+                         sched_entries=4)
+    groups = plain_walk(ChannelGroups.from_sizes(5, 14, 13))
+    assert set(groups.group_of) == {0} and groups.directions == (2, 2, 2)
+
+    def names(config):
+        return rtlil.convert(ArraySequencer(config), name="seq", emit_src=False)
+
+    assert "compact" not in names(plain_config(base))
+    assert "compact" in names(base.replace(engine_dispatcher="none"))
 
 
 def test_reuse_is_rejected_with_its_error_bit():
