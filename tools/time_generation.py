@@ -14,12 +14,9 @@ import argparse
 import statistics
 import time
 
-from amaranth.back import rtlil, verilog
-
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.flow.dedup import share_identical_modules
-from kaleido_hw.flow.generate import TOPS, build_top, drop_zero_memory_init
-from kaleido_hw.flow.shared_modules import convert_shared
+from kaleido_hw.flow.generate import TOPS, build_top, emit_verilog
 
 
 def main() -> None:
@@ -29,15 +26,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
     top = next(t for t in TOPS if t.module == args.top)
-    ways = {"whole, then merged": lambda c: rtlil.convert(c, name=top.module, emit_src=False),
-            "shared blocks": lambda c: convert_shared(c, top.module)}
+    ways = {"whole, then merged":
+            lambda c: share_identical_modules(emit_verilog(c, top.module)),
+            "shared blocks": lambda c: emit_verilog(c, top.module, share=True)}
     for label, convert in ways.items():
         times = []
         for _ in range(args.runs):
             t0 = time.monotonic()
-            il = drop_zero_memory_init(convert(build_top(top, KaleidoConfig())))
-            text = share_identical_modules(
-                verilog._convert_rtlil_text(il, strip_internal_attrs=True))
+            text = convert(build_top(top, KaleidoConfig()))
             times.append(time.monotonic() - t0)
         print(f"{top.module}, {label}: {statistics.median(times):.1f} s "
               f"(median of {args.runs}), {len(text):,} bytes of Verilog")

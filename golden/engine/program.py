@@ -386,7 +386,7 @@ class _Core:
             box = VideoGrid(*cfg.box)
             rest = (self.limits.params, self.variant, cfg.full_bits, cfg.half_bits)
             s = kaleido_engine(qb.x, kb.x, box, self.groups, *rest)
-            # A plain core's engine walks all channels as one group along x; S does not depend on it.
+            # A plain core's engine walks all channels as one group along x (S is the same).
             walk = plain_walk(self.groups) if self.limits.plain else self.groups
             counters = engine_counters(qb.x, kb.x, box, walk, *rest)
             self.c["cycles"] += int(counters.cycles)

@@ -55,8 +55,8 @@ class KaleidoGeometry:
     (``sched_sides = "qk"``), so every chunk has a plane of its own; otherwise a K token's
     bank and word depend only on its group, and a plane per group accumulates that group's
     chunks (at most 3 planes). A plain build (``engine_pe = "plain"``) walks all channels as
-    one group along the x axis, so a K token has one bank and word in all groups and every chunk of the run
-    accumulates into a single plane.
+    one group along the x axis, so a K token has one bank and word for the whole run and every
+    chunk accumulates into a single plane.
     """
     tile: EngineGeometry
     arrays: int

@@ -9,11 +9,11 @@ Verilog run side by side in Icarus on random inputs and must print the same outp
 import shutil
 
 import pytest
-from icarus_harness import run_icarus
 from amaranth import Module, Signal
 from amaranth.back import rtlil
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
+from icarus_harness import run_icarus
 
 from kaleido_hw.flow.dedup import instance_modules, share_identical_modules
 from kaleido_hw.flow.generate import drop_zero_memory_init, emit_verilog

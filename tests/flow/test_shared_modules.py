@@ -6,11 +6,11 @@ import dataclasses
 import shutil
 
 import pytest
-from icarus_harness import run_icarus
 from amaranth import Module, Signal
 from amaranth.back import rtlil
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+from icarus_harness import run_icarus
 
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.merged_array import MergedArray
