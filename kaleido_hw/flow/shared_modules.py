@@ -53,6 +53,12 @@ def signature_ports(component) -> dict:
     return ports
 
 
+def _port_directions(component) -> dict:
+    """The ports of :func:`signature_ports` as RTLIL conversion takes them."""
+    return {n: (v, PortDirection.Input if f == wiring.In else PortDirection.Output)
+            for n, (v, f) in signature_ports(component).items()}
+
+
 def convert_shared(component, name: str) -> str:
     """RTLIL of ``component`` as module ``name``, each shareable block converted once."""
     frag = Fragment.get(component, None)
@@ -65,9 +71,8 @@ def convert_shared(component, name: str) -> str:
             names = ", ".join(sorted(s.name for s in leaked))
             raise ValueError(f"convert_shared: the design reads signals a shared block drives "
                              f"but does not export as ports: {names}")
-    top_ports = {n: (v, PortDirection.Input if f == wiring.In else PortDirection.Output)
-                 for n, (v, f) in signature_ports(component).items()}
-    texts = [rtlil.convert_fragment(frag, top_ports, name, emit_src=False)[0]]
+    texts = [rtlil.convert_fragment(frag, _port_directions(component), name,
+                                    emit_src=False)[0]]
     texts += [text for _, text in shared.values()]
     return "\n".join(texts)
 
@@ -81,8 +86,11 @@ def _replace(frag, path, shared, boundary):
             continue
         key = (type(origin), key)
         if key not in shared:
+            # The first instance's fragment, already elaborated with the design, becomes
+            # the module (rtlil.convert(origin) would elaborate it a second time).
             module = ".".join(path + [subname])
-            shared[key] = (module, rtlil.convert(origin, name=module, emit_src=False))
+            shared[key] = (module, rtlil.convert_fragment(sub, _port_directions(origin), module,
+                                                          emit_src=False)[0])
         module, text = shared[key]
         ports = signature_ports(origin)
         # A member of no bits is no port of the converted module.

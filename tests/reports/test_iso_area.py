@@ -15,8 +15,12 @@ import pytest
 
 import kaleido_hw.flow.synth  # noqa: F401  (takes names from the real stdcell at import: load it
 #                                            before a test puts the fake in its place)
+from golden.engine.model import EngineParams, engine_counters, plain_walk
+from golden.numerics import ChannelGroups
 from kaleido_hw.cli import main
+from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.reports import iso_area as ia
+from kaleido_hw.reports.report import Settings, Source
 
 
 #: Fake standard-cell figures per top: (area um2, critical path ns).
@@ -61,6 +65,16 @@ def in_tmp(tmp_path, monkeypatch):
     return tmp_path
 
 
+def _plain_cycles(preset: str, config: dict) -> int:
+    """Cycles of the plain build's own walk (one group along x) on the report's head of
+    ``preset``: the reference of the iso-area figure."""
+    cfg = KaleidoConfig.from_dict(config)
+    q, k = Source(preset, Settings.make(quick=True).grid, 0).load()[:2]
+    groups = ChannelGroups.from_preset(preset)
+    return int(engine_counters(q, k, Settings.make(quick=True).grid, plain_walk(groups),
+                               EngineParams.from_config(cfg), "dense").cycles)
+
+
 def _run(out) -> dict:
     assert main(["report", "--quick", "--jobs", "1", "--only", "iso-area", "--out",
                  str(out)]) == 0
@@ -97,6 +111,9 @@ def test_report_arithmetic_cache_and_level2(in_tmp, monkeypatch):
             assert r["elements_per_ns_mm2"] == pytest.approx(
                 n * n / (r["cycles"] * r["period_ns"]) / (r["area_um2"] * 1e-6))
         assert by["pe"]["cycle_speedup"] > 1.0               # reuse needs fewer cycles
+        # The reference runs the plain build's schedule (one group along x), not the
+        # grouped dense walk of the ablation.
+        assert by["dense"]["cycles"] == _plain_cycles(preset, doc["summary"]["config"])
     lin = [r for r in rows if r["kind"] == "linear"]
     assert {r["variant"] for r in lin} == {"dense", "reuse"}
     assert all(r["area_um2"] == P * FAKE["pe_array" if r["variant"] == "reuse"
