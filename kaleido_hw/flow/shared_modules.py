@@ -25,6 +25,8 @@ component's promise; ``tests/flow/test_shared_modules.py`` holds each key to it.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from amaranth.back import rtlil
 from amaranth.hdl import ClockSignal, Fragment, Instance, ResetSignal, Value, ValueCastable
 from amaranth.hdl._ast import (Assign, Concat, Operator, Part, SignalSet, Slice, Switch,
@@ -59,9 +61,41 @@ def _port_directions(component) -> dict:
             for n, (v, f) in signature_ports(component).items()}
 
 
+class _Copy(Fragment):
+    """Stands, in the elaborated design, for a shareable component whose key was seen
+    before: it is never elaborated, :func:`_replace` puts the instance in its place."""
+
+
+@contextmanager
+def _copies_not_elaborated():
+    """While active, ``Fragment.get`` elaborates only the first component of every sharing
+    key and returns a :class:`_Copy` for the others (Amaranth elaborates submodules through
+    ``Fragment.get``, parents before children, so the copies are found in tree order)."""
+    original = Fragment.__dict__["get"]
+    seen = set()
+
+    def get(obj, platform):
+        key = shared_key(obj) if isinstance(obj, wiring.Component) else None
+        if key is not None:
+            if (type(obj), key) in seen:
+                obj._MustUse__used = True      # it is used: as an instance of the first
+                copy = _Copy()
+                copy.origins = (obj,)
+                return copy
+            seen.add((type(obj), key))
+        return original.__func__(obj, platform)
+
+    Fragment.get = staticmethod(get)
+    try:
+        yield
+    finally:
+        Fragment.get = original
+
+
 def convert_shared(component, name: str) -> str:
     """RTLIL of ``component`` as module ``name``, each shareable block converted once."""
-    frag = Fragment.get(component, None)
+    with _copies_not_elaborated():
+        frag = Fragment.get(component, None)
     shared: dict = {}               # (class, key) -> (module name, its RTLIL)
     boundary = SignalSet()          # what the replaced blocks drive, ports excepted
     _replace(frag, [name], shared, boundary)
@@ -86,6 +120,7 @@ def _replace(frag, path, shared, boundary):
             continue
         key = (type(origin), key)
         if key not in shared:
+            assert not isinstance(sub, _Copy), "a copy met before its first instance"
             # The first instance's fragment, already elaborated with the design, becomes
             # the module (rtlil.convert(origin) would elaborate it a second time).
             module = ".".join(path + [subname])
@@ -100,9 +135,12 @@ def _replace(frag, path, shared, boundary):
             kwargs["i_clk"] = ClockSignal()
         if _has_input(text, module, "rst"):
             kwargs["i_rst"] = ResetSignal()
-        inside = _driven(sub)
+        # What the block drives besides its outputs: a copy was never elaborated, so the
+        # only signals of it anyone can hold are those its constructor made (a signal made
+        # in its elaborate does not exist); those that are no ports would be undriven.
+        inside = _attribute_signals(origin) if isinstance(sub, _Copy) else _driven(sub)
         for v, flow in ports.values():
-            if flow == wiring.Out:
+            if flow == wiring.Out or isinstance(sub, _Copy):
                 inside -= _signals(v)
         boundary |= inside
         frag.subfragments[i] = (Instance(module, **kwargs), subname, src_loc)
@@ -139,6 +177,20 @@ def _signals(item) -> SignalSet:
     out = SignalSet()
     for part in parts:
         out |= _signals(part)
+    return out
+
+
+def _attribute_signals(obj) -> SignalSet:
+    """Signals held by ``obj``'s attributes (directly, or in a list, tuple or dict)."""
+    out = SignalSet()
+    for value in vars(obj).values():
+        items = (value.values() if isinstance(value, dict) else
+                 value if isinstance(value, (list, tuple)) else (value,))
+        for item in items:
+            if isinstance(item, ValueCastable):
+                item = item.as_value()
+            if isinstance(item, Value):
+                out |= _signals(item)
     return out
 
 

@@ -46,7 +46,7 @@ class _Top(wiring.Component):
     x: In(16)
     y: Out(24)
 
-    def __init__(self, peek=False):
+    def __init__(self, peek=None):
         self.peek = peek
         super().__init__()
 
@@ -59,8 +59,8 @@ class _Top(wiring.Component):
             m.d.comb += b.a.eq(self.x[4 * i:4 * i + 4] ^ i)
             blocks.append(b)
         out = blocks[0].y | (blocks[1].y << 6) | (blocks[2].y << 12) | (blocks[3].y << 18)
-        if self.peek:       # reads an internal register of a shared block
-            m.d.comb += self.y.eq(out ^ blocks[1].r)
+        if self.peek is not None:       # reads an internal register of a shared block
+            m.d.comb += self.y.eq(out ^ blocks[self.peek].r)
         else:
             m.d.comb += self.y.eq(out)
         return m
@@ -107,10 +107,22 @@ def test_shared_conversion_computes_the_same(tmp_path):
     assert len(out.splitlines()) == 100 and "x" not in out
 
 
-def test_reading_a_shared_blocks_internals_is_refused():
-    """Across an Instance the register would be an undriven net: refuse, naming it."""
+@pytest.mark.parametrize("peek", [0, 1, 3], ids=["first", "copy", "last-copy"])
+def test_reading_a_shared_blocks_internals_is_refused(peek):
+    """Across an Instance the register would be an undriven net: refuse, naming it, whether
+    the block is the one converted (blk0) or a copy that is never elaborated."""
     with pytest.raises(ValueError, match=r"does not export as ports: r\b"):
-        convert_shared(_Top(peek=True), "top")
+        convert_shared(_Top(peek=peek), "top")
+
+
+def test_copies_are_not_elaborated(monkeypatch):
+    """Only the first block of each key is elaborated (the copies become instances of it)."""
+    calls = []
+    elaborate = _Block.elaborate
+    monkeypatch.setattr(_Block, "elaborate",
+                        lambda self, platform: calls.append(self.k) or elaborate(self, platform))
+    convert_shared(_Top(), "top")
+    assert sorted(calls) == [1, 2]
 
 
 SMALL = KaleidoConfig(engine_arrays=2, rows=2, cols=2, engine_max_tokens=16,
