@@ -8,10 +8,10 @@ built only to be thrown away.
 
 A component promises that two of its instances are the same hardware by returning equal,
 non-``None`` keys from ``shared_module_key()`` (the key holds every constructor argument that
-shapes its netlist). :func:`convert_shared` elaborates the design, replaces every instance of
-such a component by an :class:`~amaranth.hdl.Instance` of one module, converted once from
-the first instance with the component's signature as its ports, and converts the rest as
-usual. The module is named after the first instance's path, as Amaranth would have named it,
+shapes its netlist). :func:`convert_shared` elaborates the design without elaborating the
+copies (only the first component of each key), replaces every instance of such a component
+by an :class:`~amaranth.hdl.Instance` of one module, converted once from the first
+instance with the component's signature as its ports, and converts the rest as usual. The module is named after the first instance's path, as Amaranth would have named it,
 so the instance paths, the module names the dedup pass keeps and the logic are those of the
 whole-design conversion; only the shared modules' port names differ (the signature's member
 names rather than the names of the signals that happen to drive them).
@@ -19,7 +19,8 @@ names rather than the names of the signals that happen to drive them).
 Why it is exact: the module has the component's ports, the instance connects each of them
 to the very signal the parent uses, and :func:`convert_shared` checks that the parent reads
 nothing else the component drives (an internal signal read across the boundary would
-otherwise become an undriven, constant net). Equal keys meaning equal hardware is the
+otherwise become an undriven, constant net; of a copy, which is never elaborated, only the
+signals its constructor made can be held, and those that are not ports are checked). Equal keys meaning equal hardware is the
 component's promise; ``tests/flow/test_shared_modules.py`` holds each key to it.
 """
 
