@@ -11,8 +11,9 @@ non-``None`` keys from ``shared_module_key()`` (the key holds every constructor 
 shapes its netlist). :func:`convert_shared` elaborates the design without elaborating the
 copies (only the first component of each key), replaces every instance of such a component
 by an :class:`~amaranth.hdl.Instance` of one module, converted once from the first
-instance with the component's signature as its ports, and converts the rest as usual. The module is named after the first instance's path, as Amaranth would have named it,
-so the instance paths, the module names the dedup pass keeps and the logic are those of the
+instance with the component's signature as its ports, and converts the rest as usual. The
+module is named after the first instance's path, as Amaranth would have named it, so the
+instance paths, the module names the dedup pass keeps and the logic are those of the
 whole-design conversion; only the shared modules' port names differ (the signature's member
 names rather than the names of the signals that happen to drive them).
 
@@ -20,8 +21,9 @@ Why it is exact: the module has the component's ports, the instance connects eac
 to the very signal the parent uses, and :func:`convert_shared` checks that the parent reads
 nothing else the component drives (an internal signal read across the boundary would
 otherwise become an undriven, constant net; of a copy, which is never elaborated, only the
-signals its constructor made can be held, and those that are not ports are checked). Equal keys meaning equal hardware is the
-component's promise; ``tests/flow/test_shared_modules.py`` holds each key to it.
+signals its constructor made can be held, and those that are not ports are checked). Equal
+keys meaning equal hardware is the component's promise; ``tests/flow/test_shared_modules.py``
+holds each key to it.
 """
 
 from __future__ import annotations
@@ -136,13 +138,16 @@ def _replace(frag, path, shared, boundary):
             kwargs["i_clk"] = ClockSignal()
         if _has_input(text, module, "rst"):
             kwargs["i_rst"] = ResetSignal()
-        # What the block drives besides its outputs: a copy was never elaborated, so the
+        # What the block drives besides its outputs. A copy was never elaborated, so the
         # only signals of it anyone can hold are those its constructor made (a signal made
         # in its elaborate does not exist); those that are no ports would be undriven.
-        inside = _attribute_signals(origin) if isinstance(sub, _Copy) else _driven(sub)
-        for v, flow in ports.values():
-            if flow == wiring.Out or isinstance(sub, _Copy):
-                inside -= _signals(v)
+        if isinstance(sub, _Copy):
+            inside, exported = _attribute_signals(origin), ports.values()
+        else:
+            inside = _driven(sub)
+            exported = [(v, flow) for v, flow in ports.values() if flow == wiring.Out]
+        for v, _ in exported:
+            inside -= _signals(v)
         boundary |= inside
         frag.subfragments[i] = (Instance(module, **kwargs), subname, src_loc)
 

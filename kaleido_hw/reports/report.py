@@ -843,19 +843,26 @@ def report_array_size(ctx: Context, plt) -> Result:
 
 def _engine_heads(ctx: Context):
     """Heads of the engine reports: the user's workload or one synthetic head per preset,
-    limited to ``--max-tokens`` like the other cycle-model reports."""
+    limited to ``--max-tokens`` like the other cycle-model reports (built once per run; the
+    note on cropped heads goes to every report that uses them, once)."""
     from kaleido_hw.reports.engine_report import Head
-    s = ctx.settings
-    srcs = ([ctx.workload] if ctx.workload is not None else
-            [Source(p, s.grid, 0, label=f"{p} seed 0") for p in s.presets])
-    heads = []
-    for src in srcs:
-        part = src.first_frames(s.max_tokens)
-        if part.grid != src.grid:
-            ctx.notes.append(f"The engine model ran on the first {part.grid.t} frames "
+    if "heads" not in ctx.memo:
+        s = ctx.settings
+        srcs = ([ctx.workload] if ctx.workload is not None else
+                [Source(p, s.grid, 0, label=f"{p} seed 0") for p in s.presets])
+        heads, notes = [], []
+        for src in srcs:
+            part = src.first_frames(s.max_tokens)
+            if part.grid != src.grid:
+                notes.append(f"The engine model ran on the first {part.grid.t} frames "
                              f"({part.grid}) of {src.grid} (--max-tokens {s.max_tokens}).")
-        q, k = part.load()[:2]
-        heads.append(Head(part.preset, part.grid, q, k))
+            q, k = part.load()[:2]
+            heads.append(Head(part.preset, part.grid, q, k))
+        ctx.memo["heads"] = heads, notes
+    heads, notes = ctx.memo["heads"]
+    for note in notes:
+        if note not in ctx.notes:       # one note per cropped grid, not per head or call
+            ctx.notes.append(note)
     return heads
 
 

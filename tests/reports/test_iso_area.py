@@ -214,3 +214,14 @@ def test_blocks_and_engine_cache_reading(tmp_path):
                                             "area_um2": 5.0, "path_ns": 1.0}]}))
     got, why = ia.read_engine_cache(path, arrays=4)
     assert got == {} and "plain-engine build" in why
+
+
+def test_cropped_heads_are_noted_once(in_tmp, monkeypatch):
+    """The report takes its heads twice (the ablation's cycles and the plain reference's):
+    they are built once, and the note that they were cut to their first frames appears once."""
+    monkeypatch.setitem(sys.modules, "kaleido_hw.flow.stdcell", fake_stdcell([]))
+    assert main(["report", "--quick", "--jobs", "1", "--only", "iso-area", "--max-tokens",
+                 "128", "--out", "r"]) == 0
+    notes = json.loads((in_tmp / "r" / "iso-area.json").read_text())["notes"]
+    cropped = [n for n in notes if n.startswith("The engine model ran on the first 2 frames")]
+    assert len(cropped) == 1, notes
