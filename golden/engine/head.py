@@ -12,8 +12,7 @@ The three stages and their exact or stated models:
   cycles on average (the bound the vector unit's bench checks; 14 is the reciprocal's
   cycles per row) and a row's last P beat leaves ``3k + 30`` cycles after its first score;
 * **P @ V** on the same P arrays: ``golden.engine.pv.pv_counters`` (cycle-exact to the P @ V
-  RTL on one array; the split over P arrays is modelled, not built), V reused by the window
-  rule or dense.
+  RTL, ``pv_engine``, on P arrays), V reused by the window rule or dense.
 
 The schedule (stated, not built): the queries are cut into B row blocks; the arrays compute
 S of row block b + 1 while the vector unit turns row block b into P, then the arrays compute

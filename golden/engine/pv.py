@@ -255,11 +255,12 @@ _ENGINE_TIMING = EngineTiming()
 class PvTiming:
     """Fixed latencies of a P @ V run (the engine's conventions, ``docs/engine.md``):
     cycle 0 accepts ``start``; the first step reaches the array ``load_base`` cycles later
-    (``pv_engine``: the first unit's reads in cycle 1, the step presented in cycle 2 and
+    (``pv_engine``: the first unit's reads in cycle 1, its words registered in cycle 2, its
+    window codes and work bits registered in cycle 3, the step presented in cycle 4 and
     registered once before the array); steps then follow back to back across blocks; after
     the last step one final drain step, ``tail_base`` cycles of output register and the last
     drain wave's ``R + C`` cycles."""
-    load_base: int = 3
+    load_base: int = 5
     tail_base: int = _ENGINE_TIMING.tail_base
 
 

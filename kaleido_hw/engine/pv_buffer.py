@@ -1,11 +1,13 @@
 """O buffer of ``pv_engine`` (``docs/linear.md``, "RTL of P @ V"): the drained outputs of the
-P @ V array in, ``O`` out as a row-major stream.
+P @ V arrays in, ``O`` out as a row-major stream.
 
-One bank (``amaranth.lib.memory``) per array column j holds the channels ``cb*C + j`` of every
-query, word ``cb * Q + query`` (Q the power of two above ``max_queries - 1``). A drain
-record of column j (row i of the block its tag names: valid bit, row block, column block)
-writes ``O[rb*R + i, cb*C + j]`` when the query is real; padding columns write words nobody
-reads. After ``start`` the read-out walks queries, then channels, one value per cycle while
+One bank (``amaranth.lib.memory``) per column j of array a holds the channels ``cb*C + j``
+of the column blocks ``cb = l*P + a`` that array runs, word ``l * Q + query`` (Q the power
+of two above ``max_queries - 1``): no two array columns share a bank. A drain record of
+column j of array a (row i of the block its tag names: valid bit, row block, the array's
+own column-block index l) writes ``O[rb*R + i, (l*P + a)*C + j]`` when the query is real;
+padding columns write words nobody reads. After ``start`` the read-out walks queries, then
+channels (column j, then array a, then l), one value per cycle while
 the consumer takes them: a read is issued only when the output register is free or being
 taken (the read port's enable holds its data otherwise), so back-pressure loses nothing.
 """
@@ -29,29 +31,32 @@ class PvOutBuffer(wiring.Component):
     Parameters
     ----------
     rows, cols : int
-        R and C of the array.
+        R and C of an array.
+    arrays : int
+        P, the arrays whose drains come in.
     acc_width : int
         Width of an O value (signed).
     max_queries, max_channels : int
         Largest run.
     block_width : int
-        Bits of a row- or column-block index in the tag (``valid | rb << 1 | cb << (1 +
+        Bits of a row- or column-block index in the tag (``valid | rb << 1 | l << (1 +
         block_width)``).
 
-    Ports: ``drain`` (the array's C read-out records), ``queries``/``channels`` (the run's
+    Ports: ``drain`` (the arrays' C read-out records each, array-major),
+    ``queries``/``channels`` (the run's
     sizes, stable while it runs and reads out), ``start`` (begin the read-out), ``reading``,
     ``o`` (stream: ``data`` signed, ``last`` on the final value).
     """
 
     def __init__(self, rows: int, cols: int, acc_width: int, max_queries: int,
-                 max_channels: int, block_width: int):
-        self.rows, self.cols, self.acc_width = rows, cols, acc_width
+                 max_channels: int, block_width: int, arrays: int = 1):
+        self.rows, self.cols, self.acc_width, self.arrays = rows, cols, acc_width, arrays
         self.max_queries, self.max_channels = max_queries, max_channels
         self.bw = block_width
         self.qw, self.cw = bits_for(max_queries), bits_for(max_channels)
         super().__init__({
             "drain": In(data.ArrayLayout(drain_port_layout(acc_width, rows, 1 + 2 * block_width),
-                                         cols)),
+                                         arrays * cols)),
             "queries": In(self.qw), "channels": In(self.cw),
             "start": In(1), "reading": Out(1),
             "o": Out(stream.Signature(data.StructLayout({
@@ -60,51 +65,60 @@ class PvOutBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        R, C, bw = self.rows, self.cols, self.bw
+        R, C, P, bw = self.rows, self.cols, self.arrays, self.bw
         qk = bits_for(self.max_queries - 1)
-        ncb_max = -(-self.max_channels // C)
-        cbk = bits_for(ncb_max - 1)
-        banks = [memory.Memory(shape=signed(self.acc_width), depth=ncb_max << qk, init=[])
-                 for _ in range(C)]
-        for j, bank in enumerate(banks):
-            m.submodules[f"obank{j}"] = bank
+        ncbl_max = -(-(-(-self.max_channels // C)) // P)    # column blocks of one array
+        lk = bits_for(ncbl_max - 1)
+        banks = [memory.Memory(shape=signed(self.acc_width), depth=ncbl_max << qk, init=[])
+                 for _ in range(P * C)]
+        for b, bank in enumerate(banks):
+            m.submodules[f"obank{b}"] = bank
             wp = bank.write_port()
-            rec = self.drain[j]
+            rec = self.drain[b]
             tag_valid = rec.tag[0]
             tag_rb = rec.tag[1:1 + bw]
-            tag_cb = rec.tag[1 + bw:1 + 2 * bw]
-            q = Signal(bw + bits_for(R), name=f"drain_q{j}")
+            tag_l = rec.tag[1 + bw:1 + 2 * bw]
+            q = Signal(bw + bits_for(R), name=f"drain_q{b}")
             m.d.comb += [q.eq(tag_rb * R + rec.row),
                          wp.en.eq(rec.valid & tag_valid & (q < self.queries)),
-                         wp.addr.eq(Cat(q[:qk], tag_cb)), wp.data.eq(rec.data)]
+                         wp.addr.eq(Cat(q[:qk], tag_l[:lk])), wp.data.eq(rec.data)]
 
-        # Read-out, row-major.
+        # Read-out, row-major: channel rc = (l*P + a)*C + j.
         rq = Signal(self.qw)
         rc = Signal(self.cw)
+        rj, ra, rl = Signal(range(C)), Signal(range(P)), Signal(max(lk, 1))
         with m.If(self.start):
-            m.d.sync += [self.reading.eq(1), rq.eq(0), rc.eq(0)]
+            m.d.sync += [self.reading.eq(1), rq.eq(0), rc.eq(0), rj.eq(0), ra.eq(0), rl.eq(0)]
         rports = [bank.read_port(domain="sync", transparent_for=()) for bank in banks]
         out = self.o
-        sel = Signal(range(C))
+        sel = Signal(range(P * C))
         last = Signal()
         advance = ~out.valid | out.ready
         more = self.reading & (rq < self.queries)
         for rp in rports:
-            m.d.comb += [rp.en.eq(advance), rp.addr.eq(Cat(rq[:qk], (rc // C)[:cbk]))]
+            m.d.comb += [rp.en.eq(advance), rp.addr.eq(Cat(rq[:qk], rl[:lk]))]
         m.d.comb += out.payload.data.eq(rports[0].data)
-        for j in range(1, C):
-            with m.If(sel == j):
-                m.d.comb += out.payload.data.eq(rports[j].data)
+        for b in range(1, P * C):
+            with m.If(sel == b):
+                m.d.comb += out.payload.data.eq(rports[b].data)
         m.d.comb += out.payload.last.eq(last)
         with m.If(advance):
-            m.d.sync += [out.valid.eq(more), sel.eq(rc % C)]
+            m.d.sync += [out.valid.eq(more), sel.eq(ra * C + rj)]
             with m.If(more):
                 last_c = rc + 1 == self.channels
                 m.d.sync += last.eq(last_c & (rq + 1 == self.queries))
                 with m.If(last_c):
-                    m.d.sync += [rc.eq(0), rq.eq(rq + 1)]
+                    m.d.sync += [rc.eq(0), rq.eq(rq + 1), rj.eq(0), ra.eq(0), rl.eq(0)]
                 with m.Else():
                     m.d.sync += rc.eq(rc + 1)
+                    with m.If(rj != C - 1):
+                        m.d.sync += rj.eq(rj + 1)
+                    with m.Else():
+                        m.d.sync += rj.eq(0)
+                        with m.If(ra != P - 1):
+                            m.d.sync += ra.eq(ra + 1)
+                        with m.Else():
+                            m.d.sync += [ra.eq(0), rl.eq(rl + 1)]
             with m.Elif(self.reading & ~more):
                 m.d.sync += self.reading.eq(0)
         return m

@@ -1,22 +1,33 @@
-"""``pv_engine``: ``O = P @ V_eff`` on one R x C array in P @ V mode (``docs/linear.md``,
-"P @ V on the PE arrays"; golden schedule and counters ``golden.engine.pv``).
+"""``pv_engine``: ``O = P @ V_eff`` on P = ``engine_arrays`` R x C arrays in P @ V mode
+(``docs/linear.md``, "P @ V on the PE arrays"; golden schedule and counters
+``golden.engine.pv``).
 
-The host writes P and V through two streams, sets ``cfg`` and pulses ``start``; the block
-computes the window codes of V on chip (:class:`~kaleido_hw.engine.window_code_unit.WindowCodeUnit`,
-one lane per column), walks the blocks (:class:`~kaleido_hw.engine.pv_sequencer.PvSequencer`)
-on a :class:`~kaleido_hw.array.pv_cell.PvArray`; the drained outputs go to the O buffer
+The host writes P and V through two streams, sets ``cfg`` and pulses ``start``; per array the
+block computes the window codes of V on chip
+(:class:`~kaleido_hw.engine.window_code_unit.WindowCodeUnit`, one lane per column) and walks
+its blocks (:class:`~kaleido_hw.engine.pv_sequencer.PvSequencer`) on a
+:class:`~kaleido_hw.array.pv_cell.PvArray`: column block cb (channels ``cb*C ..``) runs on
+array ``cb mod P``, which takes every row block of it. The arrays share no barrier (their
+column blocks write disjoint channels of O) and run from the same ``start``; the run ends
+with the last array's last drain wave. Each array's walk is pipelined (read, fetch,
+current unit: the sequencer's docstring): a unit's window codes and work bits are computed
+while the unit before it steps and then held in unit registers with its operands, so no path
+runs from the memories through the codes into the next read. The drained outputs go to the
+O buffer
 (:class:`~kaleido_hw.engine.pv_buffer.PvOutBuffer`), which then streams O out row-major on
-``o`` (valid/ready). One run covers one direction group:
-every channel of V reuses along ``cfg.axis`` (a head with several directions is one run per
-group, each on its channels).
+``o`` (valid/ready). One run covers one direction group: every channel of V reuses along
+``cfg.axis`` (a head with several directions is one run per group, each on its channels).
 
 Storage (``amaranth.lib.memory``): P is ``R`` queries per word (word ``rb * K + key``, K the
-power of two above ``engine_max_tokens - 1``), V ``C`` channels per word (``cb * K + key``);
-each has three read ports (a unit's members). O: one bank per column (``pv_buffer``).
+power of two above ``engine_max_tokens - 1``), one memory with three read ports per array (a
+unit's members: every array reads every row block); V ``C`` channels per word, one bank per
+array holding its column blocks (word ``(cb // P) * K + key``), three read ports each. O: one
+bank per array column (``pv_buffer``).
 
 Counters (``cnt``, reset at ``start``) equal ``golden.engine.pv.pv_counters(...,
-arrays=1)``: cycles from the accepting ``start`` (cycle 0) to the cycle ``done`` is first 1,
-busy PE-cycles, issued / skipped steps per kind, bubbles, blocks, steps.
+arrays=P)``: cycles from the accepting ``start`` (cycle 0) to the cycle ``done`` is first 1,
+busy PE-cycles, issued / skipped steps per kind, bubbles, blocks, steps; per array
+(``cnt.a<k>``) its busy PE-cycles and steps.
 """
 
 from __future__ import annotations
@@ -33,7 +44,8 @@ from kaleido_hw.engine.pv_sequencer import PvSequencer
 from kaleido_hw.engine.window_code_unit import WindowCodeUnit
 
 
-__all__ = ["PvEngine", "ERROR_BITS", "COUNTERS"]
+__all__ = ["PvEngine", "ERROR_BITS", "COUNTERS", "ARRAY_COUNTERS", "counter_names",
+           "counters_from_model"]
 
 #: Error bits (``error``), checked at ``start`` before anything runs.
 ERROR_BITS = {
@@ -47,7 +59,32 @@ ERROR_BITS = {
 #: Counter ports (``cnt__<name>``), 40 bits each.
 COUNTERS = ("cycles", "busy_pe_cycles", "issued_a", "issued_f1", "issued_f2", "skipped_f1",
             "skipped_f2", "bubbles", "blocks", "steps")
+#: Per-array counter ports (``cnt__a<k>__<name>``; golden ``array_busy``, ``array_steps``).
+ARRAY_COUNTERS = ("busy_pe_cycles", "steps")
 _CNT_WIDTH = 40
+#: Arrays whose counter ports PORT_DOCS describes (``engine_arrays`` is at most 64).
+_MAX_ARRAYS = 64
+
+
+def counter_names(arrays: int) -> tuple:
+    """Every counter port of a build with ``arrays`` arrays, without the ``cnt__`` prefix:
+    :data:`COUNTERS`, then ``a<k>__<name>`` per array."""
+    return COUNTERS + tuple(f"a{a}__{name}" for a in range(arrays) for name in ARRAY_COUNTERS)
+
+
+def counters_from_model(model) -> dict:
+    """``{counter port name: value}`` of a ``golden.engine.pv.PvCounters`` computed with
+    ``arrays`` = the build's ``engine_arrays``, in :func:`counter_names` order: what the
+    RTL's ``cnt__*`` ports must show."""
+    out = {"cycles": model.cycles, "busy_pe_cycles": model.busy_pe_cycles,
+           "issued_a": model.issued[0], "issued_f1": model.issued[1],
+           "issued_f2": model.issued[2], "skipped_f1": model.skipped[1],
+           "skipped_f2": model.skipped[2], "bubbles": model.bubbles, "blocks": model.blocks,
+           "steps": model.steps}
+    for a, (busy, steps) in enumerate(zip(model.array_busy, model.array_steps)):
+        out[f"a{a}__busy_pe_cycles"] = busy
+        out[f"a{a}__steps"] = steps
+    return out
 
 
 class PvEngine(wiring.Component):
@@ -56,8 +93,8 @@ class PvEngine(wiring.Component):
     Parameters
     ----------
     config : KaleidoConfig
-        ``rows``, ``cols``, ``acc_width``; ``engine_max_tokens`` bounds the keys (T*H*W) and
-        the queries, ``engine_max_head_dim`` the channels.
+        ``engine_arrays`` (P), ``rows``, ``cols``, ``acc_width``; ``engine_max_tokens``
+        bounds the keys (T*H*W) and the queries, ``engine_max_head_dim`` the channels.
     """
 
     def __init__(self, config: KaleidoConfig):
@@ -65,11 +102,14 @@ class PvEngine(wiring.Component):
             raise TypeError(f"PvEngine takes a KaleidoConfig, got {type(config).__name__}")
         self.config = config
         R, C = config.rows, config.cols
+        self.arrays = config.engine_arrays
         self.max_keys = self.max_queries = config.engine_max_tokens
         self.max_channels = config.engine_max_head_dim
         self.key_width = bits_for(self.max_keys - 1)
         self.nrb_max = -(-self.max_queries // R)
         self.ncb_max = -(-self.max_channels // C)
+        #: Column blocks one array holds at most (its V bank's and O banks' depth).
+        self.ncbl_max = -(-self.ncb_max // self.arrays)
         self.bw = bits_for(max(self.nrb_max, self.ncb_max))
         self.sw = bits_for(self.max_keys)
         self.qw = bits_for(self.max_queries)
@@ -92,7 +132,10 @@ class PvEngine(wiring.Component):
             "error": Out(len(ERROR_BITS)),
             "o": Out(stream.Signature(data.StructLayout({
                 "data": signed(config.acc_width), "last": unsigned(1)}))),
-            "cnt": Out(wiring.Signature({n: Out(_CNT_WIDTH) for n in COUNTERS})),
+            "cnt": Out(wiring.Signature({
+                **{n: Out(_CNT_WIDTH) for n in COUNTERS},
+                **{f"a{a}": Out(wiring.Signature({n: Out(_CNT_WIDTH) for n in ARRAY_COUNTERS}))
+                   for a in range(self.arrays)}})),
         })
 
     PORT_DOCS = {
@@ -125,16 +168,25 @@ class PvEngine(wiring.Component):
                        "queries then channels"),
         **{f"cnt__{n}": f"counter {n} of the last run (golden.engine.pv.pv_counters)"
            for n in COUNTERS},
+        **{f"cnt__a{a}__{n}": f"counter {n} of array {a} in the last run "
+           f"(golden.engine.pv.pv_counters: array_{n.split('_')[0]})"
+           for a in range(_MAX_ARRAYS) for n in ARRAY_COUNTERS},
     }
 
     def elaborate(self, platform):
         m = Module()
         cfgc = self.config
-        R, C, aw = cfgc.rows, cfgc.cols, cfgc.acc_width
+        R, C, P, aw = cfgc.rows, cfgc.cols, self.arrays, cfgc.acc_width
         kw, bw, sw = self.key_width, self.bw, self.sw
-        m.submodules.array = arr = PvArray(cfgc, tag_width=1 + 2 * bw)
-        m.submodules.seq = seq = PvSequencer(R, C, sw, bw)
-        m.submodules.codes = cu = WindowCodeUnit(C)
+        lk = bits_for(self.ncbl_max - 1)
+        arrays, seqs, codes = [], [], []
+        for a in range(P):
+            arrays.append(PvArray(cfgc, tag_width=1 + 2 * bw))
+            seqs.append(PvSequencer(R, C, sw, bw, P))
+            codes.append(WindowCodeUnit(C))
+            m.submodules[f"array{a}"] = arrays[a]
+            m.submodules[f"seq{a}"] = seqs[a]
+            m.submodules[f"codes{a}"] = codes[a]
 
         # -- run configuration, checked at start ----------------------------------------------
         cfg = self.cfg
@@ -153,11 +205,18 @@ class PvEngine(wiring.Component):
             (cfg.queries == 0) | (cfg.queries > self.max_queries),
             (cfg.channels == 0) | (cfg.channels > self.max_channels),
             (cfg.full_bits < 4) | (cfg.half_bits < 3) | (cfg.half_bits >= cfg.full_bits)))
+        cfg_ncb = Signal(bw)
+        m.d.comb += cfg_ncb.eq((cfg.channels + (C - 1)) // C)
         reading = Signal()
         accept = self.start & ~self.busy & ~reading
+        # Arrays of the run (array a has column blocks when a < ncb), and those whose last
+        # drain wave has left.
+        started, ended = Signal(P), Signal(P)
         cnt = self.cnt
         with m.If(accept):
             m.d.sync += [getattr(cnt, n).eq(0) for n in COUNTERS]
+            m.d.sync += [getattr(getattr(cnt, f"a{a}"), n).eq(0)
+                         for a in range(P) for n in ARRAY_COUNTERS]
             m.d.sync += cnt.cycles.eq(1)
             with m.If(err != 0):
                 m.d.sync += [self.error.eq(err), self.done.eq(1)]
@@ -169,95 +228,155 @@ class PvEngine(wiring.Component):
                     run.hw.eq(cfg.h * cfg.w), run.axis.eq(cfg.axis), run.w3.eq(cfg.window == 3),
                     run.queries.eq(cfg.queries), run.channels.eq(cfg.channels),
                     run.nrb.eq((cfg.queries + (R - 1)) // R),
-                    run.ncb.eq((cfg.channels + (C - 1)) // C),
+                    run.ncb.eq(cfg_ncb),
                     run.reuse.eq(cfg.reuse),
                     run.full_limit.eq(Mux(cfg.window == 3, Const(9, 4), Const(4, 4)) << shift),
                     run.half_mask.eq(~(Const(0xFF, 8) >> (cfg.half_bits + 1))),
+                    started.eq(Cat(*(cfg_ncb > a for a in range(P)))), ended.eq(0),
                 ]
-        m.d.comb += [seq.start.eq(accept & (err == 0)), seq.t.eq(run.t), seq.h.eq(run.h),
-                     seq.w.eq(run.w), seq.hw.eq(run.hw), seq.axis.eq(run.axis),
-                     seq.w3.eq(run.w3), seq.nrb.eq(run.nrb), seq.ncb.eq(run.ncb)]
+        for a, seq in enumerate(seqs):
+            m.d.comb += [seq.start.eq(accept & (err == 0) & (cfg_ncb > a)), seq.first_cb.eq(a),
+                         seq.t.eq(run.t), seq.h.eq(run.h), seq.w.eq(run.w), seq.hw.eq(run.hw),
+                         seq.axis.eq(run.axis), seq.w3.eq(run.w3), seq.nrb.eq(run.nrb),
+                         seq.ncb.eq(run.ncb)]
+            with m.If(seq.finished):
+                m.d.sync += ended[a].eq(1)
+        finished = Signal()
+        m.d.comb += finished.eq(self.busy & ((ended | Cat(*(q.finished for q in seqs)))
+                                             | ~started).all())
 
-        # -- P and V memories: one write port (host streams), three read ports ---------------
+        # -- P and V memories: one write port each (host streams), three read ports per array
+        # and per V bank --------------------------------------------------------------------
         pmem = memory.Memory(shape=unsigned(8 * R), depth=self.nrb_max << kw, init=[])
-        vmem = memory.Memory(shape=unsigned(8 * C), depth=self.ncb_max << kw, init=[])
-        m.submodules.pmem, m.submodules.vmem = pmem, vmem
-        pw, vw = pmem.write_port(), vmem.write_port()
+        m.submodules.pmem = pmem
+        vmems = [memory.Memory(shape=unsigned(8 * C), depth=self.ncbl_max << kw, init=[])
+                 for _ in range(P)]
+        for a, vm in enumerate(vmems):
+            m.submodules[f"vmem{a}"] = vm
+        pw = pmem.write_port()
+        vin = self.v_in.payload
         m.d.comb += [self.p_in.ready.eq(~self.busy), self.v_in.ready.eq(~self.busy),
                      pw.en.eq(self.p_in.valid & ~self.busy),
                      pw.addr.eq(Cat(self.p_in.payload.key, self.p_in.payload.rb)),
-                     pw.data.eq(self.p_in.payload.p),
-                     vw.en.eq(self.v_in.valid & ~self.busy),
-                     vw.addr.eq(Cat(self.v_in.payload.key, self.v_in.payload.cb)),
-                     vw.data.eq(self.v_in.payload.v)]
+                     pw.data.eq(self.p_in.payload.p)]
+        for a, vm in enumerate(vmems):
+            vw = vm.write_port()
+            m.d.comb += [vw.en.eq(self.v_in.valid & ~self.busy & (vin.cb % P == a)),
+                         vw.addr.eq(Cat(vin.key, (vin.cb // P)[:lk])), vw.data.eq(vin.v)]
+        for a, (arr, seq, cu, vm) in enumerate(zip(arrays, seqs, codes, vmems)):
+            self._array_path(m, a, arr, seq, cu, pmem, vm, run)
+
+        # -- O buffer: the drained outputs in, O out ---------------------------------------------
+        m.submodules.obuf = obuf = PvOutBuffer(R, C, aw, self.max_queries, self.max_channels,
+                                               bw, P)
+        for a, arr in enumerate(arrays):
+            for j in range(C):
+                m.d.comb += obuf.drain[a * C + j].eq(arr.drain[j])
+        m.d.comb += [obuf.queries.eq(run.queries), obuf.channels.eq(run.channels),
+                     obuf.start.eq(finished), reading.eq(obuf.reading)]
+        wiring.connect(m, wiring.flipped(self.o), obuf.o)
+
+        # -- end of run, counters -----------------------------------------------------------------
+        with m.If(self.busy):
+            steps = [seq.step & ~(seq.first & ~seq.issue) for seq in seqs]
+            m.d.sync += [cnt.cycles.eq(cnt.cycles + 1),
+                         cnt.busy_pe_cycles.eq(cnt.busy_pe_cycles
+                                               + sum(arr.busy_count for arr in arrays)),
+                         cnt.issued_a.eq(cnt.issued_a + sum(q.inc_issued[0] for q in seqs)),
+                         cnt.issued_f1.eq(cnt.issued_f1 + sum(q.inc_issued[1] for q in seqs)),
+                         cnt.issued_f2.eq(cnt.issued_f2 + sum(q.inc_issued[2] for q in seqs)),
+                         cnt.skipped_f1.eq(cnt.skipped_f1 + sum(q.inc_skip1 for q in seqs)),
+                         cnt.skipped_f2.eq(cnt.skipped_f2 + sum(q.inc_skip2 for q in seqs)),
+                         cnt.bubbles.eq(cnt.bubbles + sum(q.inc_bubble for q in seqs)),
+                         cnt.blocks.eq(cnt.blocks + sum(q.inc_block for q in seqs)),
+                         cnt.steps.eq(cnt.steps + sum(steps))]
+            for a, arr in enumerate(arrays):
+                ac = getattr(cnt, f"a{a}")
+                m.d.sync += [ac.busy_pe_cycles.eq(ac.busy_pe_cycles + arr.busy_count),
+                             ac.steps.eq(ac.steps + steps[a])]
+        with m.If(finished):
+            m.d.sync += [self.busy.eq(0), self.done.eq(1)]
+        return m
+
+    def _array_path(self, m, a, arr, seq, cu, pmem, vmem, run):
+        """Array ``a``'s reads of P and of its V bank, the window codes and work bits of the
+        fetched unit, the unit registers and the register stage in front of the array."""
+        R, C = self.config.rows, self.config.cols
+        kw, sw, lk = self.key_width, self.sw, bits_for(self.ncbl_max - 1)
         preads = [pmem.read_port(domain="sync", transparent_for=()) for _ in range(3)]
         vreads = [vmem.read_port(domain="sync", transparent_for=()) for _ in range(3)]
         for k in range(3):
-            tok = Signal(sw, name=f"rd_tok{k}")
+            tok = Signal(sw, name=f"a{a}_rd_tok{k}")
             m.d.comb += tok.eq(seq.rd_tok0 + k * seq.rd_stride)
             m.d.comb += [preads[k].en.eq(seq.rd_en), vreads[k].en.eq(seq.rd_en),
                          preads[k].addr.eq(Cat(tok[:kw], seq.rd_rb)),
-                         vreads[k].addr.eq(Cat(tok[:kw], seq.rd_cb))]
-        present = Signal(2)
+                         vreads[k].addr.eq(Cat(tok[:kw], seq.rd_cb[:lk]))]
+        read_present = Signal(2, name=f"a{a}_rd_present")
         with m.If(seq.rd_en):
-            m.d.sync += present.eq(Cat(seq.rd_present1, seq.rd_present2))
+            m.d.sync += read_present.eq(Cat(seq.rd_present1, seq.rd_present2))
 
-        # -- codes and the issue decision ---------------------------------------------------
-        cvalid = Signal(C)
-        m.d.comb += cvalid.eq(Cat(*((seq.cb * C + j) < run.channels for j in range(C))))
-        m.d.comb += [cu.m0.eq(vreads[0].data), cu.m1.eq(vreads[1].data),
-                     cu.m2.eq(vreads[2].data), cu.present1.eq(present[0]),
+        # -- fetch registers (the sequencer's stage 1): a unit's P and V words as read, so
+        # that the memories' clock-to-output and the window codes are not one path ---------
+        fetch_p = [Signal(8 * R, name=f"a{a}_f_p{k}") for k in range(3)]
+        fetch_v = [Signal(8 * C, name=f"a{a}_f_v{k}") for k in range(3)]
+        present = Signal(2, name=f"a{a}_present")
+        with m.If(seq.load1):
+            m.d.sync += [present.eq(read_present)]
+            m.d.sync += [fetch_p[k].eq(preads[k].data) for k in range(3)]
+            m.d.sync += [fetch_v[k].eq(vreads[k].data) for k in range(3)]
+
+        # -- the fetched unit: codes and the work bits of its block's real columns ----------
+        cvalid = Signal(C, name=f"a{a}_cvalid")
+        m.d.comb += cvalid.eq(Cat(*((seq.f_cb * C + j) < run.channels for j in range(C))))
+        m.d.comb += [cu.m0.eq(fetch_v[0]), cu.m1.eq(fetch_v[1]),
+                     cu.m2.eq(fetch_v[2]), cu.present1.eq(present[0]),
                      cu.present2.eq(present[1]), cu.w3.eq(run.w3), cu.reuse.eq(run.reuse),
                      cu.full_limit.eq(run.full_limit), cu.half_mask.eq(run.half_mask),
                      seq.work1.eq((cu.work1 & cvalid).any()),
                      seq.work2.eq((cu.work2 & cvalid).any())]
 
+        # -- unit registers: the current unit's operands and codes, loaded at ``take`` -------
+        # (the sequencer's work bits are registered with them), so that the memories' read
+        # and the window codes end in registers: the read ports move on to the next unit
+        # while this one's steps run. An absent member's word was never written (X in a
+        # 4-state simulator): it is zeroed, as its P lanes, so that no product ever sees it
+        # (even 0 * X is X there).
+        unit_row = [[Signal(8, name=f"a{a}_u_p{k}_{i}") for k in range(3)] for i in range(R)]
+        unit_row_valid = Signal(R, name=f"a{a}_u_rvalid")
+        unit_col = [[Signal(8, name=f"a{a}_u_v{k}_{j}") for k in range(3)] for j in range(C)]
+        unit_codes = [[Signal(2, name=f"a{a}_u_c{k}_{j}") for k in (1, 2)] for j in range(C)]
+        unit_col_valid = Signal(C, name=f"a{a}_u_cvalid")
+        with m.If(seq.take):
+            for i in range(R):
+                lanes = [fetch_p[k][8 * i:8 * i + 8] for k in range(3)]
+                m.d.sync += [unit_row[i][0].eq(lanes[0]),
+                             unit_row[i][1].eq(Mux(present[0], lanes[1], 0)),
+                             unit_row[i][2].eq(Mux(present[1], lanes[2], 0)),
+                             unit_row_valid[i].eq((seq.f_rb * R + i) < run.queries)]
+            for j in range(C):
+                lanes = [fetch_v[k][8 * j:8 * j + 8] for k in range(3)]
+                m.d.sync += [unit_col[j][0].eq(lanes[0]),
+                             unit_col[j][1].eq(Mux(present[0], lanes[1], 0)),
+                             unit_col[j][2].eq(Mux(present[1], lanes[2], 0)),
+                             unit_codes[j][0].eq(cu.c1[2 * j:2 * j + 2]),
+                             unit_codes[j][1].eq(cu.c2[2 * j:2 * j + 2])]
+            m.d.sync += unit_col_valid.eq(cvalid)
+
         # -- the array, behind one register stage ---------------------------------------------
-        # The step (rows, columns with their codes, tag) is registered before the array, so
-        # that the memories' read, the window codes and the array's column decode and
-        # multiply are not one path; every step reaches the array one cycle after the
-        # sequencer presents it (``PvTiming.load_base`` = 3).
+        # The step (the unit's rows and columns with their codes, the mode, the tag) is
+        # registered before the array, so that the sequencer's step decision and the array's
+        # column decode and multiply are not one path; every step reaches the array one
+        # cycle after the sequencer presents it (``PvTiming.load_base`` = 5).
         for i in range(R):
             row = arr.row[i]
-            lanes = [preads[k].data[8 * i:8 * i + 8] for k in range(3)]
-            m.d.sync += [row.p0.eq(lanes[0]),
-                         row.p1.eq(Mux(present[0], lanes[1], 0)),
-                         row.p2.eq(Mux(present[1], lanes[2], 0)),
-                         row.valid.eq((seq.rb * R + i) < run.queries),
+            m.d.sync += [row.p0.eq(unit_row[i][0]), row.p1.eq(unit_row[i][1]),
+                         row.p2.eq(unit_row[i][2]), row.valid.eq(unit_row_valid[i]),
                          row.mode.kind.eq(seq.kind),
                          row.mode.first.eq(seq.step & seq.first),
                          row.mode.issue.eq(seq.step & seq.issue)]
         for j in range(C):
             col = arr.col[j]
-            # An absent member's word was never written (X in a 4-state simulator): zero it,
-            # as its P lanes, so that no product ever sees it (even 0 * X is X there).
-            m.d.sync += [col.v0.eq(vreads[0].data[8 * j:8 * j + 8]),
-                         col.v1.eq(Mux(present[0], vreads[1].data[8 * j:8 * j + 8], 0)),
-                         col.v2.eq(Mux(present[1], vreads[2].data[8 * j:8 * j + 8], 0)),
-                         col.c1.eq(cu.c1[2 * j:2 * j + 2]), col.c2.eq(cu.c2[2 * j:2 * j + 2]),
-                         col.valid.eq(cvalid[j])]
+            m.d.sync += [col.v0.eq(unit_col[j][0]), col.v1.eq(unit_col[j][1]),
+                         col.v2.eq(unit_col[j][2]), col.c1.eq(unit_codes[j][0]),
+                         col.c2.eq(unit_codes[j][1]), col.valid.eq(unit_col_valid[j])]
         m.d.sync += arr.tag.eq(Cat(seq.tag_valid, seq.tag_rb, seq.tag_cb))
-
-        # -- O buffer: the drained outputs in, O out ---------------------------------------------
-        m.submodules.obuf = obuf = PvOutBuffer(R, C, aw, self.max_queries, self.max_channels,
-                                               bw)
-        m.d.comb += [obuf.drain.eq(arr.drain), obuf.queries.eq(run.queries),
-                     obuf.channels.eq(run.channels), obuf.start.eq(seq.finished),
-                     reading.eq(obuf.reading)]
-        wiring.connect(m, wiring.flipped(self.o), obuf.o)
-
-        # -- end of run, counters -----------------------------------------------------------------
-        with m.If(self.busy):
-            m.d.sync += [cnt.cycles.eq(cnt.cycles + 1),
-                         cnt.busy_pe_cycles.eq(cnt.busy_pe_cycles + arr.busy_count),
-                         cnt.issued_a.eq(cnt.issued_a + seq.inc_issued[0]),
-                         cnt.issued_f1.eq(cnt.issued_f1 + seq.inc_issued[1]),
-                         cnt.issued_f2.eq(cnt.issued_f2 + seq.inc_issued[2]),
-                         cnt.skipped_f1.eq(cnt.skipped_f1 + seq.inc_skip1),
-                         cnt.skipped_f2.eq(cnt.skipped_f2 + seq.inc_skip2),
-                         cnt.bubbles.eq(cnt.bubbles + seq.inc_bubble),
-                         cnt.blocks.eq(cnt.blocks + seq.inc_block),
-                         cnt.steps.eq(cnt.steps + (seq.step & ~(seq.first & ~seq.issue)))]
-        with m.If(seq.finished):
-            m.d.sync += [self.busy.eq(0), self.done.eq(1)]
-        return m

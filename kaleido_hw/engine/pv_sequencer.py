@@ -1,24 +1,42 @@
-"""Block sequencer of the P @ V array (``docs/linear.md``, "P @ V on the PE arrays").
+"""Block sequencer of one P @ V array (``docs/linear.md``, "P @ V on the PE arrays").
 
-Walks column blocks, then row blocks, then the units of V's direction group, and per unit
-issues its A step and, where some column of the block needs them, its F1 and F2 steps
-(``work1``/``work2``: an OR over the block's real columns, computed by the top from the
-unit's codes). A block shorter than R steps is padded with bubbles; after the last block one
-final drain step, then ``R + C + 1`` cycles for the top's register stage and the last drain
-wave.
+Walks its column blocks (of P arrays, array ``a`` takes column blocks ``a, a + P, a + 2P,
+...``: ``first_cb`` = a, stride P), for each every row block, then the units of V's
+direction group, and per unit issues its A step and, where some column of the block needs
+them, its F1 and F2 steps (``work1``/``work2``: an OR over the block's real columns,
+computed by the top from the unit's codes). A block shorter than R steps is padded with
+bubbles; after the last block one final drain step, then ``R + C + 1`` cycles for the top's
+register stage and the last drain wave.
 
 Units are walked in token order without a division: the unit's anchor coordinates
-``(ct, cy, cx)`` step by ``window`` along the group's axis and by 1 on the others. The read
-of a unit (its three members' P and V words) is issued the cycle before its first step and
-held (read enable low) until its last step; so a unit's steps follow the previous unit's back
-to back. The first step is presented two cycles after ``start``; the top registers every
-step once before the array, so it reaches the array in cycle 3 (``PvTiming.load_base``).
+``(ct, cy, cx)`` step by ``window`` along the group's axis and by 1 on the others.
+
+The walk is a pipeline, so that no path runs from the memories' read data through the
+window codes into the next read (the decision whether a unit has follower steps comes from
+a register), nor from the memories' clock-to-output through the codes:
+
+* **read**: the read pointer's unit (its three members' P and V words) is read when stage 0
+  is free at the end of the cycle;
+* **stage 0**: the read ports hold the unit's words (read enable low) until ``load1`` moves
+  them into the top's fetch registers;
+* **stage 1**: the top's fetch registers hold the words; the top computes the window codes
+  and ``work1``/``work2`` from them; ``take`` (the current unit's last step is presented, or
+  there is no current unit) moves words, codes and work bits into the top's unit registers
+  and the block information into this sequencer's;
+* **current**: the unit whose steps are presented, one per cycle, from registered work bits.
+
+A stage moves when the one after it is free at the end of the cycle, so the next unit's codes
+are ready when the current one's last step is presented, and steps follow each other back to
+back, across blocks too (the next block's first unit is taken during the bubbles). The first
+step is presented four cycles after ``start`` (read, stage 0, stage 1, then the step); the
+top registers every step once before the array, so it reaches the array in cycle 5
+(``PvTiming.load_base``).
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Mux, Module, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.pv_cell import PV_BUBBLE
@@ -29,7 +47,7 @@ __all__ = ["PvSequencer"]
 
 
 class PvSequencer(wiring.Component):
-    """The step walk of one P @ V run.
+    """The step walk of one P @ V run on one array.
 
     Parameters
     ----------
@@ -39,51 +57,58 @@ class PvSequencer(wiring.Component):
         Bits of a grid length or token count.
     block_width : int
         Bits of a row- or column-block count.
+    arrays : int
+        P: the stride of the column-block walk.
 
     Inputs: ``start`` (one cycle; the run's ``t``, ``h``, ``w``, ``hw`` = h*w, ``axis``,
-    ``w3``, ``nrb``, ``ncb`` must be stable from then on), ``work1``/``work2`` (some real
-    column of the block has F1 / F2 work at the unit whose data is read).
+    ``w3``, ``nrb``, ``ncb`` must be stable from then on; start only when ``first_cb <
+    ncb``), ``first_cb`` (the array's index, an input so that the P sequencers are one
+    module), ``work1``/``work2`` (some real column of the fetched unit's block has F1 / F2
+    work at that unit).
     Outputs: the read of a unit (``rd_en``, ``rd_tok0``, ``rd_stride``, ``rd_present1/2``,
-    ``rd_rb``, ``rd_cb``); the step presented this cycle (``step``, ``issue``, ``first``,
-    ``kind``, ``rb``, ``cb``); the block the drain wave of a first step carries (``tag_valid``,
-    ``tag_rb``, ``tag_cb``); ``finished`` (one cycle when the last drain wave has left);
-    counter pulses ``inc_issued`` (3 bits, by kind), ``inc_skip1``, ``inc_skip2``,
-    ``inc_bubble``, ``inc_block``.
+    ``rd_rb``, ``rd_cb``: the array's own column-block index, ``cb // P``); ``load1`` (the
+    read ports' words go to the fetch registers); the block of the unit in the fetch
+    registers (``f_rb``, ``f_cb``: the column block of the run) and ``take``; the step
+    presented this cycle (``step``, ``issue``, ``first``, ``kind``); the block the drain wave
+    of a first step carries (``tag_valid``, ``tag_rb``, ``tag_cb``, the array's own index);
+    ``finished`` (one cycle when the last drain wave has left); counter pulses
+    ``inc_issued`` (3 bits, by kind), ``inc_skip1``, ``inc_skip2``, ``inc_bubble``,
+    ``inc_block``.
     """
 
-    def __init__(self, rows: int, cols: int, size_width: int, block_width: int):
-        self.rows, self.cols = rows, cols
+    def __init__(self, rows: int, cols: int, size_width: int, block_width: int,
+                 arrays: int = 1):
+        self.rows, self.cols, self.arrays = rows, cols, arrays
         self.sw, self.bw = size_width, block_width
         sw, bw = size_width, block_width
         super().__init__({
-            "start": In(1), "t": In(sw), "h": In(sw), "w": In(sw), "hw": In(sw),
-            "axis": In(2), "w3": In(1), "nrb": In(bw), "ncb": In(bw),
+            "start": In(1), "first_cb": In(bw), "t": In(sw), "h": In(sw), "w": In(sw),
+            "hw": In(sw), "axis": In(2), "w3": In(1), "nrb": In(bw), "ncb": In(bw),
             "work1": In(1), "work2": In(1),
             "rd_en": Out(1), "rd_tok0": Out(sw), "rd_stride": Out(sw),
             "rd_present1": Out(1), "rd_present2": Out(1), "rd_rb": Out(bw), "rd_cb": Out(bw),
+            "load1": Out(1), "f_rb": Out(bw), "f_cb": Out(bw), "take": Out(1),
             "step": Out(1), "issue": Out(1), "first": Out(1), "kind": Out(2),
-            "rb": Out(bw), "cb": Out(bw),
             "tag_valid": Out(1), "tag_rb": Out(bw), "tag_cb": Out(bw),
             "finished": Out(1),
             "inc_issued": Out(3), "inc_skip1": Out(1), "inc_skip2": Out(1),
             "inc_bubble": Out(1), "inc_block": Out(1),
         })
 
+    def shared_module_key(self):
+        """Equal for sequencers that are the same hardware (``kaleido_hw.flow.shared_modules``):
+        every constructor argument (the array's index is the ``first_cb`` port)."""
+        return type(self), self.rows, self.cols, self.sw, self.bw, self.arrays
+
     def elaborate(self, platform):
         m = Module()
-        R, C, sw, bw = self.rows, self.cols, self.sw, self.bw
+        R, C, sw, bw, P = self.rows, self.cols, self.sw, self.bw, self.arrays
         win = Mux(self.w3, 3, 2)
-        # The unit whose data is (being) read, and its block.
-        ct, cy, cx = (Signal(sw, name=n) for n in ("ct", "cy", "cx"))
-        rb, cb = Signal(bw, name="cur_rb"), Signal(bw, name="cur_cb")
-        kind = Signal(2)
-        bstep = Signal(bits_for(R))          # steps of the block so far (saturating at R)
-        first_pending = Signal()
-        bubbles = Signal(bits_for(R))
-        tail = Signal(bits_for(R + C + 1))
-        m.d.comb += [self.rb.eq(rb), self.cb.eq(cb)]
 
-        # Next unit in token order (the axis coordinate steps by the window).
+        # -- read pointer: the next unit to read, its block (of the run and the array's own)
+        ct, cy, cx = (Signal(sw, name=n) for n in ("ct", "cy", "cx"))
+        rb, cb, lcb = (Signal(bw, name=n) for n in ("rd_rb_q", "rd_cb_q", "rd_lcb_q"))
+        more = Signal()                      # the pointer is at a unit of the run
         step_x = Mux(self.axis == 2, win, 1)
         step_y = Mux(self.axis == 1, win, 1)
         step_t = Mux(self.axis == 0, win, 1)
@@ -93,90 +118,126 @@ class PvSequencer(wiring.Component):
         wrap_y = ny >= self.h
         wrap_t = nt >= self.t
         block_end = wrap_x & wrap_y & wrap_t
-        next_x = Mux(wrap_x, 0, nx)
-        next_y = Mux(wrap_x, Mux(wrap_y, 0, ny), cy)
-        next_t = Mux(wrap_x & wrap_y, Mux(wrap_t, 0, nt), ct)
         last_rb = rb + 1 == self.nrb
-        last_block = last_rb & (cb + 1 == self.ncb)
-        next_rb = Mux(last_rb, 0, rb + 1)
-        next_cb = Mux(last_rb, cb + 1, cb)
+        last_block = last_rb & (cb + P >= self.ncb)
+        coord = Mux(self.axis == 0, ct, Mux(self.axis == 1, cy, cx))
+        length = Mux(self.axis == 0, self.t, Mux(self.axis == 1, self.h, self.w))
+        m.d.comb += [
+            self.rd_tok0.eq(ct * self.hw + cy * self.w + cx),
+            self.rd_stride.eq(Mux(self.axis == 0, self.hw, Mux(self.axis == 1, self.w, 1))),
+            self.rd_present1.eq(coord + 1 < length),
+            self.rd_present2.eq(self.w3 & (coord + 2 < length)),
+            self.rd_rb.eq(rb), self.rd_cb.eq(lcb),
+        ]
 
-        # Read address of a unit (the anchor token, the axis stride and the members present).
-        def read(t_, y_, x_, rb_, cb_):
-            coord = Mux(self.axis == 0, t_, Mux(self.axis == 1, y_, x_))
-            length = Mux(self.axis == 0, self.t, Mux(self.axis == 1, self.h, self.w))
-            m.d.comb += [
-                self.rd_en.eq(1),
-                self.rd_tok0.eq(t_ * self.hw + y_ * self.w + x_),
-                self.rd_stride.eq(Mux(self.axis == 0, self.hw, Mux(self.axis == 1, self.w, 1))),
-                self.rd_present1.eq(coord + 1 < length),
-                self.rd_present2.eq(self.w3 & (coord + 2 < length)),
-                self.rd_rb.eq(rb_), self.rd_cb.eq(cb_),
-            ]
+        # -- the unit at the read ports (stage 0) and in the top's fetch registers (stage 1):
+        # its block, and whether it is its block's first or last unit and the run's last ----
+        info = data.StructLayout({"first": 1, "last": 1, "final": 1, "rb": bw, "cb": bw,
+                                  "lcb": bw})
+        v0, v1 = Signal(name="s0_valid"), Signal(name="s1_valid")
+        i0, i1 = Signal(info, name="s0_info"), Signal(info, name="s1_info")
+        # -- current unit: its block, work bits, the step kind -------------------------------
+        c_first, c_last, c_final, c_w1, c_w2 = (Signal(name=n) for n in
+                                                ("c_first", "c_last", "c_final", "c_w1",
+                                                 "c_w2"))
+        c_rb, c_lcb = Signal(bw, name="c_rb"), Signal(bw, name="c_lcb")
+        kind = Signal(2)
+        bstep = Signal(bits_for(R))          # steps of the block so far (saturating at R)
+        bubbles = Signal(bits_for(R))
+        final_next = Signal()                # the bubbles end the run's last block
+        tail = Signal(bits_for(R + C + 1))
 
-        def present(issue, first, kind_):
-            m.d.comb += [self.step.eq(1), self.issue.eq(issue), self.first.eq(first),
-                         self.kind.eq(kind_)]
-
-        # The state, decoded by an If chain (an m.FSM of 6 states emits incomplete cases,
-        # which Verilator -Wall rejects).
-        names = ("IDLE", "LOAD", "STEP", "BUBBLE", "FINAL", "TAIL")
+        names = ("IDLE", "FILL", "STEP", "BUBBLE", "FINAL", "TAIL")
         ST = {n: k for k, n in enumerate(names)}
         state = Signal(range(len(names)), name="seq_state")
 
         def goto(name):
             m.d.sync += state.eq(ST[name])
 
-        def end_block():
-            """After a block's last issued step (this cycle) or its last bubble."""
-            with m.If(last_block):
-                goto("FINAL")
+        def present(issue, first, kind_):
+            m.d.comb += [self.step.eq(1), self.issue.eq(issue), self.first.eq(first),
+                         self.kind.eq(kind_)]
+
+        # The pipeline moves when its next stage is free at the end of the cycle: the
+        # current unit's last step is presented (``unit_ends``, set in STEP below), or a
+        # stage is empty.
+        unit_ends = Signal()
+        take, load1, reading = Signal(), Signal(), Signal()
+        m.d.comb += [take.eq(v1 & ((state == ST["FILL"]) | unit_ends)),
+                     load1.eq(v0 & (~v1 | take)),
+                     reading.eq(more & (state != ST["IDLE"]) & (~v0 | load1)),
+                     self.take.eq(take), self.load1.eq(load1), self.rd_en.eq(reading),
+                     self.f_rb.eq(i1.rb), self.f_cb.eq(i1.cb)]
+        with m.If(reading):
+            m.d.sync += [v0.eq(1), i0.rb.eq(rb), i0.cb.eq(cb), i0.lcb.eq(lcb),
+                         i0.first.eq((ct == 0) & (cy == 0) & (cx == 0)),
+                         i0.last.eq(block_end), i0.final.eq(block_end & last_block)]
+            with m.If(~block_end):
+                m.d.sync += [cx.eq(Mux(wrap_x, 0, nx)),
+                             cy.eq(Mux(wrap_x, Mux(wrap_y, 0, ny), cy)),
+                             ct.eq(Mux(wrap_x & wrap_y, Mux(wrap_t, 0, nt), ct))]
             with m.Else():
-                read(0, 0, 0, next_rb, next_cb)
-                m.d.sync += [ct.eq(0), cy.eq(0), cx.eq(0), rb.eq(next_rb), cb.eq(next_cb),
-                             kind.eq(0), bstep.eq(0), first_pending.eq(1)]
-                goto("STEP")
+                m.d.sync += [ct.eq(0), cy.eq(0), cx.eq(0)]
+                with m.If(last_rb):
+                    m.d.sync += [rb.eq(0), cb.eq(cb + P), lcb.eq(lcb + 1)]
+                with m.Else():
+                    m.d.sync += rb.eq(rb + 1)
+                with m.If(last_block):
+                    m.d.sync += more.eq(0)
+        with m.Elif(load1):
+            m.d.sync += v0.eq(0)
+        with m.If(load1):
+            m.d.sync += [v1.eq(1), i1.eq(i0)]
+        with m.Elif(take):
+            m.d.sync += v1.eq(0)
+        with m.If(take):
+            m.d.sync += [c_first.eq(i1.first), c_last.eq(i1.last), c_final.eq(i1.final),
+                         c_rb.eq(i1.rb), c_lcb.eq(i1.lcb), c_w1.eq(self.work1),
+                         c_w2.eq(self.work2)]
 
         with m.If(state == ST["IDLE"]):
             with m.If(self.start):
-                m.d.sync += [ct.eq(0), cy.eq(0), cx.eq(0), rb.eq(0), cb.eq(0), kind.eq(0),
-                             bstep.eq(0), first_pending.eq(1), self.tag_valid.eq(0)]
-                goto("LOAD")
-        with m.Elif(state == ST["LOAD"]):
-            read(ct, cy, cx, rb, cb)
-            goto("STEP")
+                m.d.sync += [ct.eq(0), cy.eq(0), cx.eq(0), rb.eq(0), cb.eq(self.first_cb),
+                             lcb.eq(0), more.eq(1), v0.eq(0), v1.eq(0), kind.eq(0),
+                             bstep.eq(0),
+                             self.tag_valid.eq(0)]
+                goto("FILL")
+        with m.Elif(state == ST["FILL"]):
+            with m.If(take):
+                goto("STEP")
         with m.Elif(state == ST["STEP"]):
-            first = first_pending & (kind == 0)
+            first = c_first & (kind == 0)
             present(1, first, kind)
             m.d.comb += self.inc_issued.eq(1 << kind)
             with m.If(first):
                 m.d.comb += self.inc_block.eq(1)
-                m.d.sync += [first_pending.eq(0), self.tag_valid.eq(1),
-                             self.tag_rb.eq(rb), self.tag_cb.eq(cb)]
+                m.d.sync += [self.tag_valid.eq(1), self.tag_rb.eq(c_rb),
+                             self.tag_cb.eq(c_lcb)]
             with m.If(kind == 0):
-                m.d.comb += [self.inc_skip1.eq(~self.work1),
-                             self.inc_skip2.eq(self.w3 & ~self.work2)]
-            unit_done = Mux(kind == 0, ~self.work1 & ~self.work2,
-                            Mux(kind == 1, ~self.work2, 1))
+                m.d.comb += [self.inc_skip1.eq(~c_w1), self.inc_skip2.eq(self.w3 & ~c_w2)]
+            done = Mux(kind == 0, ~c_w1 & ~c_w2, Mux(kind == 1, ~c_w2, 1))
             steps = Signal(bits_for(R), name="steps_now")
-            m.d.comb += steps.eq(Mux(bstep == R, R, bstep + 1))
+            m.d.comb += steps.eq(Mux(first, 1, Mux(bstep == R, R, bstep + 1)))
             m.d.sync += bstep.eq(steps)
-            with m.If(~unit_done):
-                m.d.sync += kind.eq(Mux((kind == 0) & self.work1, 1, 2))
-            with m.Elif(~block_end):
-                read(next_t, next_y, next_x, rb, cb)
-                m.d.sync += [ct.eq(next_t), cy.eq(next_y), cx.eq(next_x), kind.eq(0)]
-            with m.Elif(steps < R):
-                m.d.sync += bubbles.eq(R - steps)
-                goto("BUBBLE")
+            with m.If(~done):
+                m.d.sync += kind.eq(Mux((kind == 0) & c_w1, 1, 2))
             with m.Else():
-                end_block()
+                m.d.comb += unit_ends.eq(1)
+                m.d.sync += kind.eq(0)
+                with m.If(c_last & (steps < R)):
+                    m.d.sync += [bubbles.eq(R - steps), final_next.eq(c_final)]
+                    goto("BUBBLE")
+                with m.Elif(c_final):
+                    goto("FINAL")
         with m.Elif(state == ST["BUBBLE"]):
             present(0, 0, PV_BUBBLE)
             m.d.comb += self.inc_bubble.eq(1)
             m.d.sync += bubbles.eq(bubbles - 1)
             with m.If(bubbles == 1):
-                end_block()
+                with m.If(final_next):
+                    goto("FINAL")
+                with m.Else():
+                    goto("STEP")
         with m.Elif(state == ST["FINAL"]):
             present(0, 1, PV_BUBBLE)            # drains the last block
             # The array sees it a cycle later (the top's register stage), then the wave.

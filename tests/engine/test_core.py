@@ -282,26 +282,60 @@ def _error_programs():
     return progs, mem, plan, base
 
 
-@pytest.mark.parametrize("name", list(_error_programs()[0]))
-def test_core_errors(name):
-    """Each error at the interpreter's command index; the rest dropped; then a clean run."""
+def _failing(name):
+    """(command words, code, index): error program ``name`` followed by the clean program
+    (whose commands the core must drop), and where the interpreter stops it."""
     progs, mem, plan, base = _error_programs()
     prog = progs[name] + base          # commands after the error are dropped
     with pytest.raises(ProgramError) as exc:
         run_program(prog, Memory(plan.memory_size), plan.limits)
     code, index = exc.value.code, exc.value.index
     assert ERROR_CODES[code][0] == name.split("-")[0]
-    words = [c.encode() if hasattr(c, "encode") else c for c in prog]
-    clean = [c.encode() for c in base]
-    buf = bytearray(mem.data.tobytes())
-    bad, good = run_core(CoreController(TINY), words, buf, then=clean, gap=0.1, stall=0.1)
-    assert (bad.error, bad.error_command) == (code, index)
-    assert bad.accepted == len(words)
+    return [c.encode() if hasattr(c, "encode") else c for c in prog], code, index
+
+
+def _check_clean_run(good, buf):
+    """The clean program after the errors left the interpreter's memory."""
+    _, mem, plan, base = _error_programs()
     gold = Memory(plan.memory_size)
     gold.data[:] = mem.data
     run_program(base, gold, plan.limits)
     assert good.error == 0
     assert np.array_equal(np.frombuffer(bytes(buf), np.uint8), gold.data)
+
+
+def test_core_errors_back_to_back():
+    """Every error program of :func:`_error_programs` in one simulation, each after the
+    ``error_clear`` of the one before: each stops at the interpreter's command index with
+    its code and the rest of its program dropped; the clean program at the end leaves the
+    interpreter's memory. (``test_core_errors``, in ``make regress``, runs the clean program
+    after every error in a simulation of its own.)"""
+    progs, mem, _, base = _error_programs()
+    failing = [_failing(name) for name in progs]
+    buf = bytearray(mem.data.tobytes())
+    runs = run_core(CoreController(TINY), failing[0][0], buf, gap=0.1, stall=0.1,
+                    then=[w for w, _, _ in failing[1:]] + [[c.encode() for c in base]])
+    executed = 0                       # error_command counts commands from reset
+    for name, (words, code, index), bad in zip(progs, failing, runs):
+        assert (name, bad.error, bad.error_command) == (name, code, executed + index)
+        assert bad.accepted == len(words)
+        executed += index + 1          # the failing command is executed, the rest dropped
+        assert bad.counters["commands"] == executed
+    _check_clean_run(runs[-1], buf)
+
+
+@pytest.mark.full_set
+@pytest.mark.parametrize("name", list(_error_programs()[0]))
+def test_core_errors(name):
+    """Each error at the interpreter's command index; the rest dropped; then a clean run."""
+    words, code, index = _failing(name)
+    _, mem, _, base = _error_programs()
+    buf = bytearray(mem.data.tobytes())
+    bad, good = run_core(CoreController(TINY), words, buf, then=[c.encode() for c in base],
+                         gap=0.1, stall=0.1)
+    assert (bad.error, bad.error_command) == (code, index)
+    assert bad.accepted == len(words)
+    _check_clean_run(good, buf)
 
 
 def test_core_bus_error():

@@ -1,8 +1,9 @@
 """``pv_engine`` in the Amaranth simulator: O bit-exact against
-``golden.vector.attention_int(p, V_eff)`` and every counter equal to
-``golden.engine.pv.pv_counters(..., arrays=1)``, runs back to back, random valid gaps on the
-write streams and random back-pressure on the O stream; the column decode against
-``PV_DECODE``; every error bit."""
+``golden.vector.attention_int(p, V_eff)`` and every counter, the per-array ones included,
+equal to ``golden.engine.pv.pv_counters(..., arrays=P)``, on one, two and four arrays (some
+without a column block), runs back to back, random valid gaps on the write streams and
+random back-pressure on the O stream; the column decode against ``PV_DECODE``; every error
+bit."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from golden.engine.pv import pv_counters
 from golden.vector import attention_int
 from golden.window import window_effective_operand, window_masks
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.engine.pv_engine import COUNTERS, ERROR_BITS, PvEngine
+from kaleido_hw.engine.pv_engine import ERROR_BITS, PvEngine, counter_names, counters_from_model
 
 pytestmark = pytest.mark.xdist_group("pv_rtl")
 
+#: Four arrays (the default): at most 3 column blocks of 8 channels, so one array has none.
 CONFIG = KaleidoConfig(rows=2, cols=3, engine_max_tokens=32, engine_max_head_dim=8)
 
 
@@ -26,13 +28,6 @@ def cfg_ports(grid, queries, channels, axis, window, reuse=True, full_bits=5, ha
     g = golden.numerics.as_grid(grid)
     return dict(t=g.t, h=g.h, w=g.w, axis=axis, window=window, queries=queries,
                 channels=channels, reuse=int(reuse), full_bits=full_bits, half_bits=half_bits)
-
-
-def expected_counters(c):
-    return {"cycles": c.cycles, "busy_pe_cycles": c.busy_pe_cycles,
-            "issued_a": c.issued[0], "issued_f1": c.issued[1], "issued_f2": c.issued[2],
-            "skipped_f1": c.skipped[1], "skipped_f2": c.skipped[2], "bubbles": c.bubbles,
-            "blocks": c.blocks, "steps": c.steps}
 
 
 def run_jobs(config, jobs, seed=0, valid_prob=0.7, ready_prob=0.6):
@@ -77,7 +72,8 @@ def run_jobs(config, jobs, seed=0, valid_prob=0.7, ready_prob=0.6):
             else:
                 raise AssertionError("no done")
             out = {"error": ctx.get(dut.error),
-                   "counters": {c: ctx.get(getattr(dut.cnt, c)) for c in COUNTERS}}
+                   "counters": {c: ctx.get(_port(dut.cnt, c))
+                                for c in counter_names(config.engine_arrays)}}
             outs.append(out)
             if out["error"]:
                 continue
@@ -105,6 +101,12 @@ def run_jobs(config, jobs, seed=0, valid_prob=0.7, ready_prob=0.6):
     sim.add_testbench(bench)
     sim.run()
     return outs
+
+
+def _port(cnt, name):
+    for part in name.split("__"):
+        cnt = getattr(cnt, part)
+    return cnt
 
 
 def _job(rng, grid, q, d, axis, window, reuse=True, smooth=True, bits=(5, 3)):
@@ -135,9 +137,9 @@ def _check(job, out, config):
     ref = attention_int(job["p"], v_eff)
     ref = (ref + wrap // 2) % wrap - wrap // 2
     np.testing.assert_array_equal(out["O"], ref)
-    model = pv_counters(job["p"], job["v"], g, axis, window, config.rows, config.cols, 1,
-                        *job["bits"], reuse=job["reuse"])
-    assert out["counters"] == expected_counters(model)
+    model = pv_counters(job["p"], job["v"], g, axis, window, config.rows, config.cols,
+                        config.engine_arrays, *job["bits"], reuse=job["reuse"])
+    assert out["counters"] == counters_from_model(model)
 
 
 def test_runs_back_to_back():
@@ -260,5 +262,27 @@ def test_random_runs_on_another_build():
         jobs.append(_job(rng, grid, q, d, int(rng.integers(0, 3)), int(rng.integers(2, 4)),
                          reuse=bool(rng.random() < 0.8), smooth=k % 3 != 2, bits=bits))
     outs = run_jobs(config, jobs, seed=5, valid_prob=0.5, ready_prob=0.5)
+    for job, out in zip(jobs, outs):
+        _check(job, out, config)
+
+
+@pytest.mark.parametrize("arrays", [1, 2, 3])
+def test_column_blocks_over_arrays(arrays):
+    """Column block cb on array ``cb mod P``, each array walking several (16 channels are 6
+    column blocks: 3 per array at P = 2, 2 at P = 3, where the V bank and word of a write are
+    a division by P), and a single array: random runs, some with fewer column blocks than
+    arrays; every counter, per array too."""
+    config = KaleidoConfig(rows=2, cols=3, engine_arrays=arrays, engine_max_tokens=24,
+                           engine_max_head_dim=16)
+    rng = np.random.default_rng(20 + arrays)
+    jobs = []
+    for k in range(5):
+        grid = golden.VideoGrid(*[int(x) for x in rng.integers(1, 4, 3)])
+        while grid.n > config.engine_max_tokens:
+            grid = golden.VideoGrid(*[int(x) for x in rng.integers(1, 4, 3)])
+        d = 16 if k == 0 else int(rng.integers(1, 17))
+        jobs.append(_job(rng, grid, int(rng.integers(1, 8)), d, int(rng.integers(0, 3)),
+                         int(rng.integers(2, 4)), reuse=k != 4))
+    outs = run_jobs(config, jobs, seed=arrays, valid_prob=0.6, ready_prob=0.5)
     for job, out in zip(jobs, outs):
         _check(job, out, config)

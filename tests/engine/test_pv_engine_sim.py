@@ -1,7 +1,7 @@
 """The pv_engine cocotb bench (sim/engine/pv) from pytest, on Verilator and Icarus, on a
-small generated variant (one 2 x 3 array, 32 keys and queries, 8 channels: padding row and
-column blocks, bubbles at one key); ``make -C sim/engine/pv`` runs it on rtl_out's default
-build."""
+small generated variant (two 2 x 3 arrays, 32 keys and queries, 16 channels: padding row
+and column blocks, bubbles at one key, one to two column blocks per array); ``make -C
+sim/engine/pv`` runs it on rtl_out's default build (four 4 x 4 arrays)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from runner import SIMULATORS, run_variant  # noqa: E402
 from kaleido_hw.config import KaleidoConfig  # noqa: E402
 
 
-SMALL = KaleidoConfig(rows=2, cols=3, engine_max_tokens=32, engine_max_head_dim=8)
+SMALL = KaleidoConfig(rows=2, cols=3, engine_arrays=2, engine_max_tokens=32,
+                      engine_max_head_dim=16)
 
 
 @pytest.mark.sim
 @pytest.mark.parametrize("sim", SIMULATORS)
 def test_pv_engine_bench(sim):
-    run_variant("engine/pv", "pv_engine", SMALL, f"r2c3-{sim}", sim=sim)
+    run_variant("engine/pv", "pv_engine", SMALL, f"p2r2c3-{sim}", sim=sim)

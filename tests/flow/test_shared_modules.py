@@ -16,6 +16,7 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.merged_array import MergedArray
 from kaleido_hw.array.array import PEArray
 from kaleido_hw.engine.array_sequencer import ArraySequencer
+from kaleido_hw.engine.pv_sequencer import PvSequencer
 from kaleido_hw.flow.dedup import instance_modules
 from kaleido_hw.flow.generate import emit_verilog
 from kaleido_hw.flow.shared_modules import convert_shared, shared_key
@@ -144,6 +145,17 @@ def test_sequencer_key_is_sound():
     a, b = ArraySequencer(stalled, 0), ArraySequencer(stalled, 1)
     assert shared_key(a) != shared_key(b)
     assert _rtlil(a) != _rtlil(b)
+
+
+def test_pv_sequencer_key_is_sound():
+    """pv_engine's P sequencers are one module (the array index is a port); another stride
+    is another key and another netlist."""
+    a, b = PvSequencer(2, 3, 6, 3, 4), PvSequencer(2, 3, 6, 3, 4)
+    assert shared_key(a) == shared_key(b)
+    assert _rtlil(a) == _rtlil(b)
+    c = PvSequencer(2, 3, 6, 3, 2)
+    assert shared_key(a) != shared_key(c)
+    assert _rtlil(a) != _rtlil(c)
 
 
 @pytest.mark.filterwarnings("ignore:.*created but never used")

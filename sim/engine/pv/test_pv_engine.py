@@ -1,7 +1,8 @@
 """cocotb bench of ``pv_engine`` (``docs/linear.md``, "P @ V on the PE arrays"): O bit-exact
 against ``golden.vector.attention_int(p, V_eff)`` and every counter equal to
-``golden.engine.pv.pv_counters`` (cycles included), windows 2 and 3, every axis, reuse and
-dense, odd grids, padding row and column blocks, random gaps on the P and V write streams,
+``golden.engine.pv.pv_counters`` on the build's P arrays (cycles and the per-array counters
+included), windows 2 and 3, every axis, reuse and dense, odd grids, padding row and column
+blocks, runs with fewer column blocks than arrays and with several per array, random gaps on the P and V write streams,
 random back-pressure on the O stream; then every error bit.
 
 ``make -C sim/engine/pv [SIM=icarus]`` on rtl_out (the default build); pytest runs it on a
@@ -25,12 +26,13 @@ from golden.numerics import VideoGrid
 from golden.vector import attention_int
 from golden.window import window_effective_operand, window_masks
 from kaleido_hw.bitops import bits_for
-from kaleido_hw.engine.pv_engine import COUNTERS, ERROR_BITS, PvEngine
+from kaleido_hw.engine.pv_engine import (ERROR_BITS, PvEngine, counter_names,
+                                         counters_from_model)
 
 
 CFG = load_config()
 GEO = PvEngine(CFG)
-R, C, AW = CFG.rows, CFG.cols, CFG.acc_width
+R, C, AW, P = CFG.rows, CFG.cols, CFG.acc_width, CFG.engine_arrays
 RBW = bits_for(GEO.nrb_max - 1)
 CBW = bits_for(GEO.ncb_max - 1)
 KW = GEO.key_width
@@ -99,7 +101,7 @@ class PvHost:
         else:
             raise AssertionError("pv_engine: no done")
         error = int(dut.error.value)
-        counters = {c: int(getattr(dut, f"cnt__{c}").value) for c in COUNTERS}
+        counters = {c: int(getattr(dut, f"cnt__{c}").value) for c in counter_names(P)}
         if error:
             return error, counters, None
         start = len(self.sink.items)
@@ -125,19 +127,16 @@ async def check_run(host, p, v, grid, axis, window, reuse=True, bits=(5, 3)):
     wrap = 1 << AW
     ref = (attention_int(p, v_eff) + wrap // 2) % wrap - wrap // 2
     np.testing.assert_array_equal(o, ref)
-    model = pv_counters(p, v, grid, axis, window, R, C, 1, *bits, reuse=reuse)
-    want = {"cycles": model.cycles, "busy_pe_cycles": model.busy_pe_cycles,
-            "issued_a": model.issued[0], "issued_f1": model.issued[1],
-            "issued_f2": model.issued[2], "skipped_f1": model.skipped[1],
-            "skipped_f2": model.skipped[2], "bubbles": model.bubbles, "blocks": model.blocks,
-            "steps": model.steps}
+    model = pv_counters(p, v, grid, axis, window, R, C, P, *bits, reuse=reuse)
+    want = counters_from_model(model)
     assert counters == want, (counters, want)
 
 
 @cocotb.test()
 async def test_runs(dut):
     """Back-to-back runs on one engine: both windows, every axis, three data kinds, reuse
-    and dense, queries and channels that leave padding rows and columns."""
+    and dense, queries and channels that leave padding rows and columns, from one column
+    block up to more than one per array."""
     await start_clock_and_reset(dut)
     for s in range(seeds_requested()):
         rng = rng_for("runs", s)
@@ -150,7 +149,7 @@ async def test_runs(dut):
                     reuse = k % 5 != 4
                     k += 1
                     q = int(rng.integers(1, min(GEO.max_queries, 2 * R + 2) + 1))
-                    d = int(rng.integers(1, min(GEO.max_channels, 2 * C + 2) + 1))
+                    d = int(rng.integers(1, min(GEO.max_channels, (P + 1) * C + 2) + 1))
                     p = rng.integers(0, 256, (q, grid.n))
                     v = values(kind, grid.n, d, rng)
                     dut._log.info(f"grid {grid} window {window} axis {axis} {kind} "
