@@ -10620,27 +10620,23 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   reg \$160 ;
   reg \$161 ;
   reg [20:0] \$162 ;
-  reg \$163 ;
+  reg [20:0] \$163 ;
   reg \$164 ;
   reg \$165 ;
-  reg [5:0] \$166 ;
-  reg [5:0] \$167 ;
+  reg [1:0] \$166 ;
+  reg [2:0] \$167 ;
   reg \$168 ;
-  reg \$169 ;
+  reg [2:0] \$169 ;
   wire \$17 ;
-  reg [1:0] \$170 ;
-  reg [2:0] \$171 ;
-  reg \$172 ;
-  reg [2:0] \$173 ;
-  reg [5:0] \$174 ;
-  reg [5:0] \$175 ;
-  reg [2:0] \$176 ;
-  reg \$177 ;
-  reg [3:0] \$178 ;
-  reg \$179  = 0;
+  reg [5:0] \$170 ;
+  reg [5:0] \$171 ;
+  reg [2:0] \$172 ;
+  reg \$173 ;
+  reg [3:0] \$174 ;
+  reg \$175  = 0;
+  wire \$176 ;
+  wire \$177 ;
   wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
   wire [6:0] \$19 ;
   wire [1:0] \$2 ;
   wire [6:0] \$20 ;
@@ -10730,6 +10726,12 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   wire \$97 ;
   wire \$98 ;
   wire \$99 ;
+  wire [5:0] \cur_info.cb ;
+  wire \cur_info.final ;
+  wire \cur_info.first ;
+  wire \cur_info.last ;
+  wire [5:0] \cur_info.lcb ;
+  wire [5:0] \cur_info.rb ;
   wire [5:0] \s0_info.cb ;
   wire \s0_info.final ;
   wire \s0_info.first ;
@@ -10746,16 +10748,12 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   wire [1:0] axis;
   reg [2:0] bstep = 3'h0;
   reg [2:0] bubbles = 3'h0;
-  reg c_final = 1'h0;
-  reg c_first = 1'h0;
-  reg c_last = 1'h0;
-  reg [5:0] c_lcb = 6'h00;
-  reg [5:0] c_rb = 6'h00;
   reg c_w1 = 1'h0;
   reg c_w2 = 1'h0;
   input clk;
   wire clk;
   reg [6:0] ct = 7'h00;
+  reg [20:0] cur_info = 21'h000000;
   reg [6:0] cx = 7'h00;
   reg [6:0] cy = 7'h00;
   output [5:0] f_cb;
@@ -10908,16 +10906,16 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   assign \$48  = seq_state == 3'h4;
   assign \$49  = seq_state == 3'h5;
   assign \$50  = ! \$51 ;
-  assign \$52  = c_first & \$50 ;
+  assign \$52  = cur_info[0] & \$50 ;
   assign \$53  = 1'h1 << \$51 ;
   assign \$54  = ! \$51 ;
-  assign \$55  = c_first & \$54 ;
+  assign \$55  = cur_info[0] & \$54 ;
   assign \$56  = ! \$51 ;
   assign \$57  = ~ c_w1;
   assign \$58  = ~ c_w2;
   assign \$59  = w3 & \$58 ;
   assign \$60  = ! \$51 ;
-  assign \$61  = c_first & \$60 ;
+  assign \$61  = cur_info[0] & \$60 ;
   assign \$62  = bstep == 3'h4;
   assign \$63  = bstep + 1'h1;
   assign \$64  = \$62  ? 4'h4 : \$63 ;
@@ -10988,7 +10986,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   assign \$129  = seq_state == 3'h4;
   assign \$130  = seq_state == 3'h5;
   assign \$131  = ! \$51 ;
-  assign \$132  = c_first & \$131 ;
+  assign \$132  = cur_info[0] & \$131 ;
   assign \$133  = ! \$51 ;
   assign \$134  = ~ c_w1;
   assign \$135  = ~ c_w2;
@@ -11002,7 +11000,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   assign \$143  = \$142  & c_w1;
   assign \$144  = \$143  ? 2'h1 : 2'h2;
   assign \$145  = steps_now < 3'h4;
-  assign \$146  = c_last & \$145 ;
+  assign \$146  = cur_info[1] & \$145 ;
   assign \$147  = 3'h4 - steps_now;
   assign \$148  = bubbles - 1'h1;
   assign \$149  = bubbles == 1'h1;
@@ -11031,39 +11029,31 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   always @(posedge clk)
     s1_info <= \$162 ;
   always @(posedge clk)
-    c_first <= \$163 ;
+    cur_info <= \$163 ;
   always @(posedge clk)
-    c_last <= \$164 ;
+    c_w1 <= \$164 ;
   always @(posedge clk)
-    c_final <= \$165 ;
+    c_w2 <= \$165 ;
   always @(posedge clk)
-    c_rb <= \$166 ;
+    \$51  <= \$166 ;
   always @(posedge clk)
-    c_lcb <= \$167 ;
+    bstep <= \$167 ;
   always @(posedge clk)
-    c_w1 <= \$168 ;
+    tag_valid <= \$168 ;
   always @(posedge clk)
-    c_w2 <= \$169 ;
+    seq_state <= \$169 ;
   always @(posedge clk)
-    \$51  <= \$170 ;
+    tag_rb <= \$170 ;
   always @(posedge clk)
-    bstep <= \$171 ;
+    tag_cb <= \$171 ;
   always @(posedge clk)
-    tag_valid <= \$172 ;
+    bubbles <= \$172 ;
   always @(posedge clk)
-    seq_state <= \$173 ;
+    final_next <= \$173 ;
   always @(posedge clk)
-    tag_rb <= \$174 ;
-  always @(posedge clk)
-    tag_cb <= \$175 ;
-  always @(posedge clk)
-    bubbles <= \$176 ;
-  always @(posedge clk)
-    final_next <= \$177 ;
-  always @(posedge clk)
-    tail <= \$178 ;
+    tail <= \$174 ;
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     step = 1'h0;
     if (\$44 ) begin
     end else if (\$45 ) begin
@@ -11076,7 +11066,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     issue = 1'h0;
     if (\$44 ) begin
     end else if (\$45 ) begin
@@ -11089,7 +11079,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     first = 1'h0;
     if (\$44 ) begin
     end else if (\$45 ) begin
@@ -11102,7 +11092,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     kind = 2'h0;
     if (\$44 ) begin
     end else if (\$45 ) begin
@@ -11115,7 +11105,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     inc_issued = 3'h0;
     if (\$44 ) begin
     end else if (\$45 ) begin
@@ -11124,7 +11114,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     inc_block = 1'h0;
     if (\$44 ) begin
     end else if (\$45 ) begin
@@ -11135,7 +11125,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     inc_skip1 = 1'h0;
     if (\$44 ) begin
     end else if (\$45 ) begin
@@ -11146,7 +11136,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     inc_skip2 = 1'h0;
     if (\$44 ) begin
     end else if (\$45 ) begin
@@ -11157,7 +11147,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     steps_now = 3'h0;
     if (\$44 ) begin
     end else if (\$45 ) begin
@@ -11166,7 +11156,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     unit_ends = 1'h0;
     if (\$44 ) begin
     end else if (\$45 ) begin
@@ -11179,7 +11169,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     inc_bubble = 1'h0;
     if (\$44 ) begin
     end else if (\$45 ) begin
@@ -11189,7 +11179,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     finished = 1'h0;
     if (\$44 ) begin
     end else if (\$45 ) begin
@@ -11203,7 +11193,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     \$152  = s0_valid;
     if (rd_en) begin
       \$152  = 1'h1;
@@ -11220,7 +11210,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     \$153  = s0_info;
     if (rd_en) begin
       \$153 [8:3] = rd_rb;
@@ -11235,7 +11225,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     \$154  = cx;
     if (rd_en) begin
       (* full_case = 32'd1 *)
@@ -11255,7 +11245,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     \$155  = cy;
     if (rd_en) begin
       (* full_case = 32'd1 *)
@@ -11275,7 +11265,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     \$156  = ct;
     if (rd_en) begin
       (* full_case = 32'd1 *)
@@ -11295,7 +11285,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     \$157  = rd_rb;
     if (rd_en) begin
       (* full_case = 32'd1 *)
@@ -11319,7 +11309,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     \$158  = rd_cb_q;
     if (rd_en) begin
       (* full_case = 32'd1 *)
@@ -11340,7 +11330,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     \$159  = rd_cb;
     if (rd_en) begin
       (* full_case = 32'd1 *)
@@ -11361,7 +11351,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     \$160  = more;
     if (rd_en) begin
       (* full_case = 32'd1 *)
@@ -11382,7 +11372,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     \$161  = s1_valid;
     if (load1) begin
       \$161  = 1'h1;
@@ -11399,7 +11389,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$175 ) begin end
     \$162  = s1_info;
     if (load1) begin
       \$162  = s0_info;
@@ -11409,199 +11399,159 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$163  = c_first;
+    if (\$175 ) begin end
+    \$163  = cur_info;
     if (take) begin
-      \$163  = s1_info[0];
+      \$163  = s1_info;
     end
     if (rst) begin
-      \$163  = 1'h0;
+      \$163  = 21'h000000;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$164  = c_last;
+    if (\$175 ) begin end
+    \$164  = c_w1;
     if (take) begin
-      \$164  = s1_info[1];
+      \$164  = work1;
     end
     if (rst) begin
       \$164  = 1'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$165  = c_final;
+    if (\$175 ) begin end
+    \$165  = c_w2;
     if (take) begin
-      \$165  = s1_info[2];
+      \$165  = work2;
     end
     if (rst) begin
       \$165  = 1'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$166  = c_rb;
-    if (take) begin
-      \$166  = s1_info[8:3];
+    if (\$175 ) begin end
+    \$166  = \$51 ;
+    if (\$125 ) begin
+      if (start) begin
+        \$166  = 2'h0;
+      end
+    end else if (\$126 ) begin
+    end else if (\$127 ) begin
+      (* full_case = 32'd1 *)
+      if (\$141 ) begin
+        \$166  = \$144 ;
+      end else begin
+        \$166  = 2'h0;
+      end
     end
     if (rst) begin
-      \$166  = 6'h00;
+      \$166  = 2'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$167  = c_lcb;
-    if (take) begin
-      \$167  = s1_info[20:15];
+    if (\$175 ) begin end
+    \$167  = bstep;
+    if (\$125 ) begin
+      if (start) begin
+        \$167  = 3'h0;
+      end
+    end else if (\$126 ) begin
+    end else if (\$127 ) begin
+      \$167  = steps_now;
     end
     if (rst) begin
-      \$167  = 6'h00;
+      \$167  = 3'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$168  = c_w1;
-    if (take) begin
-      \$168  = work1;
+    if (\$175 ) begin end
+    \$168  = tag_valid;
+    if (\$125 ) begin
+      if (start) begin
+        \$168  = 1'h0;
+      end
+    end else if (\$126 ) begin
+    end else if (\$127 ) begin
+      if (\$132 ) begin
+        \$168  = 1'h1;
+      end
     end
     if (rst) begin
       \$168  = 1'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$169  = c_w2;
-    if (take) begin
-      \$169  = work2;
-    end
-    if (rst) begin
-      \$169  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$179 ) begin end
-    \$170  = \$51 ;
+    if (\$175 ) begin end
+    \$169  = seq_state;
     if (\$125 ) begin
       if (start) begin
-        \$170  = 2'h0;
-      end
-    end else if (\$126 ) begin
-    end else if (\$127 ) begin
-      (* full_case = 32'd1 *)
-      if (\$141 ) begin
-        \$170  = \$144 ;
-      end else begin
-        \$170  = 2'h0;
-      end
-    end
-    if (rst) begin
-      \$170  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$179 ) begin end
-    \$171  = bstep;
-    if (\$125 ) begin
-      if (start) begin
-        \$171  = 3'h0;
-      end
-    end else if (\$126 ) begin
-    end else if (\$127 ) begin
-      \$171  = steps_now;
-    end
-    if (rst) begin
-      \$171  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$179 ) begin end
-    \$172  = tag_valid;
-    if (\$125 ) begin
-      if (start) begin
-        \$172  = 1'h0;
-      end
-    end else if (\$126 ) begin
-    end else if (\$127 ) begin
-      if (\$132 ) begin
-        \$172  = 1'h1;
-      end
-    end
-    if (rst) begin
-      \$172  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$179 ) begin end
-    \$173  = seq_state;
-    if (\$125 ) begin
-      if (start) begin
-        \$173  = 3'h1;
+        \$169  = 3'h1;
       end
     end else if (\$126 ) begin
       if (take) begin
-        \$173  = 3'h2;
+        \$169  = 3'h2;
       end
     end else if (\$127 ) begin
       (* full_case = 32'd1 *)
       if (\$141 ) begin
       end else begin
         if (\$146 ) begin
-          \$173  = 3'h3;
-        end else if (c_final) begin
-          \$173  = 3'h4;
+          \$169  = 3'h3;
+        end else if (cur_info[2]) begin
+          \$169  = 3'h4;
         end
       end
     end else if (\$128 ) begin
       if (\$149 ) begin
         (* full_case = 32'd1 *)
         if (final_next) begin
-          \$173  = 3'h4;
+          \$169  = 3'h4;
         end else begin
-          \$173  = 3'h2;
+          \$169  = 3'h2;
         end
       end
     end else if (\$129 ) begin
-      \$173  = 3'h5;
+      \$169  = 3'h5;
     end else if (\$130 ) begin
       if (\$151 ) begin
-        \$173  = 3'h0;
+        \$169  = 3'h0;
       end
     end
     if (rst) begin
-      \$173  = 3'h0;
+      \$169  = 3'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$174  = tag_rb;
+    if (\$175 ) begin end
+    \$170  = tag_rb;
     if (\$125 ) begin
     end else if (\$126 ) begin
     end else if (\$127 ) begin
       if (\$132 ) begin
-        \$174  = c_rb;
+        \$170  = cur_info[8:3];
       end
     end
     if (rst) begin
-      \$174  = 6'h00;
+      \$170  = 6'h00;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$175  = tag_cb;
+    if (\$175 ) begin end
+    \$171  = tag_cb;
     if (\$125 ) begin
     end else if (\$126 ) begin
     end else if (\$127 ) begin
       if (\$132 ) begin
-        \$175  = c_lcb;
+        \$171  = cur_info[20:15];
       end
     end
     if (rst) begin
-      \$175  = 6'h00;
+      \$171  = 6'h00;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$176  = bubbles;
+    if (\$175 ) begin end
+    \$172  = bubbles;
     if (\$125 ) begin
     end else if (\$126 ) begin
     end else if (\$127 ) begin
@@ -11609,19 +11559,19 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
       if (\$141 ) begin
       end else begin
         if (\$146 ) begin
-          \$176  = \$147 [2:0];
+          \$172  = \$147 [2:0];
         end
       end
     end else if (\$128 ) begin
-      \$176  = \$148 [2:0];
+      \$172  = \$148 [2:0];
     end
     if (rst) begin
-      \$176  = 3'h0;
+      \$172  = 3'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$177  = final_next;
+    if (\$175 ) begin end
+    \$173  = final_next;
     if (\$125 ) begin
     end else if (\$126 ) begin
     end else if (\$127 ) begin
@@ -11629,34 +11579,34 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
       if (\$141 ) begin
       end else begin
         if (\$146 ) begin
-          \$177  = c_final;
+          \$173  = cur_info[2];
         end
       end
     end
     if (rst) begin
-      \$177  = 1'h0;
+      \$173  = 1'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$178  = tail;
+    if (\$175 ) begin end
+    \$174  = tail;
     if (\$125 ) begin
     end else if (\$126 ) begin
     end else if (\$127 ) begin
     end else if (\$128 ) begin
     end else if (\$129 ) begin
-      \$178  = 4'h9;
+      \$174  = 4'h9;
     end else if (\$130 ) begin
-      \$178  = \$150 [3:0];
+      \$174  = \$150 [3:0];
     end
     if (rst) begin
-      \$178  = 4'h0;
+      \$174  = 4'h0;
     end
   end
   assign rd_rb_q = rd_rb;
   assign rd_lcb_q = rd_cb;
-  assign \$180  = take;
-  assign \$181  = load1;
+  assign \$176  = take;
+  assign \$177  = load1;
   assign reading = rd_en;
   assign rd_tok0 = \$13 [6:0];
   assign f_rb = s1_info[8:3];
@@ -11667,6 +11617,12 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   assign \s1_info.rb  = s1_info[8:3];
   assign \s1_info.cb  = s1_info[14:9];
   assign \s1_info.lcb  = s1_info[20:15];
+  assign \cur_info.first  = cur_info[0];
+  assign \cur_info.last  = cur_info[1];
+  assign \cur_info.final  = cur_info[2];
+  assign \cur_info.rb  = cur_info[8:3];
+  assign \cur_info.cb  = cur_info[14:9];
+  assign \cur_info.lcb  = cur_info[20:15];
   assign \s0_info.first  = s0_info[0];
   assign \s0_info.last  = s0_info[1];
   assign \s0_info.final  = s0_info[2];

@@ -17,11 +17,31 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.tile_layouts import EngineGeometry
 
 
-__all__ = ["WRITE_BYTES", "check_run", "engine_ports", "operand_writes", "s_beat_count",
-           "unpack_s_beats"]
+__all__ = ["WRITE_BYTES", "ARRAY_COUNTER_NAMES", "array_counter_names", "array_counter_values",
+           "check_run", "engine_ports", "operand_writes", "s_beat_count", "unpack_s_beats"]
 
 #: Bytes per host write (one lane of the token word; one 64-bit memory beat of the core).
 WRITE_BYTES = 8
+#: Per-array counter ports of ``linear_engine`` and ``pv_engine`` (``cnt__a<k>__<name>``;
+#: golden ``array_busy``, ``array_steps`` of ``LinearCounters`` / ``PvCounters``).
+ARRAY_COUNTER_NAMES = ("busy_pe_cycles", "steps")
+
+
+def array_counter_names(totals, arrays: int) -> tuple:
+    """Every counter port of a build with ``arrays`` arrays, without the ``cnt__`` prefix:
+    the ``totals``, then ``a<k>__<name>`` per array (:data:`ARRAY_COUNTER_NAMES`)."""
+    return tuple(totals) + tuple(f"a{a}__{name}" for a in range(arrays)
+                                 for name in ARRAY_COUNTER_NAMES)
+
+
+def array_counter_values(model) -> dict:
+    """``{"a<k>__<name>": value}``: the per-array counters of a golden ``LinearCounters`` or
+    ``PvCounters``, as the RTL's per-array counter ports must show them."""
+    out = {}
+    for a, (busy, steps) in enumerate(zip(model.array_busy, model.array_steps)):
+        out[f"a{a}__busy_pe_cycles"] = busy
+        out[f"a{a}__steps"] = steps
+    return out
 
 
 def check_run(config: KaleidoConfig, grid, groups, full_bits: int = 5, half_bits: int = 3):

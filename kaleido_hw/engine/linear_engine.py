@@ -44,7 +44,8 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.linear_buffer import Y_WIDTH, LinearBuffer
 from kaleido_hw.engine.linear_layouts import LinearGeometry, linear_run_layout, linear_tag_layout
 from kaleido_hw.engine.linear_sequencer import LinearSequencer, linear_counters_layout
-from kaleido_hw.engine.host_port import WRITE_BYTES, operand_writes
+from kaleido_hw.engine.host_port import (ARRAY_COUNTER_NAMES, WRITE_BYTES, array_counter_names,
+                                         array_counter_values, operand_writes)
 from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH
 
 
@@ -66,8 +67,6 @@ ERROR_BITS = (
 #: Counter ports (``cnt__<name>``), in manifest order.
 COUNTER_NAMES = ("cycles", "busy_pe_cycles", "issued0", "issued1", "issued2",
                  "skipped0", "skipped1", "skipped2", "bubbles", "blocks", "groups")
-#: Per-array counter ports (``cnt__a<k>__<name>``; golden ``array_busy``, ``array_steps``).
-ARRAY_COUNTER_NAMES = ("busy_pe_cycles", "steps")
 _ARRAY_COUNTER_DOCS = {
     "busy_pe_cycles": "PE-cycles of array {a} with a non-idle decode entry in the last run",
     "steps": "channel steps (issued + bubbles) of array {a} in the last run",
@@ -79,8 +78,7 @@ _MAX_ARRAYS = 64
 def counter_names(arrays: int) -> tuple:
     """Every counter port of a build with ``arrays`` arrays, without the ``cnt__`` prefix:
     :data:`COUNTER_NAMES`, then ``a<k>__<name>`` per array."""
-    return COUNTER_NAMES + tuple(f"a{a}__{name}" for a in range(arrays)
-                                 for name in ARRAY_COUNTER_NAMES)
+    return array_counter_names(COUNTER_NAMES, arrays)
 
 
 def _counter_signature(arrays: int) -> wiring.Signature:
@@ -387,7 +385,5 @@ def counters_from_model(model) -> dict:
     for k in range(3):
         out[f"skipped{k}"] = model.skipped[k]
     out.update(bubbles=model.bubbles, blocks=model.blocks, groups=model.groups)
-    for a, (busy, steps) in enumerate(zip(model.array_busy, model.array_steps)):
-        out[f"a{a}__busy_pe_cycles"] = busy
-        out[f"a{a}__steps"] = steps
+    out.update(array_counter_values(model))
     return out

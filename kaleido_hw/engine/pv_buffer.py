@@ -67,7 +67,8 @@ class PvOutBuffer(wiring.Component):
         m = Module()
         R, C, P, bw = self.rows, self.cols, self.arrays, self.bw
         qk = bits_for(self.max_queries - 1)
-        ncbl_max = -(-(-(-self.max_channels // C)) // P)    # column blocks of one array
+        ncb_max = -(-self.max_channels // C)
+        ncbl_max = -(-ncb_max // P)                    # column blocks of one array
         lk = bits_for(ncbl_max - 1)
         banks = [memory.Memory(shape=signed(self.acc_width), depth=ncbl_max << qk, init=[])
                  for _ in range(P * C)]

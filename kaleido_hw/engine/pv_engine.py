@@ -39,13 +39,14 @@ from amaranth.lib.wiring import In, Out
 from kaleido_hw.array.pv_cell import PvArray
 from kaleido_hw.bitops import bits_for
 from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.engine.host_port import (ARRAY_COUNTER_NAMES, array_counter_names,
+                                         array_counter_values)
 from kaleido_hw.engine.pv_buffer import PvOutBuffer
 from kaleido_hw.engine.pv_sequencer import PvSequencer
 from kaleido_hw.engine.window_code_unit import WindowCodeUnit
 
 
-__all__ = ["PvEngine", "ERROR_BITS", "COUNTERS", "ARRAY_COUNTERS", "counter_names",
-           "counters_from_model"]
+__all__ = ["PvEngine", "ERROR_BITS", "COUNTERS", "counter_names", "counters_from_model"]
 
 #: Error bits (``error``), checked at ``start`` before anything runs.
 ERROR_BITS = {
@@ -59,8 +60,6 @@ ERROR_BITS = {
 #: Counter ports (``cnt__<name>``), 40 bits each.
 COUNTERS = ("cycles", "busy_pe_cycles", "issued_a", "issued_f1", "issued_f2", "skipped_f1",
             "skipped_f2", "bubbles", "blocks", "steps")
-#: Per-array counter ports (``cnt__a<k>__<name>``; golden ``array_busy``, ``array_steps``).
-ARRAY_COUNTERS = ("busy_pe_cycles", "steps")
 _CNT_WIDTH = 40
 #: Arrays whose counter ports PORT_DOCS describes (``engine_arrays`` is at most 64).
 _MAX_ARRAYS = 64
@@ -69,7 +68,7 @@ _MAX_ARRAYS = 64
 def counter_names(arrays: int) -> tuple:
     """Every counter port of a build with ``arrays`` arrays, without the ``cnt__`` prefix:
     :data:`COUNTERS`, then ``a<k>__<name>`` per array."""
-    return COUNTERS + tuple(f"a{a}__{name}" for a in range(arrays) for name in ARRAY_COUNTERS)
+    return array_counter_names(COUNTERS, arrays)
 
 
 def counters_from_model(model) -> dict:
@@ -81,9 +80,7 @@ def counters_from_model(model) -> dict:
            "issued_f2": model.issued[2], "skipped_f1": model.skipped[1],
            "skipped_f2": model.skipped[2], "bubbles": model.bubbles, "blocks": model.blocks,
            "steps": model.steps}
-    for a, (busy, steps) in enumerate(zip(model.array_busy, model.array_steps)):
-        out[f"a{a}__busy_pe_cycles"] = busy
-        out[f"a{a}__steps"] = steps
+    out.update(array_counter_values(model))
     return out
 
 
@@ -108,8 +105,10 @@ class PvEngine(wiring.Component):
         self.key_width = bits_for(self.max_keys - 1)
         self.nrb_max = -(-self.max_queries // R)
         self.ncb_max = -(-self.max_channels // C)
-        #: Column blocks one array holds at most (its V bank's and O banks' depth).
+        #: Column blocks one array holds at most (its V bank's and O banks' depth), and the
+        #: bits of an index among them.
         self.ncbl_max = -(-self.ncb_max // self.arrays)
+        self.lcb_width = bits_for(self.ncbl_max - 1)
         self.bw = bits_for(max(self.nrb_max, self.ncb_max))
         self.sw = bits_for(self.max_keys)
         self.qw = bits_for(self.max_queries)
@@ -134,7 +133,8 @@ class PvEngine(wiring.Component):
                 "data": signed(config.acc_width), "last": unsigned(1)}))),
             "cnt": Out(wiring.Signature({
                 **{n: Out(_CNT_WIDTH) for n in COUNTERS},
-                **{f"a{a}": Out(wiring.Signature({n: Out(_CNT_WIDTH) for n in ARRAY_COUNTERS}))
+                **{f"a{a}": Out(wiring.Signature({n: Out(_CNT_WIDTH)
+                                                  for n in ARRAY_COUNTER_NAMES}))
                    for a in range(self.arrays)}})),
         })
 
@@ -170,15 +170,14 @@ class PvEngine(wiring.Component):
            for n in COUNTERS},
         **{f"cnt__a{a}__{n}": f"counter {n} of array {a} in the last run "
            f"(golden.engine.pv.pv_counters: array_{n.split('_')[0]})"
-           for a in range(_MAX_ARRAYS) for n in ARRAY_COUNTERS},
+           for a in range(_MAX_ARRAYS) for n in ARRAY_COUNTER_NAMES},
     }
 
     def elaborate(self, platform):
         m = Module()
         cfgc = self.config
         R, C, P, aw = cfgc.rows, cfgc.cols, self.arrays, cfgc.acc_width
-        kw, bw, sw = self.key_width, self.bw, self.sw
-        lk = bits_for(self.ncbl_max - 1)
+        kw, bw, sw, lk = self.key_width, self.bw, self.sw, self.lcb_width
         arrays, seqs, codes = [], [], []
         for a in range(P):
             arrays.append(PvArray(cfgc, tag_width=1 + 2 * bw))
@@ -216,7 +215,7 @@ class PvEngine(wiring.Component):
         with m.If(accept):
             m.d.sync += [getattr(cnt, n).eq(0) for n in COUNTERS]
             m.d.sync += [getattr(getattr(cnt, f"a{a}"), n).eq(0)
-                         for a in range(P) for n in ARRAY_COUNTERS]
+                         for a in range(P) for n in ARRAY_COUNTER_NAMES]
             m.d.sync += cnt.cycles.eq(1)
             with m.If(err != 0):
                 m.d.sync += [self.error.eq(err), self.done.eq(1)]
@@ -302,7 +301,7 @@ class PvEngine(wiring.Component):
         """Array ``a``'s reads of P and of its V bank, the window codes and work bits of the
         fetched unit, the unit registers and the register stage in front of the array."""
         R, C = self.config.rows, self.config.cols
-        kw, sw, lk = self.key_width, self.sw, bits_for(self.ncbl_max - 1)
+        kw, sw, lk = self.key_width, self.sw, self.lcb_width
         preads = [pmem.read_port(domain="sync", transparent_for=()) for _ in range(3)]
         vreads = [vmem.read_port(domain="sync", transparent_for=()) for _ in range(3)]
         for k in range(3):

@@ -136,11 +136,9 @@ class PvSequencer(wiring.Component):
                                   "lcb": bw})
         v0, v1 = Signal(name="s0_valid"), Signal(name="s1_valid")
         i0, i1 = Signal(info, name="s0_info"), Signal(info, name="s1_info")
-        # -- current unit: its block, work bits, the step kind -------------------------------
-        c_first, c_last, c_final, c_w1, c_w2 = (Signal(name=n) for n in
-                                                ("c_first", "c_last", "c_final", "c_w1",
-                                                 "c_w2"))
-        c_rb, c_lcb = Signal(bw, name="c_rb"), Signal(bw, name="c_lcb")
+        # -- current unit: its block information, work bits, the step kind -----------------
+        cur = Signal(info, name="cur_info")
+        c_w1, c_w2 = Signal(name="c_w1"), Signal(name="c_w2")
         kind = Signal(2)
         bstep = Signal(bits_for(R))          # steps of the block so far (saturating at R)
         bubbles = Signal(bits_for(R))
@@ -191,9 +189,7 @@ class PvSequencer(wiring.Component):
         with m.Elif(take):
             m.d.sync += v1.eq(0)
         with m.If(take):
-            m.d.sync += [c_first.eq(i1.first), c_last.eq(i1.last), c_final.eq(i1.final),
-                         c_rb.eq(i1.rb), c_lcb.eq(i1.lcb), c_w1.eq(self.work1),
-                         c_w2.eq(self.work2)]
+            m.d.sync += [cur.eq(i1), c_w1.eq(self.work1), c_w2.eq(self.work2)]
 
         with m.If(state == ST["IDLE"]):
             with m.If(self.start):
@@ -206,13 +202,13 @@ class PvSequencer(wiring.Component):
             with m.If(take):
                 goto("STEP")
         with m.Elif(state == ST["STEP"]):
-            first = c_first & (kind == 0)
+            first = cur.first & (kind == 0)
             present(1, first, kind)
             m.d.comb += self.inc_issued.eq(1 << kind)
             with m.If(first):
                 m.d.comb += self.inc_block.eq(1)
-                m.d.sync += [self.tag_valid.eq(1), self.tag_rb.eq(c_rb),
-                             self.tag_cb.eq(c_lcb)]
+                m.d.sync += [self.tag_valid.eq(1), self.tag_rb.eq(cur.rb),
+                             self.tag_cb.eq(cur.lcb)]
             with m.If(kind == 0):
                 m.d.comb += [self.inc_skip1.eq(~c_w1), self.inc_skip2.eq(self.w3 & ~c_w2)]
             done = Mux(kind == 0, ~c_w1 & ~c_w2, Mux(kind == 1, ~c_w2, 1))
@@ -224,10 +220,10 @@ class PvSequencer(wiring.Component):
             with m.Else():
                 m.d.comb += unit_ends.eq(1)
                 m.d.sync += kind.eq(0)
-                with m.If(c_last & (steps < R)):
-                    m.d.sync += [bubbles.eq(R - steps), final_next.eq(c_final)]
+                with m.If(cur.last & (steps < R)):
+                    m.d.sync += [bubbles.eq(R - steps), final_next.eq(cur.final)]
                     goto("BUBBLE")
-                with m.Elif(c_final):
+                with m.Elif(cur.final):
                     goto("FINAL")
         with m.Elif(state == ST["BUBBLE"]):
             present(0, 0, PV_BUBBLE)

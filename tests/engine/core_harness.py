@@ -33,9 +33,9 @@ def run_core(dut, words, memory: bytearray, *, latency: int = 3, outstanding: in
              then=None, max_cycles: int = 2_000_000):
     """Run ``words`` (128-bit command ints) on a CoreController ``dut`` against ``memory``
     (updated in place by stores). Ends when every command is accepted and the core is idle
-    (or in its error state). ``then``: a second program, or a list of programs, each run
-    after ``error_clear`` (pulsed until the core leaves its error state) in the same
-    simulation; the result is then a tuple of :class:`CoreRun`, one per program."""
+    (or in its error state). ``then``: a list of further programs, each run after
+    ``error_clear`` (pulsed until the core leaves its error state) in the same simulation;
+    the result is then a tuple of :class:`CoreRun`, one per program."""
     rng = random.Random(seed)
     runs = []
     dw = 8
@@ -121,16 +121,9 @@ def run_core(dut, words, memory: bytearray, *, latency: int = 3, outstanding: in
         state["dma_error"], state["cycle"] = dma_error, cycle
         runs.append(out)
 
-    if then is None:
-        later = []
-    elif then and isinstance(then[0], int):
-        later = [then]
-    else:
-        later = list(then)
-
     async def bench(ctx):
         await program(ctx, words)
-        for prog in later:
+        for prog in then or ():
             for _ in range(10_000):           # the core drains, then leaves its error state
                 if not ctx.get(dut.error):
                     break

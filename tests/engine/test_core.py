@@ -218,7 +218,7 @@ def test_core_background_load_error(then):
     words = [c.encode() if hasattr(c, "encode") else c for c in prog]
     buf = bytearray(mem.data.tobytes())
     bad, good = run_core(CoreController(TINY), words, buf, fault=[(limit, 1 << 40)],
-                         then=[c.encode() for c in plan.commands], stall=0.2, latency=6)
+                         then=[[c.encode() for c in plan.commands]], stall=0.2, latency=6)
     assert (bad.error, bad.error_command) == (12, i_k)
     assert bad.accepted == len(words)
     gold = Memory(plan.memory_size)
@@ -282,10 +282,11 @@ def _error_programs():
     return progs, mem, plan, base
 
 
-def _failing(name):
-    """(command words, code, index): error program ``name`` followed by the clean program
-    (whose commands the core must drop), and where the interpreter stops it."""
-    progs, mem, plan, base = _error_programs()
+def _failing(errors, name):
+    """(command words, code, index): error program ``name`` of ``errors`` (the result of
+    :func:`_error_programs`) followed by the clean program (whose commands the core must
+    drop), and where the interpreter stops it."""
+    progs, _, plan, base = errors
     prog = progs[name] + base          # commands after the error are dropped
     with pytest.raises(ProgramError) as exc:
         run_program(prog, Memory(plan.memory_size), plan.limits)
@@ -294,9 +295,9 @@ def _failing(name):
     return [c.encode() if hasattr(c, "encode") else c for c in prog], code, index
 
 
-def _check_clean_run(good, buf):
+def _check_clean_run(errors, good, buf):
     """The clean program after the errors left the interpreter's memory."""
-    _, mem, plan, base = _error_programs()
+    _, mem, plan, base = errors
     gold = Memory(plan.memory_size)
     gold.data[:] = mem.data
     run_program(base, gold, plan.limits)
@@ -310,8 +311,9 @@ def test_core_errors_back_to_back():
     its code and the rest of its program dropped; the clean program at the end leaves the
     interpreter's memory. (``test_core_errors``, in ``make regress``, runs the clean program
     after every error in a simulation of its own.)"""
-    progs, mem, _, base = _error_programs()
-    failing = [_failing(name) for name in progs]
+    errors = _error_programs()
+    progs, mem, _, base = errors
+    failing = [_failing(errors, name) for name in progs]
     buf = bytearray(mem.data.tobytes())
     runs = run_core(CoreController(TINY), failing[0][0], buf, gap=0.1, stall=0.1,
                     then=[w for w, _, _ in failing[1:]] + [[c.encode() for c in base]])
@@ -321,21 +323,22 @@ def test_core_errors_back_to_back():
         assert bad.accepted == len(words)
         executed += index + 1          # the failing command is executed, the rest dropped
         assert bad.counters["commands"] == executed
-    _check_clean_run(runs[-1], buf)
+    _check_clean_run(errors, runs[-1], buf)
 
 
 @pytest.mark.full_set
 @pytest.mark.parametrize("name", list(_error_programs()[0]))
 def test_core_errors(name):
     """Each error at the interpreter's command index; the rest dropped; then a clean run."""
-    words, code, index = _failing(name)
-    _, mem, _, base = _error_programs()
+    errors = _error_programs()
+    words, code, index = _failing(errors, name)
+    _, mem, _, base = errors
     buf = bytearray(mem.data.tobytes())
-    bad, good = run_core(CoreController(TINY), words, buf, then=[c.encode() for c in base],
+    bad, good = run_core(CoreController(TINY), words, buf, then=[[c.encode() for c in base]],
                          gap=0.1, stall=0.1)
     assert (bad.error, bad.error_command) == (code, index)
     assert bad.accepted == len(words)
-    _check_clean_run(good, buf)
+    _check_clean_run(errors, good, buf)
 
 
 def test_core_bus_error():
@@ -351,7 +354,8 @@ def test_core_bus_error():
     assert (exc.value.code, exc.value.index) == (12, i_k)
     buf = bytearray(mem.data.tobytes())
     bad, good = run_core(CoreController(TINY), [c.encode() for c in base], buf,
-                         fault=[(limit, 1 << 40)], then=[c.encode() for c in base], stall=0.2)
+                         fault=[(limit, 1 << 40)], then=[[c.encode() for c in base]],
+                         stall=0.2)
     assert (bad.error, bad.error_command) == (12, i_k)
     assert good.error == 0
 
