@@ -24,7 +24,8 @@ SIMULATORS = ("verilator", "icarus")
 #: minute at gcc -O0 instead of ten at the default -Os (the vector unit's in 30 s, not 70).
 VERILATOR_ARGS = {"engine/kaleido": ["-CFLAGS", "-O0"],
                   "engine/linear": ["-CFLAGS", "-O0"], "engine/plain": ["-CFLAGS", "-O0"],
-                  "vector/softmax": ["-CFLAGS", "-O0"], "engine/pv": ["-CFLAGS", "-O0"]}
+                  "vector/softmax": ["-CFLAGS", "-O0"], "engine/pv": ["-CFLAGS", "-O0"],
+                  "engine/head": ["-CFLAGS", "-O0"]}
 #: Every cocotb bench, ``sim/<block>/<bench>/test_*.py``, and the top in ``rtl_out/`` it
 #: drives (``make regress`` runs each on both simulators with N seeds).
 BENCHES = {"pe/reuse": "kaleido_pe", "pe/baseline": "baseline_pe",
@@ -32,7 +33,8 @@ BENCHES = {"pe/reuse": "kaleido_pe", "pe/baseline": "baseline_pe",
            "example": "baseline_pe",
            "engine/kaleido": "kaleido_engine", "engine/linear": "linear_engine",
            "engine/plain": "plain_engine", "engine/core": "kaleido_core",
-           "vector/softmax": "vector_unit", "engine/pv": "pv_engine"}
+           "vector/softmax": "vector_unit", "engine/pv": "pv_engine",
+           "engine/head": "attention_head"}
 #: Folders of the shared bench helpers (on PYTHONPATH, as sim/common.mk puts them).
 HELPER_DIRS = [SIM_DIR, SIM_DIR / "pe", SIM_DIR / "dispatch", SIM_DIR / "engine"]
 

@@ -92,3 +92,16 @@ class StreamSink:
 
     def start(self):
         return cocotb.start_soon(self.run())
+
+
+async def start_and_wait_done(dut, max_cycles: int, what: str) -> None:
+    """Pulse ``start`` for one cycle, then wait for ``done`` (a hang fails the test after
+    ``max_cycles`` cycles, naming ``what``)."""
+    dut.start.value = 1
+    await RisingEdge(dut.clk)
+    dut.start.value = 0
+    for _ in range(max_cycles):
+        await RisingEdge(dut.clk)
+        if int(dut.done.value):
+            return
+    raise AssertionError(f"{what}: no done within {max_cycles} cycles")

@@ -65,3 +65,79 @@ def run_stream(dut, inputs, n_out: int, *, gap: float = 0.0, stall: float = 0.0,
     sim.add_testbench(bench)
     sim.run()
     return run
+
+
+def run_stream_runs(dut, runs, *, gap: float = 0.0, stall: float = 0.0, seed: int = 0,
+                    max_cycles: int = 200_000, ports: tuple[str, str] = ("i", "o")) -> list:
+    """Runs of a stream component with ``cfg``, ``start``, ``done`` and ``error`` ports, back
+    to back: each run is ``(cfg, inputs)`` with ``cfg`` a dict of ``dut.cfg`` members and
+    ``inputs`` payloads (ints or dicts). Sets ``cfg``, pulses ``start``, feeds the inputs
+    (random gaps) and takes outputs (random back-pressure) until ``done``. Returns per run
+    ``(outputs as ints, error, cycles from start to done, inputs accepted)``."""
+    rng = random.Random(seed)
+    i_port, o_port = getattr(dut, ports[0]), getattr(dut, ports[1])
+    o_payload = Value.cast(o_port.payload)
+    results = []
+
+    async def bench(ctx):
+        for cfg, inputs in runs:
+            for name, value in cfg.items():
+                ctx.set(getattr(dut.cfg, name), value)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            outs, k, offering, cycles = [], 0, False, 0
+            while not ctx.get(dut.done):
+                if not offering and k < len(inputs) and not (gap and rng.random() < gap):
+                    offering = True
+                    ctx.set(i_port.payload, inputs[k])
+                ctx.set(i_port.valid, offering)
+                ctx.set(o_port.ready, int(not (stall and rng.random() < stall)))
+                _, _, iv, ir, ov, orr, pl = await ctx.tick().sample(
+                    i_port.valid, i_port.ready, o_port.valid, o_port.ready, o_payload)
+                if iv and ir:
+                    k += 1
+                    offering = False
+                if ov and orr:
+                    outs.append(pl)
+                cycles += 1
+                if cycles >= max_cycles:
+                    raise AssertionError(f"no done after {cycles} cycles ({k} inputs in)")
+            ctx.set(i_port.valid, 0)
+            results.append((outs, ctx.get(dut.error), cycles, k))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return results
+
+
+def unpack(value: int, layout, *fields: str) -> tuple:
+    """The ``fields`` of a packed ``value`` of a ``data.StructLayout``, as ints."""
+    return tuple((value >> layout[f].offset) & ((1 << layout[f].width) - 1) for f in fields)
+
+
+async def read_until_last(ctx, port, rng, ready_prob: float) -> list:
+    """Take a result stream whose payload has ``data`` and ``last`` (random back-pressure:
+    ``ready`` high with probability ``ready_prob``) up to and including the value with
+    ``last``; then check for three cycles, ``ready`` high, that nothing more comes."""
+    vals = []
+    while True:
+        ready = int(rng.random() < ready_prob)
+        ctx.set(port.ready, ready)
+        await ctx.delay(1e-9)
+        if ready and ctx.get(port.valid):
+            pay = ctx.get(port.payload)
+            vals.append(pay.data)
+            if pay.last:
+                await ctx.tick()
+                break
+        await ctx.tick()
+    ctx.set(port.ready, 1)
+    for _ in range(3):
+        await ctx.delay(1e-9)
+        assert not ctx.get(port.valid), "the stream went on after its last value"
+        await ctx.tick()
+    ctx.set(port.ready, 0)
+    return vals

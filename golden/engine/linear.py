@@ -296,18 +296,19 @@ _ENGINE_TIMING = EngineTiming()
 class LinearTiming:
     """Fixed latencies of a linear run, with the attention engine's conventions
     (``docs/engine.md``, "Timing"): cycle 0 accepts ``start``; ``load_base`` cycles before
-    the first reads; a block loads its R units' ``w`` tokens (``w*R`` reads plus one cycle:
-    ``gap``) while the previous block runs; groups are separated by ``barrier``; at the end
-    one final step drains the last register, ``tail_base`` cycles of output register and
-    ``R + C`` cycles of drain wave. The defaults are ``golden.engine.model.EngineTiming``'s."""
+    the first reads; a block loads its R units' ``w`` tokens (``w*R`` reads plus two cycles:
+    the read port and the register in front of the window codes, ``gap``) while the previous block runs; groups are separated by ``barrier``; at the end
+    one final step drains the last register, ``tail_base`` cycles of registers (the
+    sequencer's output register and the register stage in front of the array) and ``R + C``
+    cycles of drain wave. ``load_base`` and ``barrier`` are ``golden.engine.model.EngineTiming``'s."""
     load_base: int = _ENGINE_TIMING.load_base
-    tail_base: int = _ENGINE_TIMING.tail_base
+    tail_base: int = _ENGINE_TIMING.tail_base + 1
     barrier: int = _ENGINE_TIMING.barrier
 
     @staticmethod
     def gap(rows: int, window: int) -> int:
-        """Minimum cycles between block starts: the block's ``window*rows`` token reads + 1."""
-        return window * rows + 1
+        """Minimum cycles between block starts: the block's ``window*rows`` token reads + 2."""
+        return window * rows + 2
 
 
 @dataclass

@@ -55,7 +55,8 @@ from golden.numerics import AXIS_T, FULL, HALF, NONE, as_grid
 
 __all__ = ["OP_IDLE", "OP_MUL", "OP_PAIR", "B_V0", "B_V1", "B_V2", "B_PACK", "PvWord", "decode",
            "PV_DECODE", "PV_WORK", "pv_plans", "pv_engine", "pv_terms", "pv_block_steps",
-           "PvTiming", "PvCounters", "pv_counters", "pv_acc_width"]
+           "PvTiming", "PvCounters", "pv_counters", "pv_acc_width", "pv_p_words",
+           "pv_v_words"]
 
 
 #: Ops of the P @ V word: IDLE (nothing), MUL (an 8-bit V split into a signed high and an
@@ -133,6 +134,40 @@ def _as_p(p) -> np.ndarray:
         raise ValueError(f"p values must lie in [0, 255] (uint8 P of scale 1/255), "
                          f"got values in [{a.min()}, {a.max()}]")
     return a.astype(np.int64)
+
+
+def pv_p_words(p, rows: int) -> list[tuple[int, int, int]]:
+    """P as the P @ V arrays take it: one word per (row block, key), row blocks in order and
+    keys in order within each, ``[(rb, key, word)]`` with query ``rb*rows + i``'s uint8 P in
+    byte i of ``word`` (queries past the last row read as 0). What ``pv_engine``'s ``p_in``
+    is written with, and what the P transposer makes of the vector unit's rows."""
+    pm = _as_p(p)
+    rows = check_int("rows", rows, 1, 1 << 12)
+    q, n = pm.shape
+    nrb = -(-q // rows)
+    padded = np.zeros((nrb * rows, n), dtype=object)
+    padded[:q] = pm
+    blocks = padded.reshape(nrb, rows, n)
+    words = sum(blocks[:, i, :] << (8 * i) for i in range(rows))      # (nrb, n), exact ints
+    return [(rb, k, int(words[rb, k])) for rb in range(nrb) for k in range(n)]
+
+
+def pv_v_words(v, cols: int) -> list[tuple[int, int, int]]:
+    """V as the P @ V arrays take it: one word per (column block, key), column blocks in
+    order and keys in order within each, ``[(cb, key, word)]`` with channel ``cb*cols + j``'s
+    int8 V (two's complement) in byte j of ``word`` (channels past the last read as 0). What
+    ``pv_engine``'s ``v_in`` is written with."""
+    vm = as_int8(v, "v")
+    if vm.ndim != 2:
+        raise ValueError(f"v must be a 2-D (keys, channels) int8 array, got shape {vm.shape}")
+    cols = check_int("cols", cols, 1, 1 << 12)
+    n, d = vm.shape
+    ncb = -(-d // cols)
+    padded = np.zeros((n, ncb * cols), dtype=object)
+    padded[:, :d] = vm.astype(np.int64) & 0xFF
+    blocks = padded.reshape(n, ncb, cols)
+    words = sum(blocks[:, :, j] << (8 * j) for j in range(cols))      # (n, ncb)
+    return [(cb, k, int(words[k, cb])) for cb in range(ncb) for k in range(n)]
 
 
 def _operands(p, v, grid):

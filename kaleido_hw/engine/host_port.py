@@ -12,13 +12,15 @@ by :func:`check_run` with the conditions of the RTL's ``error`` bits.
 from __future__ import annotations
 
 import numpy as np
+from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.tile_layouts import EngineGeometry
 
 
 __all__ = ["WRITE_BYTES", "ARRAY_COUNTER_NAMES", "array_counter_names", "array_counter_values",
-           "check_run", "engine_ports", "operand_writes", "s_beat_count", "unpack_s_beats"]
+           "check_run", "engine_ports", "operand_writes", "run_control_members", "s_beat_count",
+           "unpack_s_beats"]
 
 #: Bytes per host write (one lane of the token word; one 64-bit memory beat of the core).
 WRITE_BYTES = 8
@@ -117,3 +119,10 @@ def unpack_s_beats(beats, values: int) -> np.ndarray:
     halves = np.array([[b & 0xFFFF_FFFF, b >> 32 & 0xFFFF_FFFF] for b in beats],
                       np.int64).reshape(-1)[:values]
     return np.where(halves >= 1 << 31, halves - (1 << 32), halves)
+
+
+def run_control_members(error_bits: int) -> dict:
+    """Signature members of a block that runs on a ``start`` pulse: ``start`` (in), ``busy``,
+    ``done`` (high from the run's end to the next ``start``) and ``error`` (``error_bits``
+    sticky bits, cleared by ``start``)."""
+    return {"start": In(1), "busy": Out(1), "done": Out(1), "error": Out(error_bits)}

@@ -5,7 +5,8 @@ linear mode, with its host interface and counters (``docs/linear.md``, "RTL").
 Blocks: X memory (one word of ``linear_max_in`` int8 per token) and W memory (one word of
 ``linear_max_out`` int8 per input channel), byte-granular host writes, one read port per
 array; per array a :class:`~kaleido_hw.engine.linear_sequencer.LinearSequencer` (loader with the
-:class:`~kaleido_hw.engine.window_code_unit.WindowCodeUnit`, A/F1/F2 stepper, drain waves) and a
+:class:`~kaleido_hw.engine.window_code_unit.WindowCodeUnit`, A/F1/F2 stepper, drain waves), a
+register stage (so the weights read in a step's cycle meet the multipliers a cycle later) and a
 :class:`~kaleido_hw.array.array.PEArray` of :class:`~kaleido_hw.array.linear_cell.LinearCell`;
 :class:`~kaleido_hw.engine.linear_buffer.LinearBuffer` (P x C banks per plane).
 
@@ -240,7 +241,7 @@ class LinearEngine(wiring.Component):
         shift = Signal(4)
         m.d.comb += shift.eq(14 - (cfg.full_bits << 1))
         seq_start = Signal()
-        tail = Signal(range(geo.rows + C + 1))
+        tail = Signal(range(geo.rows + C + 2))
         tailing = Signal()
         # Array a has work iff the layer has more than a column blocks (then in every group).
         active = Signal(P)
@@ -278,15 +279,16 @@ class LinearEngine(wiring.Component):
         with m.Else():
             m.d.sync += gfin.eq(gfin | group_end)
         m.d.comb += [s.barrier.eq(barrier) for s in seqs]
-        # After the last array's final drain step: R + C cycles until its last value is in the
-        # buffer (arrays that finish earlier drain earlier, into their own banks).
+        # After the last array's final drain step: the register stage and R + C cycles until
+        # its last value is in the buffer (arrays that finish earlier drain earlier, into
+        # their own banks).
         all_fin = self.busy & ~tailing & (~active | fin | finished).all()
         with m.If(all_fin):
             m.d.sync += fin.eq(0)
         with m.Else():
             m.d.sync += fin.eq(fin | finished)
         with m.If(all_fin):
-            m.d.sync += [tailing.eq(1), tail.eq(geo.rows + C)]
+            m.d.sync += [tailing.eq(1), tail.eq(geo.rows + C + 1)]
         with m.Elif(tailing):
             m.d.sync += tail.eq(tail - 1)
             with m.If(tail == 1):
@@ -308,8 +310,10 @@ class LinearEngine(wiring.Component):
                 seq.start.eq(seq_start & active[a]), seq.cfg.eq(run),
                 x_rd.addr.eq(seq.x_addr), x_rd.en.eq(seq.x_en), seq.x_data.eq(x_rd.data),
                 w_rd.addr.eq(seq.w_addr), w_rd.en.eq(seq.w_en), seq.w_data.eq(w_rd.data),
-                arr.row.eq(seq.row), arr.col.eq(seq.col), arr.tag.eq(seq.tag),
             ]
+            # A register stage in front of the array: the W macro's read (the step's weights)
+            # reaches the PEs' multipliers a cycle later, not in the cycle it is read.
+            m.d.sync += [arr.row.eq(seq.row), arr.col.eq(seq.col), arr.tag.eq(seq.tag)]
             m.d.comb += [buf.wr[a * C + j].eq(arr.drain[j]) for j in range(C)]
         m.d.comb += [buf.cfg.eq(run),
                      buf.read.eq(self.read & self.done & ~self.busy & (self.error == 0))]

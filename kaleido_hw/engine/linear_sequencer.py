@@ -19,7 +19,8 @@ cycle. Two halves work concurrently on a double-buffered slot:
   value). The weight row ``W[c, cb*C ..]`` is read from the W memory in the step's cycle.
 
 Timing (cycle 0 = ``start``; ``golden.engine.linear.LinearTiming``): a group's first loads
-start at its ``start`` (run: cycle 2); a block's loads take ``w*R + 1`` cycles (``gap``);
+start at its ``start`` (run: cycle 2); a block's loads take ``w*R + 2`` cycles (``gap``:
+its reads, the read port's cycle, and the arrival register in front of the window codes);
 the loaded block is handed to the stepper (a *swap*) when the stepper is free, and the next
 block's loads start in the cycle of the swap, so block starts are ``max(s, gap)`` apart. The
 last block of a group is loaded before the group ends; the next group's loads wait until
@@ -241,7 +242,15 @@ class LinearSequencer(wiring.Component):
         pend_real = Signal()
         pend_p = Signal(2)                     # members 1, 2 exist
         load_go = Signal()
-        m.d.comb += load_go.eq(running & ~loader_done & ~gwait & ~rd_active & ~pend
+        arr = Signal()                         # the word read two cycles ago, registered
+        arr_unit = Signal(bits_for(R - 1))
+        arr_member = Signal(2)
+        arr_lastm = Signal()
+        arr_last = Signal()
+        arr_real = Signal()
+        arr_p = Signal(2)
+        arr_data = Signal(8 * D)
+        m.d.comb += load_go.eq(running & ~loader_done & ~gwait & ~rd_active & ~pend & ~arr
                                & (~slot_full | swap))
         reading = rd_active | load_go
         unit = Mux(rd_active, rd_unit, 0)
@@ -279,30 +288,37 @@ class LinearSequencer(wiring.Component):
             m.d.sync += [ld.group.eq(group), ld.cb.eq(cb), ld.slot.eq(slot), ld.f1map.eq(0),
                          ld.f2map.eq(0), ld.gfirst.eq(gstart), gstart.eq(0)]
 
-        # Arriving words; the unit's codes when its last member arrives.
+        # Arriving words go into a register first (``arr``), so the X memory's
+        # clock-to-output and the window codes are separate paths; the unit's codes are
+        # formed from that register when its last member is there.
+        m.d.sync += [arr.eq(pend), arr_unit.eq(pend_unit), arr_member.eq(pend_member),
+                     arr_lastm.eq(pend_lastm), arr_last.eq(pend_last), arr_real.eq(pend_real),
+                     arr_p.eq(pend_p)]
+        with m.If(pend):
+            m.d.sync += arr_data.eq(self.x_data)
         m.submodules.codes = cu = WindowCodeUnit(D)
         hold0 = Signal(8 * D)
         hold1 = Signal(8 * D)
-        with m.If(pend & (pend_member == 0)):
-            m.d.sync += hold0.eq(self.x_data)
-        with m.If(pend & (pend_member == 1)):
-            m.d.sync += hold1.eq(self.x_data)
-        m.d.comb += [cu.m0.eq(hold0), cu.m1.eq(Mux(pend_member == 1, self.x_data, hold1)),
-                     cu.m2.eq(self.x_data), cu.present1.eq(pend_p[0]),
-                     cu.present2.eq(pend_p[1]), cu.w3.eq(cfg.w3), cu.reuse.eq(cfg.reuse),
+        with m.If(arr & (arr_member == 0)):
+            m.d.sync += hold0.eq(arr_data)
+        with m.If(arr & (arr_member == 1)):
+            m.d.sync += hold1.eq(arr_data)
+        m.d.comb += [cu.m0.eq(hold0), cu.m1.eq(Mux(arr_member == 1, arr_data, hold1)),
+                     cu.m2.eq(arr_data), cu.present1.eq(arr_p[0]),
+                     cu.present2.eq(arr_p[1]), cu.w3.eq(cfg.w3), cu.reuse.eq(cfg.reuse),
                      cu.full_limit.eq(cfg.full_limit), cu.half_mask.eq(cfg.half_mask)]
         for r in range(R):
-            with m.If(pend & (pend_unit == r)):
+            with m.If(arr & (arr_unit == r)):
                 for j in range(3):
-                    with m.If(pend_member == j):
-                        m.d.sync += ld.xw[r][j].eq(self.x_data)
-                with m.If(pend_lastm):
+                    with m.If(arr_member == j):
+                        m.d.sync += ld.xw[r][j].eq(arr_data)
+                with m.If(arr_lastm):
                     m.d.sync += [ld.c1[r].eq(cu.c1), ld.c2[r].eq(cu.c2)]
-        with m.If(pend_lastm & pend_real):
+        with m.If(arr_lastm & arr_real):
             m.d.sync += [ld.f1map.eq(ld.f1map | cu.work1), ld.f2map.eq(ld.f2map | cu.work2)]
 
         # Last word of the block: the slot is full; move on (column block, then group).
-        with m.If(pend_last):
+        with m.If(arr_last):
             m.d.sync += [slot_full.eq(1), ld.glast.eq(0)]
             with m.If(walk.end):
                 m.d.sync += walk.reset()

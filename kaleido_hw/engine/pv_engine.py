@@ -42,6 +42,7 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.host_port import (ARRAY_COUNTER_NAMES, array_counter_names,
                                          array_counter_values)
 from kaleido_hw.engine.pv_buffer import PvOutBuffer
+from kaleido_hw.engine.pv_layouts import pv_p_word_layout, pv_v_word_layout
 from kaleido_hw.engine.pv_sequencer import PvSequencer
 from kaleido_hw.engine.window_code_unit import WindowCodeUnit
 
@@ -118,12 +119,8 @@ class PvEngine(wiring.Component):
             "window": Out(2), "queries": Out(self.qw), "channels": Out(self.cw),
             "reuse": Out(1), "full_bits": Out(3), "half_bits": Out(3)})
         super().__init__({
-            "p_in": In(stream.Signature(data.StructLayout({
-                "rb": unsigned(bits_for(self.nrb_max - 1)), "key": unsigned(self.key_width),
-                "p": unsigned(8 * R)}))),
-            "v_in": In(stream.Signature(data.StructLayout({
-                "cb": unsigned(bits_for(self.ncb_max - 1)), "key": unsigned(self.key_width),
-                "v": unsigned(8 * C)}))),
+            "p_in": In(stream.Signature(pv_p_word_layout(config))),
+            "v_in": In(stream.Signature(pv_v_word_layout(config))),
             "cfg": In(cfg),
             "start": In(1),
             "busy": Out(1),

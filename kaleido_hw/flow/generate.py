@@ -77,6 +77,7 @@ TOPS: list[Top] = [
     Top("vector_unit", "kaleido_hw.vector.softmax_unit:SoftmaxUnit", "vector unit: row-wise integer softmax of vector_lanes lanes, rows of S in and uint8 P out (valid/ready), vector_row_buffers row buffers (exp and sum pass, one reciprocal per row, output pass)"),
     Top("linear_engine", "kaleido_hw.engine.linear_engine:LinearEngine", "linear layers Y = X_eff @ W on engine_arrays PE arrays in linear mode: window-code unit, block sequencers, Y buffer, host interface, counters", in_rtl_out=False),
     Top("pv_engine", "kaleido_hw.engine.pv_engine:PvEngine", "P @ V with V window reuse on engine_arrays R x C arrays in P @ V mode (PvCell: pre-added P lanes, 10x8 split multiplier, one accumulator; per-column decode at the top edge; column block cb on array cb mod P): P and V write streams, per array a window-code unit and block sequencer, O buffer and read-out stream, counters (per array too)"),
+    Top("attention_head", "kaleido_hw.engine.attention_head:AttentionHead", "a whole attention head on chip: the KaleidoEngine computes S, its read-out streams row by row through an S row packer, the softmax vector unit and a P transposer into pv_engine's P memory, then P @ V with V window reuse; Q/K write port, V write stream, O stream, per-stage cycle counters", in_rtl_out=False),
 ]
 
 #: The tops ``make verilog`` writes to ``rtl_out/`` (the default of ``generate``).

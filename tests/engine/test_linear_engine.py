@@ -238,7 +238,7 @@ def reference_counters(x, w, grid, directions, window, rows, cols, arrays, full_
     plans = linear_plans(x, grid, directions, window, full_bits, half_bits, reuse)
     c_out = w.shape[1]
     ncb = -(-c_out // cols)
-    gap = window * rows + 1
+    gap = window * rows + 2
     res = {"cycles": 0, "busy": 0, "issued": [0, 0, 0], "skipped": [0, 0, 0], "bubbles": 0,
            "blocks": 0, "array_busy": [0] * arrays}
     end = timing.load_base - timing.barrier

@@ -11,7 +11,8 @@ import pytest
 import golden
 from golden.engine import linear as lin
 from golden.engine.pv import (B_PACK, B_V0, B_V1, B_V2, OP_IDLE, OP_MUL, OP_PAIR, PV_WORK,
-                              PvTiming, decode, pv_acc_width, pv_counters, pv_engine)
+                              PvTiming, decode, pv_acc_width, pv_counters, pv_engine,
+                              pv_p_words, pv_v_words)
 from golden.numerics import FULL, HALF, NONE
 from golden.vector import attention_int, pv_merged
 from golden.window import window_effective_operand, window_masks
@@ -342,3 +343,17 @@ def test_acc_width():
     assert pv_acc_width(258) == 25
     # an integer-softmax row: sum(P) <= 255 + keys // 2
     assert pv_acc_width(1024, 255 + 512) == 18
+
+
+def test_p_and_v_words_pack_blocks_bytewise():
+    """The write-stream words of P (R queries per key) and V (C channels per key), in block
+    then key order, padding queries and channels 0, V in two's complement."""
+    p = np.array([[1, 2], [3, 4], [255, 0]])
+    assert pv_p_words(p, 2) == [(0, 0, 1 | 3 << 8), (0, 1, 2 | 4 << 8), (1, 0, 255), (1, 1, 0)]
+    v = np.array([[-1, 2, 3], [4, -128, 127]], np.int8)
+    assert pv_v_words(v, 2) == [(0, 0, 0xFF | 2 << 8), (0, 1, 4 | 0x80 << 8), (1, 0, 3),
+                                (1, 1, 127)]
+    with pytest.raises(ValueError, match="rows"):
+        pv_p_words(p, 0)
+    with pytest.raises(ValueError, match="2-D"):
+        pv_v_words(np.zeros(3, np.int8), 2)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+from stream_harness import read_until_last
 
 import golden
-from golden.engine.pv import pv_counters
+from golden.engine.pv import pv_counters, pv_p_words, pv_v_words
 from golden.vector import attention_int
 from golden.window import window_effective_operand, window_masks
 from kaleido_hw.config import KaleidoConfig
@@ -52,12 +53,8 @@ def run_jobs(config, jobs, seed=0, valid_prob=0.7, ready_prob=0.6):
             p, v, ports = job["p"], job["v"], job["ports"]
             q, n = p.shape
             d = v.shape[1]
-            pwords = [{"rb": rb, "key": k, "p": sum(int(p[rb * R + i, k]) << (8 * i)
-                                                    for i in range(R) if rb * R + i < q)}
-                      for rb in range(-(-q // R)) for k in range(n)]
-            vwords = [{"cb": cb, "key": k, "v": sum((int(v[k, cb * C + j]) & 0xFF) << (8 * j)
-                                                    for j in range(C) if cb * C + j < d)}
-                      for cb in range(-(-d // C)) for k in range(n)]
+            pwords = [{"rb": rb, "key": k, "p": word} for rb, k, word in pv_p_words(p, R)]
+            vwords = [{"cb": cb, "key": k, "v": word} for cb, k, word in pv_v_words(v, C)]
             await write(ctx, dut.p_in, pwords)
             await write(ctx, dut.v_in, vwords)
             for name, value in ports.items():
@@ -77,23 +74,7 @@ def run_jobs(config, jobs, seed=0, valid_prob=0.7, ready_prob=0.6):
             outs.append(out)
             if out["error"]:
                 continue
-            vals = []
-            while True:
-                ready = int(rng.random() < ready_prob)
-                ctx.set(dut.o.ready, ready)
-                await ctx.delay(1e-9)
-                if ready and ctx.get(dut.o.valid):
-                    pay = ctx.get(dut.o.payload)
-                    vals.append(pay.data)
-                    if pay.last:
-                        await ctx.tick()
-                        break
-                await ctx.tick()
-            ctx.set(dut.o.ready, 1)
-            for _ in range(3):
-                await ctx.delay(1e-9)
-                assert not ctx.get(dut.o.valid), "the O stream went on after its last value"
-                await ctx.tick()
+            vals = await read_until_last(ctx, dut.o, rng, ready_prob)
             out["O"] = np.array(vals, np.int64).reshape(q, d)
 
     sim = Simulator(dut)

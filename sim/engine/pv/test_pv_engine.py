@@ -19,9 +19,10 @@ import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
 from run_host import load_config
-from simlib import StreamSink, StreamSource, seeds_requested, start_clock_and_reset, to_signed
+from simlib import (StreamSink, StreamSource, seeds_requested, start_and_wait_done,
+                    start_clock_and_reset, to_signed)
 
-from golden.engine.pv import pv_counters
+from golden.engine.pv import pv_counters, pv_p_words, pv_v_words
 from golden.numerics import VideoGrid
 from golden.vector import attention_int
 from golden.window import window_effective_operand, window_masks
@@ -78,28 +79,16 @@ class PvHost:
         dut = self.dut
         q, n = p.shape
         d = v.shape[1]
-        await self.p_src.send(
-            rb | k << RBW | sum(int(p[rb * R + i, k]) << (8 * i) for i in range(R)
-                                if rb * R + i < q) << (RBW + KW)
-            for rb in range(-(-q // R)) for k in range(n))
-        await self.v_src.send(
-            cb | k << CBW | sum((int(v[k, cb * C + j]) & 0xFF) << (8 * j) for j in range(C)
-                                if cb * C + j < d) << (CBW + KW)
-            for cb in range(-(-d // C)) for k in range(n))
+        await self.p_src.send(rb | k << RBW | word << (RBW + KW)
+                              for rb, k, word in pv_p_words(p, R))
+        await self.v_src.send(cb | k << CBW | word << (CBW + KW)
+                              for cb, k, word in pv_v_words(v, C))
         cfg = dict(t=grid.t, h=grid.h, w=grid.w, axis=axis, window=window, queries=q,
                    channels=d, reuse=int(reuse), full_bits=bits[0], half_bits=bits[1])
         cfg.update(override or {})
         for name, value in cfg.items():
             getattr(dut, f"cfg__{name}").value = value
-        dut.start.value = 1
-        await RisingEdge(dut.clk)
-        dut.start.value = 0
-        for _ in range(200000):
-            await RisingEdge(dut.clk)
-            if int(dut.done.value):
-                break
-        else:
-            raise AssertionError("pv_engine: no done")
+        await start_and_wait_done(dut, 200000, "pv_engine")
         error = int(dut.error.value)
         counters = {c: int(getattr(dut, f"cnt__{c}").value) for c in counter_names(P)}
         if error:
