@@ -116,8 +116,8 @@ class AttentionHead(wiring.Component):
     run configuration (grid, head_dim, groups, directions, thresholds, reuse, schedule,
     match); ``v``, V's reuse (``axis``, ``window``, ``reuse``, ``full_bits``, ``half_bits``);
     ``mult``/``shift``, the softmax scale (``golden.vector.softmax_scale``). ``start``
-    (pulse, while not busy), ``busy``, ``done`` (the run ended; O streams on ``o``, row-major,
-    ``last`` on the final value). ``error``: ``s`` the engine's rejected-start bits, ``score``
+    (pulse; ignored while busy and until the last run's O has left), ``busy``, ``done`` (the
+    run ended; O streams on ``o``, row-major, ``last`` on the final value). ``error``: ``s`` the engine's rejected-start bits, ``score``
     a score past ``vector_score_bits``, ``p`` the transposer's bits, ``softmax`` the vector
     unit's sticky overflow, ``pv`` P @ V's rejected-start bits. ``cnt``: ``STAGE_COUNTERS``
     plus the engine's (``s``) and P @ V's (``pv``) own counters.

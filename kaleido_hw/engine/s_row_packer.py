@@ -5,8 +5,10 @@ The KaleidoEngine streams S row-major, two int32 values per beat (``docs/archite
 (``docs/vector.md``) takes a row of ``n`` scores as ``ceil(n / L)`` beats of ``L =
 vector_lanes`` signed ``vector_score_bits``-bit lanes, the last beat with ``last`` and
 ``tail``, and the row's scale pair on its first beat. :class:`SRowPacker` regroups the one
-into the other, one score per cycle: it fills a beat lane by lane and hands it to its output
-register when the beat is full or the row ends. A score that does not fit the lanes' width
+into the other at two scores per cycle, the read-out's rate: it fills a beat lane by lane and
+hands it to its output register when the beat is full or the row ends (when both scores of
+an input beat would end a beat, as with rows of one score or one lane, it takes them one per
+cycle: the output register takes one beat per cycle). A score that does not fit the lanes' width
 sets an error bit (the lanes keep its low bits): with the defaults (24-bit lanes, int8
 operands) any head of up to 128 channels fits.
 """
@@ -88,36 +90,66 @@ class SRowPacker(wiring.Component):
         out_v = Signal()
         rows_out = Signal(tw)                      # rows whose last beat left
 
-        value = Signal(signed(S_VALUE_BITS))
-        m.d.comb += value.eq(Mux(half, held[S_VALUE_BITS:], held[:S_VALUE_BITS]))
-        row_end = col == keys - 1
-        run_end = row_end & (row == keys - 1)
-        beat_end = (lane == L - 1) | row_end
+        # Value a (the held beat's next one) at (row, col, lane); value b (the beat's high
+        # half, when a is the low one and not the run's last) right after it.
+        va = Signal(signed(S_VALUE_BITS))
+        vb = Signal(signed(S_VALUE_BITS))
+        m.d.comb += [va.eq(Mux(half, held[S_VALUE_BITS:], held[:S_VALUE_BITS])),
+                     vb.eq(held[S_VALUE_BITS:])]
+        row_end_a = col == keys - 1
+        run_end_a = row_end_a & (row == keys - 1)
+        beat_end_a = (lane == L - 1) | row_end_a
+        lane_b = Mux(beat_end_a, 0, lane + 1)
+        col_b = Mux(row_end_a, 0, col + 1)
+        row_b = Mux(row_end_a, row + 1, row)
+        row_end_b = col_b == keys - 1
+        beat_end_b = (lane_b == L - 1) | row_end_b
+        # Both values in this cycle unless that would complete two beats (the output register
+        # takes one per cycle): then a alone, b in the next cycle.
+        two = ~half & ~run_end_a & ~(beat_end_a & beat_end_b)
         advance = held_v & (~out_v | self.o.ready)       # the output register can take a beat
-        held_done = advance & (half | run_end)
+        held_done = advance & (two | half | run_end_a)
         m.d.comb += self.s.ready.eq(busy & (row < keys) & (~held_v | held_done))
         with m.If(self.s.valid & self.s.ready):
             m.d.sync += [held.eq(self.s.payload), held_v.eq(1), half.eq(0)]
         with m.Elif(held_done):
             m.d.sync += held_v.eq(0)
 
+        def out_of_range(v):
+            return (v >> (B - 1) != 0) & (v >> (B - 1) != -1)
+
+        b_in_out = two & ~beat_end_a & beat_end_b        # a and b end the same beat
         with m.If(out_v & self.o.ready):
             m.d.sync += out_v.eq(0)
         with m.If(advance):
-            m.d.sync += half.eq(~half)
-            with m.If((value >> (B - 1) != 0) & (value >> (B - 1) != -1)):
+            with m.If(~two):
+                m.d.sync += half.eq(~half)
+            with m.If(out_of_range(va) | (two & out_of_range(vb))):
                 m.d.sync += self.error[ERROR_BITS["score_range"]].eq(1)
-            with m.If(beat_end):
-                m.d.sync += [out_v.eq(1), out.tail.eq(lane), out.last.eq(row_end),
-                             out.mult.eq(mult), out.shift.eq(shift), lane.eq(0)]
+            with m.If(beat_end_a | b_in_out):
+                m.d.sync += [out_v.eq(1), out.tail.eq(Mux(b_in_out, lane + 1, lane)),
+                             out.last.eq(Mux(b_in_out, row_end_b, row_end_a)),
+                             out.mult.eq(mult), out.shift.eq(shift)]
                 for j in range(L):
                     # Lanes below `lane` were filled, the ones above are past the row's end.
                     filled = Mux(lane > j, lanes[j], 0) if j < L - 1 else 0
-                    m.d.sync += out.scores[j].eq(Mux(lane == j, value[:B], filled))
+                    m.d.sync += out.scores[j].eq(
+                        Mux(lane == j, va[:B], Mux(b_in_out & (lane + 1 == j), vb[:B], filled)))
+                with m.If(two & beat_end_a):             # b starts the next beat
+                    m.d.sync += [lanes[0].eq(vb[:B]), lane.eq(1)]
+                with m.Else():
+                    m.d.sync += lane.eq(0)
             with m.Else():
-                m.d.sync += [lanes[j].eq(Mux(lane == j, value[:B], lanes[j])) for j in range(L)]
-                m.d.sync += lane.eq(lane + 1)
-            with m.If(row_end):
+                for j in range(L):
+                    m.d.sync += lanes[j].eq(Mux(lane == j, va[:B],
+                                                Mux(two & (lane + 1 == j), vb[:B], lanes[j])))
+                m.d.sync += lane.eq(Mux(two, lane + 2, lane + 1))
+            with m.If(two):
+                with m.If(row_end_b):
+                    m.d.sync += [col.eq(0), row.eq(row_b + 1)]
+                with m.Else():
+                    m.d.sync += [col.eq(col_b + 1), row.eq(row_b)]
+            with m.Elif(row_end_a):
                 m.d.sync += [col.eq(0), row.eq(row + 1)]
             with m.Else():
                 m.d.sync += col.eq(col + 1)

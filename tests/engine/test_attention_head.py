@@ -125,8 +125,8 @@ def test_head_o_bit_exact_dense_and_reuse():
         assert cnt["s_cycles"] == s_cnt.cycles + 1
         assert cnt["pv_cycles"] == pv_cnt["cycles"] + 1
         assert cnt["cycles"] == cnt["s_cycles"] + cnt["softmax_cycles"] + cnt["pv_cycles"]
-        # S streams at most one score per cycle into the vector unit.
-        assert cnt["softmax_cycles"] >= job["grid"].n ** 2
+        # S streams at most two scores per cycle into the vector unit.
+        assert cnt["softmax_cycles"] >= job["grid"].n ** 2 / 2
 
 
 def test_rejected_engine_start_and_config_check():
