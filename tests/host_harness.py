@@ -22,10 +22,16 @@ async def write_operand(ctx, dut, sel: int, matrix, index: str = "token"):
     ctx.set(dut.wr.en, 0)
 
 
+def configure(ctx, cfg, ports: dict):
+    """Drive the members of the ``cfg`` port (or of one of its nested groups) from a dict
+    keyed ``"cfg__name"`` (as the tops' ``*_ports`` helpers return them) or ``"name"``."""
+    for name, value in ports.items():
+        ctx.set(getattr(cfg, name.removeprefix("cfg__")), value)
+
+
 async def configure_and_start(ctx, dut, ports: dict):
     """Drive the ``cfg`` members from a ``{"cfg__name": value}`` dict and pulse ``start``."""
-    for name, value in ports.items():
-        ctx.set(getattr(dut.cfg, name.split("__")[1]), value)
+    configure(ctx, dut.cfg, ports)
     ctx.set(dut.start, 1)
     await ctx.tick()
     ctx.set(dut.start, 0)

@@ -22,34 +22,73 @@ class StreamRun:
     out_cycles: list[int] = field(default_factory=list)
 
 
+class _StreamPair:
+    """One cycle at a time: offer ``inputs`` on ``i_port`` (holding each until accepted,
+    a random gap before each with probability ``gap``) and take ``o_port``'s items (``ready``
+    dropped with probability ``stall``, unless forced high). ``packed``: the inputs are ints
+    put on the payload as one value, whatever its layout."""
+
+    def __init__(self, i_port, o_port, inputs, rng: random.Random, gap: float, stall: float,
+                 packed: bool = False):
+        self.i_port, self.o_port, self.inputs = i_port, o_port, inputs
+        self.i_payload = Value.cast(i_port.payload) if packed else i_port.payload
+        self.o_payload = Value.cast(o_port.payload)
+        self.rng, self.gap, self.stall = rng, gap, stall
+        self.k, self.offering = 0, False
+
+    def _drive(self, ctx, ready_high: bool) -> bool:
+        """Set this cycle's valid, payload and ready; True when a new input is offered."""
+        new_offer = False
+        if (not self.offering and self.k < len(self.inputs)
+                and not (self.gap and self.rng.random() < self.gap)):
+            self.offering = new_offer = True
+            ctx.set(self.i_payload, self.inputs[self.k])
+        ctx.set(self.i_port.valid, self.offering)
+        ctx.set(self.o_port.ready,
+                1 if ready_high or not (self.stall and self.rng.random() < self.stall) else 0)
+        return new_offer
+
+    async def cycle(self, ctx, ready_high: bool = False) -> tuple[bool, bool, bool, int]:
+        """One clock edge: (a new input offered, an input accepted, an output taken, its
+        payload)."""
+        new_offer = self._drive(ctx, ready_high)
+        _, _, iv, ir, ov, orr, pl = await ctx.tick().sample(
+            self.i_port.valid, self.i_port.ready, self.o_port.valid, self.o_port.ready,
+            self.o_payload)
+        accepted = bool(iv and ir)
+        if accepted:
+            self.k += 1
+            self.offering = False
+        return new_offer, accepted, bool(ov and orr), pl
+
+
+def _simulate(dut, bench) -> None:
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
 def run_stream(dut, inputs, n_out: int, *, gap: float = 0.0, stall: float = 0.0, seed: int = 0,
                settle: int = 16, max_cycles: int = 100_000, ports: tuple[str, str] = ("i", "o")
                ) -> StreamRun:
     """Feed ``inputs`` (packed ints) into the input stream (``dut.i``, or ``ports[0]``),
     collect ``n_out`` items from the output stream (``dut.o``, or ``ports[1]``), then run
     ``settle`` more cycles (with ready high) to catch any extra output."""
-    rng = random.Random(seed)
     run = StreamRun()
     i_port, o_port = getattr(dut, ports[0]), getattr(dut, ports[1])
-    i_payload, o_payload = Value.cast(i_port.payload), Value.cast(o_port.payload)
+    pair = _StreamPair(i_port, o_port, inputs, random.Random(seed), gap, stall, packed=True)
 
     async def bench(ctx):
-        cycle, k, offering, extra = 0, 0, False, 0
+        cycle, extra = 0, 0
         while cycle < max_cycles:
-            if not offering and k < len(inputs) and not (gap and rng.random() < gap):
-                offering = True
-                run.offer_cycles.append(cycle)
-                ctx.set(i_payload, inputs[k])
-            ctx.set(i_port.valid, offering)
             done = len(run.out_items) >= n_out
-            ctx.set(o_port.ready, 1 if done or not (stall and rng.random() < stall) else 0)
-            _, _, iv, ir, ov, orr, pl = await ctx.tick().sample(
-                i_port.valid, i_port.ready, o_port.valid, o_port.ready, o_payload)
-            if iv and ir:
+            offered, accepted, taken, pl = await pair.cycle(ctx, ready_high=done)
+            if offered:
+                run.offer_cycles.append(cycle)
+            if accepted:
                 run.in_cycles.append(cycle)
-                k += 1
-                offering = False
-            if ov and orr:
+            if taken:
                 run.out_items.append(pl)
                 run.out_cycles.append(cycle)
             cycle += 1
@@ -57,13 +96,10 @@ def run_stream(dut, inputs, n_out: int, *, gap: float = 0.0, stall: float = 0.0,
                 extra += 1
                 if extra > settle:
                     return
-        raise AssertionError(f"timeout after {max_cycles} cycles: {k}/{len(inputs)} inputs "
+        raise AssertionError(f"timeout after {max_cycles} cycles: {pair.k}/{len(inputs)} inputs "
                              f"accepted, {len(run.out_items)}/{n_out} outputs")
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    _simulate(dut, bench)
     return run
 
 
@@ -76,7 +112,6 @@ def run_stream_runs(dut, runs, *, gap: float = 0.0, stall: float = 0.0, seed: in
     ``(outputs as ints, error, cycles from start to done, inputs accepted)``."""
     rng = random.Random(seed)
     i_port, o_port = getattr(dut, ports[0]), getattr(dut, ports[1])
-    o_payload = Value.cast(o_port.payload)
     results = []
 
     async def bench(ctx):
@@ -86,30 +121,19 @@ def run_stream_runs(dut, runs, *, gap: float = 0.0, stall: float = 0.0, seed: in
             ctx.set(dut.start, 1)
             await ctx.tick()
             ctx.set(dut.start, 0)
-            outs, k, offering, cycles = [], 0, False, 0
+            pair = _StreamPair(i_port, o_port, inputs, rng, gap, stall)
+            outs, cycles = [], 0
             while not ctx.get(dut.done):
-                if not offering and k < len(inputs) and not (gap and rng.random() < gap):
-                    offering = True
-                    ctx.set(i_port.payload, inputs[k])
-                ctx.set(i_port.valid, offering)
-                ctx.set(o_port.ready, int(not (stall and rng.random() < stall)))
-                _, _, iv, ir, ov, orr, pl = await ctx.tick().sample(
-                    i_port.valid, i_port.ready, o_port.valid, o_port.ready, o_payload)
-                if iv and ir:
-                    k += 1
-                    offering = False
-                if ov and orr:
+                _, _, taken, pl = await pair.cycle(ctx)
+                if taken:
                     outs.append(pl)
                 cycles += 1
                 if cycles >= max_cycles:
-                    raise AssertionError(f"no done after {cycles} cycles ({k} inputs in)")
+                    raise AssertionError(f"no done after {cycles} cycles ({pair.k} inputs in)")
             ctx.set(i_port.valid, 0)
-            results.append((outs, ctx.get(dut.error), cycles, k))
+            results.append((outs, ctx.get(dut.error), cycles, pair.k))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    _simulate(dut, bench)
     return results
 
 

@@ -323,7 +323,8 @@ def pv_counters(p, v, grid, directions=AXIS_T, window: int = 2, rows: int = 4, c
 
     Column blocks are numbered over the groups in order (group t's first, C channels each,
     the last of a group padded); column block k runs on array ``k mod arrays``, which walks
-    its column blocks in increasing k and, for each, every row block of R queries. A block's
+    every row block of R queries and, in each, its column blocks in increasing k (a block's
+    cost does not depend on the order). A block's
     issued F1/F2 steps depend only on its columns' codes (P is never reused), so they are the
     same for every row block of a column block. The arrays share no barrier (groups write
     disjoint channels of O): the run ends with the slowest array.

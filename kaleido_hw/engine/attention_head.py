@@ -14,11 +14,15 @@
    mode, V window reuse); V is written beforehand through ``v_in``; O leaves on ``o``.
 
 S never crosses the chip's boundary: it goes from the accumulation buffer through the vector
-unit into the P memory. The stages run one after the other (S, then softmax into P, then
-P @ V), and each one's cycles are counted. Not yet the engine core's command sequence (its
-P @ V is not a core command, issue 13): this is the top that chains the engine, the vector
-unit and P @ V, and its figures are measured, not modelled (the stages' own models are
-exact: ``engine_counters`` and ``pv_counters``).
+unit into the P memory. S runs first; then the softmax stage and P @ V run together: P @ V
+starts with the S read-out and walks P a row block at a time (row blocks outermost), each
+row block once the transposer has written its last word (``pv_engine``'s ``p_blocks``), so
+the softmax stage hides behind P @ V but for about its first row block. Each stage's cycles
+are counted. Not yet the engine core's command sequence (its P @ V is not a core command,
+issue 13): this is the top that chains the engine, the vector unit and P @ V. The blocks'
+own models are exact (``engine_counters``; ``pv_counters`` for every P @ V work counter,
+its cycles plus the cycles its arrays waited for P); the softmax stage and the waits are
+measured, not modelled.
 
 Numerics: ``golden.vector.softmax_int(S, mult, shift)`` then
 ``golden.vector.attention_int(P, V_eff)``, bit-exact (``docs/numerics.md`` section 14).
@@ -26,7 +30,7 @@ Numerics: ``golden.vector.softmax_int(S, mult, shift)`` then
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -45,7 +49,8 @@ from kaleido_hw.vector.softmax_unit import SoftmaxUnit
 __all__ = ["AttentionHead", "STAGE_COUNTERS", "check_head_config"]
 
 #: Cycle counters of a run: the whole run and each stage (S on the engine; the S read-out
-#: through the vector unit into the P memory; P @ V to its ``done``).
+#: through the vector unit into the P memory; P @ V to its ``done``, alongside the softmax
+#: stage: ``cycles = s_cycles + max(softmax_cycles, pv_cycles) + 1``).
 STAGE_COUNTERS = ("cycles", "s_cycles", "softmax_cycles", "pv_cycles")
 _CNT_WIDTH = 40
 
@@ -81,7 +86,7 @@ def _port_docs() -> dict:
         "cfg__shift": "softmax scale shift, in [1, 47]",
         "start": ("pulse: run the head (ignored while busy and until the last run's O has "
                   "left: its value with last taken)"),
-        "busy": "a run is in progress (S, softmax into P, P @ V)",
+        "busy": "a run is in progress (S, then softmax into P alongside P @ V)",
         "done": ("the last run ended (O streams on o; with error__s or error__pv != 0 it "
                  "stopped there); cleared by start"),
         "error__s": "the engine's rejected-start bits (kaleido_engine ERROR_BITS); 0: S ran",
@@ -90,10 +95,11 @@ def _port_docs() -> dict:
         "error__softmax": "the vector unit's sticky overflow (a row past vector_max_row)",
         "error__pv": "P @ V's rejected-start bits (pv_engine ERROR_BITS); 0: P @ V ran",
         "cnt__cycles": "cycles of the last run, from start to the cycle done was set",
-        "cnt__s_cycles": "of which S on the engine (start to the engine's done)",
-        "cnt__softmax_cycles": ("of which the S read-out through the vector unit into the P "
-                                "memory (to the transposer's done)"),
-        "cnt__pv_cycles": "of which P @ V (its start to its done)",
+        "cnt__s_cycles": "of which S on the engine (start to the engine's done), first",
+        "cnt__softmax_cycles": ("the S read-out through the vector unit into the P memory "
+                                "(the engine's done to the transposer's), alongside P @ V"),
+        "cnt__pv_cycles": ("P @ V, from its start with the softmax stage to its done "
+                           "(cycles = s_cycles + max(softmax_cycles, pv_cycles) + 1)"),
     })
     return docs
 
@@ -134,7 +140,7 @@ class AttentionHead(wiring.Component):
         self.packer = SRowPacker(config)
         self.softmax = SoftmaxUnit(config)
         self.transposer = PTransposer(config)
-        self.pv = PvEngine(config)
+        self.pv = PvEngine(config, streamed_p=True)
         eng, pv = self.engine.signature.members, self.pv.signature.members
         pv_cfg = pv["cfg"].signature.members
         super().__init__({
@@ -190,11 +196,19 @@ class AttentionHead(wiring.Component):
         m.d.comb += [self.error.score.eq(pk.error), self.error.p.eq(tr.error),
                      self.error.softmax.eq(sm.overflow)]
 
+        # Row blocks of P written so far: P @ V reads a row block once its last word is in;
+        # once the transposer is done (also after an error), every row block is open, so
+        # that P @ V always ends.
+        p_rows = Signal(len(pv.p_blocks))
+        with m.If(pv.p_in.valid & pv.p_in.ready & (pv.p_in.payload.key == n - 1)):
+            m.d.sync += p_rows.eq(pv.p_in.payload.rb + 1)
+        m.d.comb += pv.p_blocks.eq(Mux(tr.done, (1 << len(pv.p_blocks)) - 1, p_rows))
+
         cnt = self.cnt
         with m.If(self.busy):
             m.d.sync += cnt.cycles.eq(cnt.cycles + 1)
         # One stage register, no FSM: Verilator's -Wall wants every case of a state switch.
-        stage = Signal(2)                          # 0 idle, 1 S, 2 softmax into P, 3 P @ V
+        stage = Signal(2)                  # 0 idle, 1 S, 2 softmax into P alongside P @ V
         # O of the last run still streaming out: pv_engine would ignore a start (and the
         # transposer must not overwrite its P memory), so the head ignores one too.
         o_pending = Signal()
@@ -212,20 +226,20 @@ class AttentionHead(wiring.Component):
                     m.d.sync += [stage.eq(0), self.error.s.eq(eng.error), self.busy.eq(0),
                                  self.done.eq(1)]
                 with m.Else():
-                    # S streams from the accumulation buffer into the vector unit.
-                    m.d.comb += [eng.read.eq(1), pk.start.eq(1), tr.start.eq(1)]
-                    m.d.sync += [stage.eq(2), cnt.softmax_cycles.eq(1)]
+                    # S streams from the accumulation buffer into the vector unit, P into
+                    # P @ V's memory, and P @ V starts at once, a row block behind.
+                    m.d.comb += [eng.read.eq(1), pk.start.eq(1), tr.start.eq(1), pv.start.eq(1)]
+                    m.d.sync += [stage.eq(2), cnt.softmax_cycles.eq(1), cnt.pv_cycles.eq(1),
+                                 p_rows.eq(0)]
             with m.Else():
                 m.d.sync += cnt.s_cycles.eq(cnt.s_cycles + 1)
-        with m.Elif(stage == 2):
-            with m.If(tr.done):
-                m.d.comb += pv.start.eq(1)
-                m.d.sync += [stage.eq(3), cnt.pv_cycles.eq(1)]
-            with m.Else():
-                m.d.sync += cnt.softmax_cycles.eq(cnt.softmax_cycles + 1)
         with m.Else():
-            m.d.sync += cnt.pv_cycles.eq(cnt.pv_cycles + 1)
-            with m.If(pv.done):
+            # ``done`` of both is a level from their end to their next start.
+            with m.If(~tr.done):
+                m.d.sync += cnt.softmax_cycles.eq(cnt.softmax_cycles + 1)
+            with m.If(~pv.done):
+                m.d.sync += cnt.pv_cycles.eq(cnt.pv_cycles + 1)
+            with m.If(tr.done & pv.done):
                 m.d.sync += [stage.eq(0), self.error.pv.eq(pv.error), self.busy.eq(0),
                              self.done.eq(1), o_pending.eq(pv.error == 0)]
         return m

@@ -86,37 +86,47 @@ class LinearBuffer(wiring.Component):
                              port.en.eq(we & (tag.plane == g))]
 
         # -- read-out: token i, feature f = (fb, fj); fb = fq*P + fa ---------------------------
+        # Three stages that move together (``advance``: the output register is empty or
+        # taken): the banks' read (data held by the read enable while the stream stalls); each
+        # plane's word picked by the registered bank select into a register; their sum into
+        # the output register. So the macros' clock-to-output, the bank multiplexer and the
+        # sum are not one path, as in the engine's S read-out.
         i = Signal(geo.size_width)
         fb = Signal(geo.cb_width + 1)
         fj = Signal(max(1, cbits))
         fa = Signal(range(max(P, 2)))
         fq = Signal(geo.slot_width + 1)
         active = Signal()
+        read_valid = Signal()                  # the banks' outputs hold a value
+        pick_valid = Signal()                  # the picked plane words hold a value
         out_valid = Signal()
+        out_data = Signal(signed(Y_WIDTH))
         advance = Signal()
         m.d.comb += [advance.eq(~out_valid | self.y.ready), self.y.valid.eq(out_valid),
-                     self.reading.eq(active | out_valid)]
+                     self.y.payload.eq(out_data),
+                     self.reading.eq(active | read_valid | pick_valid | out_valid)]
         f = Signal(geo.out_width + 1)
         m.d.comb += f.eq((fb << cbits) | (fj if cbits else 0))
         ports = [[banks[g][b].read_port(domain="sync", transparent_for=()) for b in range(B)]
                  for g in range(3)]
         bank_sel = Signal(range(max(B, 2)))
         plane_on = Signal(3)
+        picked = [Signal(signed(geo.acc_width), name=f"picked{g}") for g in range(3)]
         for g in range(3):
             for b in range(B):
                 m.d.comb += [ports[g][b].addr.eq(Cat(fq[:geo.slot_width], i[:geo.tok_width])),
                              ports[g][b].en.eq(advance)]
         with m.If(advance):
             m.d.sync += [bank_sel.eq(fa * C + (fj if cbits else 0)),
-                         plane_on.eq(Cat(*(cfg.gsize[g] != 0 for g in range(3))))]
-        total = 0
-        for g in range(3):
-            word = Array(p.data for p in ports[g])[bank_sel]
-            total = total + Mux(plane_on[g], word, 0)
-        m.d.comb += self.y.payload.eq(total)
+                         plane_on.eq(Cat(*(cfg.gsize[g] != 0 for g in range(3)))),
+                         read_valid.eq(active), pick_valid.eq(read_valid),
+                         out_valid.eq(pick_valid),
+                         out_data.eq(picked[0] + picked[1] + picked[2])]
+            for g in range(3):
+                word = Array(p.data for p in ports[g])[bank_sel]
+                m.d.sync += picked[g].eq(Mux(plane_on[g], word, 0))
 
         with m.If(advance):
-            m.d.sync += out_valid.eq(active)
             with m.If(active):
                 with m.If(f + 1 == cfg.c_out):
                     m.d.sync += [fb.eq(0), fa.eq(0), fq.eq(0), i.eq(i + 1)]
@@ -137,6 +147,6 @@ class LinearBuffer(wiring.Component):
                     with m.Else():
                         m.d.sync += fj.eq(fj + 1)
 
-        with m.If(self.read & ~active & ~out_valid):
+        with m.If(self.read & ~self.reading):
             m.d.sync += [active.eq(1), i.eq(0), fb.eq(0), fj.eq(0), fa.eq(0), fq.eq(0)]
         return m

@@ -93,12 +93,19 @@ class PvEngine(wiring.Component):
     config : KaleidoConfig
         ``engine_arrays`` (P), ``rows``, ``cols``, ``acc_width``; ``engine_max_tokens``
         bounds the keys (T*H*W) and the queries, ``engine_max_head_dim`` the channels.
+    streamed_p : bool
+        False (the ``pv_engine`` top): P is written before ``start``. True (inside
+        ``attention_head``): P streams in while the run goes, a row block at a time; the
+        ``p_blocks`` input says how many row blocks of P are written (their words in any
+        order; raised only after a block's last write), the arrays read a row block's units
+        only once it is written (waiting, not stepping, until then), and ``p_in`` is ready
+        while busy too.
     """
 
-    def __init__(self, config: KaleidoConfig):
+    def __init__(self, config: KaleidoConfig, streamed_p: bool = False):
         if not isinstance(config, KaleidoConfig):
             raise TypeError(f"PvEngine takes a KaleidoConfig, got {type(config).__name__}")
-        self.config = config
+        self.config, self.streamed_p = config, streamed_p
         R, C = config.rows, config.cols
         self.arrays = config.engine_arrays
         self.max_keys = self.max_queries = config.engine_max_tokens
@@ -133,6 +140,7 @@ class PvEngine(wiring.Component):
                 **{f"a{a}": Out(wiring.Signature({n: Out(_CNT_WIDTH)
                                                   for n in ARRAY_COUNTER_NAMES}))
                    for a in range(self.arrays)}})),
+            **({"p_blocks": In(self.bw)} if streamed_p else {}),
         })
 
     PORT_DOCS = {
@@ -232,6 +240,7 @@ class PvEngine(wiring.Component):
                 ]
         for a, seq in enumerate(seqs):
             m.d.comb += [seq.start.eq(accept & (err == 0) & (cfg_ncb > a)), seq.first_cb.eq(a),
+                         seq.p_blocks.eq(self.p_blocks if self.streamed_p else run.nrb),
                          seq.t.eq(run.t), seq.h.eq(run.h), seq.w.eq(run.w), seq.hw.eq(run.hw),
                          seq.axis.eq(run.axis), seq.w3.eq(run.w3), seq.nrb.eq(run.nrb),
                          seq.ncb.eq(run.ncb)]
@@ -251,8 +260,9 @@ class PvEngine(wiring.Component):
             m.submodules[f"vmem{a}"] = vm
         pw = pmem.write_port()
         vin = self.v_in.payload
-        m.d.comb += [self.p_in.ready.eq(~self.busy), self.v_in.ready.eq(~self.busy),
-                     pw.en.eq(self.p_in.valid & ~self.busy),
+        p_open = 1 if self.streamed_p else ~self.busy
+        m.d.comb += [self.p_in.ready.eq(p_open), self.v_in.ready.eq(~self.busy),
+                     pw.en.eq(self.p_in.valid & p_open),
                      pw.addr.eq(Cat(self.p_in.payload.key, self.p_in.payload.rb)),
                      pw.data.eq(self.p_in.payload.p)]
         for a, vm in enumerate(vmems):

@@ -1,12 +1,15 @@
 """Block sequencer of one P @ V array (``docs/linear.md``, "P @ V on the PE arrays").
 
-Walks its column blocks (of P arrays, array ``a`` takes column blocks ``a, a + P, a + 2P,
-...``: ``first_cb`` = a, stride P), for each every row block, then the units of V's
-direction group, and per unit issues its A step and, where some column of the block needs
-them, its F1 and F2 steps (``work1``/``work2``: an OR over the block's real columns,
+Walks the row blocks of P and, for each, its own column blocks (of P arrays, array ``a``
+takes column blocks ``a, a + P, a + 2P, ...``: ``first_cb`` = a, stride P), then the units
+of V's direction group, and per unit issues its A step and, where some column of the block
+needs them, its F1 and F2 steps (``work1``/``work2``: an OR over the block's real columns,
 computed by the top from the unit's codes). A block shorter than R steps is padded with
 bubbles; after the last block one final drain step, then ``R + C + 1`` cycles for the top's
-register stage and the last drain wave.
+register stage and the last drain wave. Row blocks outermost, so that P can stream in while
+the run goes (``p_blocks``: a row block's units are read once it is written; the steps then
+wait, presenting nothing, and the array holds its state); the order changes no count,
+every block costs what it costs in any order.
 
 Units are walked in token order without a division: the unit's anchor coordinates
 ``(ct, cy, cx)`` step by ``window`` along the group's axis and by 1 on the others.
@@ -64,7 +67,8 @@ class PvSequencer(wiring.Component):
     ``w3``, ``nrb``, ``ncb`` must be stable from then on; start only when ``first_cb <
     ncb``), ``first_cb`` (the array's index, an input so that the P sequencers are one
     module), ``work1``/``work2`` (some real column of the fetched unit's block has F1 / F2
-    work at that unit).
+    work at that unit), ``p_blocks`` (row blocks of P written so far: a unit of row block
+    ``rb`` is read only once ``rb < p_blocks``; ``nrb`` when P was written before start).
     Outputs: the read of a unit (``rd_en``, ``rd_tok0``, ``rd_stride``, ``rd_present1/2``,
     ``rd_rb``, ``rd_cb``: the array's own column-block index, ``cb // P``); ``load1`` (the
     read ports' words go to the fetch registers); the block of the unit in the fetch
@@ -84,7 +88,7 @@ class PvSequencer(wiring.Component):
         super().__init__({
             "start": In(1), "first_cb": In(bw), "t": In(sw), "h": In(sw), "w": In(sw),
             "hw": In(sw), "axis": In(2), "w3": In(1), "nrb": In(bw), "ncb": In(bw),
-            "work1": In(1), "work2": In(1),
+            "work1": In(1), "work2": In(1), "p_blocks": In(bw),
             "rd_en": Out(1), "rd_tok0": Out(sw), "rd_stride": Out(sw),
             "rd_present1": Out(1), "rd_present2": Out(1), "rd_rb": Out(bw), "rd_cb": Out(bw),
             "load1": Out(1), "f_rb": Out(bw), "f_cb": Out(bw), "take": Out(1),
@@ -119,7 +123,8 @@ class PvSequencer(wiring.Component):
         wrap_t = nt >= self.t
         block_end = wrap_x & wrap_y & wrap_t
         last_rb = rb + 1 == self.nrb
-        last_block = last_rb & (cb + P >= self.ncb)
+        last_cb = cb + P >= self.ncb         # the array's last column block of a row block
+        last_block = last_rb & last_cb
         coord = Mux(self.axis == 0, ct, Mux(self.axis == 1, cy, cx))
         length = Mux(self.axis == 0, self.t, Mux(self.axis == 1, self.h, self.w))
         m.d.comb += [
@@ -144,6 +149,7 @@ class PvSequencer(wiring.Component):
         bubbles = Signal(bits_for(R))
         final_next = Signal()                # the bubbles end the run's last block
         tail = Signal(bits_for(R + C + 1))
+        next_taken = Signal()                # the unit after the bubbles is in ``cur``
 
         names = ("IDLE", "FILL", "STEP", "BUBBLE", "FINAL", "TAIL")
         ST = {n: k for k, n in enumerate(names)}
@@ -163,7 +169,8 @@ class PvSequencer(wiring.Component):
         take, load1, reading = Signal(), Signal(), Signal()
         m.d.comb += [take.eq(v1 & ((state == ST["FILL"]) | unit_ends)),
                      load1.eq(v0 & (~v1 | take)),
-                     reading.eq(more & (state != ST["IDLE"]) & (~v0 | load1)),
+                     reading.eq(more & (state != ST["IDLE"]) & (~v0 | load1)
+                                & (rb < self.p_blocks)),
                      self.take.eq(take), self.load1.eq(load1), self.rd_en.eq(reading),
                      self.f_rb.eq(i1.rb), self.f_cb.eq(i1.cb)]
         with m.If(reading):
@@ -176,10 +183,10 @@ class PvSequencer(wiring.Component):
                              ct.eq(Mux(wrap_x & wrap_y, Mux(wrap_t, 0, nt), ct))]
             with m.Else():
                 m.d.sync += [ct.eq(0), cy.eq(0), cx.eq(0)]
-                with m.If(last_rb):
-                    m.d.sync += [rb.eq(0), cb.eq(cb + P), lcb.eq(lcb + 1)]
+                with m.If(last_cb):
+                    m.d.sync += [rb.eq(rb + 1), cb.eq(self.first_cb), lcb.eq(0)]
                 with m.Else():
-                    m.d.sync += rb.eq(rb + 1)
+                    m.d.sync += [cb.eq(cb + P), lcb.eq(lcb + 1)]
                 with m.If(last_block):
                     m.d.sync += more.eq(0)
         with m.Elif(load1):
@@ -221,10 +228,13 @@ class PvSequencer(wiring.Component):
                 m.d.comb += unit_ends.eq(1)
                 m.d.sync += kind.eq(0)
                 with m.If(cur.last & (steps < R)):
-                    m.d.sync += [bubbles.eq(R - steps), final_next.eq(cur.final)]
+                    m.d.sync += [bubbles.eq(R - steps), final_next.eq(cur.final),
+                                 next_taken.eq(v1)]
                     goto("BUBBLE")
                 with m.Elif(cur.final):
                     goto("FINAL")
+                with m.Elif(~v1):
+                    goto("FILL")             # the next unit waits for its row block of P
         with m.Elif(state == ST["BUBBLE"]):
             present(0, 0, PV_BUBBLE)
             m.d.comb += self.inc_bubble.eq(1)
@@ -232,8 +242,10 @@ class PvSequencer(wiring.Component):
             with m.If(bubbles == 1):
                 with m.If(final_next):
                     goto("FINAL")
-                with m.Else():
+                with m.Elif(next_taken):
                     goto("STEP")
+                with m.Else():
+                    goto("FILL")
         with m.Elif(state == ST["FINAL"]):
             present(0, 1, PV_BUBBLE)            # drains the last block
             # The array sees it a cycle later (the top's register stage), then the wave.

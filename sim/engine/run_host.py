@@ -44,6 +44,20 @@ def mask_names(mask: int, bits) -> list[str]:
     return [name for b, (name, _) in enumerate(bits) if mask >> b & 1]
 
 
+async def write_operand(dut, sel: int, values, index: str = "token"):
+    """Write an int8 matrix to operand ``sel`` through the ``wr__*`` port while the top is
+    idle, one row per ``wr__<index>`` value, one byte lane group per cycle."""
+    dut.wr__sel.value = sel
+    port = getattr(dut, f"wr__{index}")
+    for row, lane, value in operand_writes(np.asarray(values)):
+        dut.wr__en.value = 1
+        port.value = row
+        dut.wr__lane.value = lane
+        dut.wr__data.value = value
+        await RisingEdge(dut.clk)
+    dut.wr__en.value = 0
+
+
 class RunHost:
     """Drives one engine top (clock and reset already running).
 
@@ -61,18 +75,8 @@ class RunHost:
             getattr(dut, name).value = 0
 
     async def write_operand(self, sel: int, values):
-        """Write an int8 matrix (one row per ``index``) to operand ``sel``, one byte lane
-        group per cycle."""
-        dut = self.dut
-        dut.wr__sel.value = sel
-        port = getattr(dut, f"wr__{self.index}")
-        for row, lane, value in operand_writes(np.asarray(values)):
-            dut.wr__en.value = 1
-            port.value = row
-            dut.wr__lane.value = lane
-            dut.wr__data.value = value
-            await RisingEdge(dut.clk)
-        dut.wr__en.value = 0
+        """Write an int8 matrix (one row per ``index``) to operand ``sel``."""
+        await write_operand(self.dut, sel, values, self.index)
 
     def configure(self, ports: dict):
         """Drive the ``cfg__*`` ports (names as the top's ``*_ports`` helper returns them)."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
-from host_harness import wait_done, write_operand
+from head_checks import check_stage_counters
+from host_harness import configure, configure_and_start, wait_done, write_operand
 from stream_harness import read_until_last
 
 from golden.engine.head import head_output
@@ -21,6 +22,7 @@ from golden.vector import softmax_scale
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.attention_head import STAGE_COUNTERS, AttentionHead, check_head_config
 from kaleido_hw.engine.kaleido_engine import ENGINE_COUNTERS, engine_ports
+from kaleido_hw.engine.pv_engine import counter_names as pv_counter_names
 from kaleido_hw.engine.pv_engine import counters_from_model
 
 pytestmark = pytest.mark.xdist_group("attention_head")
@@ -28,6 +30,13 @@ pytestmark = pytest.mark.xdist_group("attention_head")
 CONFIG = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
                        sched_entries=4, vector_lanes=4, vector_max_row=16, vector_row_buffers=3)
+
+
+def _member(port, name: str):
+    """A nested port member from its ``__``-joined name (``a0__steps``)."""
+    for part in name.split("__"):
+        port = getattr(port, part)
+    return port
 
 
 def run_head(config, jobs, seed=0, ready_prob=0.7):
@@ -45,20 +54,16 @@ def run_head(config, jobs, seed=0, ready_prob=0.7):
                 ctx.set(dut.v_in.payload, {"cb": cb, "key": key, "v": word})
                 await ctx.tick().until(dut.v_in.ready)
             ctx.set(dut.v_in.valid, 0)
-            for name, value in job["ports"].items():
-                ctx.set(getattr(dut.cfg.s, name.split("__")[1]), value)
-            for name, value in job["pv"].items():
-                ctx.set(getattr(dut.cfg.v, name), value)
-            ctx.set(dut.cfg.mult, job["scale"].mult)
-            ctx.set(dut.cfg.shift, job["scale"].shift)
-            ctx.set(dut.start, 1)
-            await ctx.tick()
-            ctx.set(dut.start, 0)
+            configure(ctx, dut.cfg.s, job["ports"])
+            configure(ctx, dut.cfg.v, job["pv"])
+            await configure_and_start(ctx, dut, {"mult": job["scale"].mult,
+                                                 "shift": job["scale"].shift})
             await wait_done(ctx, dut, 200_000)
             err = {f: ctx.get(getattr(dut.error, f)) for f in ("s", "score", "p", "softmax", "pv")}
             cnt = {name: ctx.get(getattr(dut.cnt, name)) for name in STAGE_COUNTERS}
             cnt["s"] = {name: ctx.get(getattr(dut.cnt.s, name)) for name in ENGINE_COUNTERS}
-            cnt["pv"] = {name: ctx.get(getattr(dut.cnt.pv, name)) for name in ("cycles",)}
+            cnt["pv"] = {name: ctx.get(_member(dut.cnt.pv, name))
+                         for name in pv_counter_names(config.engine_arrays)}
             out = {"error": err, "cnt": cnt}
             outs.append(out)
             if err["s"] or err["pv"]:
@@ -117,16 +122,7 @@ def test_head_o_bit_exact_dense_and_reuse():
         assert out["error"] == {"s": 0, "score": 0, "p": 0, "softmax": 0, "pv": 0}
         o, s_cnt, pv_cnt = _want(job, CONFIG)
         assert np.array_equal(out["O"].reshape(o.shape), o), job["variant"]
-        cnt = out["cnt"]
-        assert cnt["s"]["cycles"] == s_cnt.cycles
-        assert cnt["pv"]["cycles"] == pv_cnt["cycles"]
-        # Every cycle of the run is in one stage; a stage ends in the cycle its block's done
-        # is seen (the blocks count from their start to the cycle before).
-        assert cnt["s_cycles"] == s_cnt.cycles + 1
-        assert cnt["pv_cycles"] == pv_cnt["cycles"] + 1
-        assert cnt["cycles"] == cnt["s_cycles"] + cnt["softmax_cycles"] + cnt["pv_cycles"]
-        # S streams at most two scores per cycle into the vector unit.
-        assert cnt["softmax_cycles"] >= job["grid"].n ** 2 / 2
+        check_stage_counters(out["cnt"], s_cnt.cycles, pv_cnt, job["grid"].n)
 
 
 def test_rejected_engine_start_and_config_check():
