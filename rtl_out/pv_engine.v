@@ -10564,39 +10564,39 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   wire \$1 ;
   wire [13:0] \$10 ;
   wire \$100 ;
-  wire \$101 ;
+  wire [6:0] \$101 ;
   wire \$102 ;
   wire \$103 ;
   wire \$104 ;
   wire \$105 ;
-  wire [7:0] \$106 ;
+  wire \$106 ;
   wire \$107 ;
   wire \$108 ;
-  wire [7:0] \$109 ;
+  wire \$109 ;
   wire [13:0] \$11 ;
-  wire [7:0] \$110 ;
+  wire \$110 ;
   wire \$111 ;
-  wire \$112 ;
+  wire [7:0] \$112 ;
   wire \$113 ;
   wire \$114 ;
   wire [7:0] \$115 ;
   wire [7:0] \$116 ;
-  wire [6:0] \$117 ;
+  wire \$117 ;
   wire \$118 ;
-  wire [6:0] \$119 ;
+  wire \$119 ;
   wire [14:0] \$12 ;
-  wire [6:0] \$120 ;
-  wire [6:0] \$121 ;
-  wire [6:0] \$122 ;
-  wire \$123 ;
-  wire [6:0] \$124 ;
-  wire \$125 ;
-  wire \$126 ;
-  wire \$127 ;
-  wire \$128 ;
+  wire \$120 ;
+  wire [7:0] \$121 ;
+  wire [7:0] \$122 ;
+  wire [6:0] \$123 ;
+  wire \$124 ;
+  wire [6:0] \$125 ;
+  wire [6:0] \$126 ;
+  wire [6:0] \$127 ;
+  wire [6:0] \$128 ;
   wire \$129 ;
   wire [15:0] \$13 ;
-  wire \$130 ;
+  wire [6:0] \$130 ;
   wire \$131 ;
   wire \$132 ;
   wire \$133 ;
@@ -10613,46 +10613,53 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   wire \$143 ;
   wire \$144 ;
   wire \$145 ;
-  wire [1:0] \$146 ;
+  wire \$146 ;
   wire \$147 ;
   wire \$148 ;
   wire \$149 ;
   wire \$15 ;
-  wire [3:0] \$150 ;
-  wire [3:0] \$151 ;
-  wire \$152 ;
-  wire [4:0] \$153 ;
+  wire \$150 ;
+  wire \$151 ;
+  wire [1:0] \$152 ;
+  wire \$153 ;
   wire \$154 ;
-  reg \$155 ;
-  reg [20:0] \$156 ;
-  reg [6:0] \$157 ;
-  reg [6:0] \$158 ;
-  reg [6:0] \$159 ;
+  wire \$155 ;
+  wire [3:0] \$156 ;
+  wire [3:0] \$157 ;
+  wire \$158 ;
+  wire \$159 ;
   wire [6:0] \$16 ;
-  reg [5:0] \$160 ;
-  reg [5:0] \$161 ;
-  reg [5:0] \$162 ;
-  reg \$163 ;
-  reg \$164 ;
-  reg [20:0] \$165 ;
-  reg [20:0] \$166 ;
-  reg \$167 ;
-  reg \$168 ;
-  reg [1:0] \$169 ;
+  wire [4:0] \$160 ;
+  wire \$161 ;
+  reg \$162 ;
+  reg [20:0] \$163 ;
+  reg [6:0] \$164 ;
+  reg [6:0] \$165 ;
+  reg [6:0] \$166 ;
+  reg [5:0] \$167 ;
+  reg [5:0] \$168 ;
+  reg [5:0] \$169 ;
   wire \$17 ;
-  reg [2:0] \$170 ;
+  reg \$170 ;
   reg \$171 ;
-  reg [2:0] \$172 ;
-  reg [5:0] \$173 ;
-  reg [5:0] \$174 ;
-  reg [2:0] \$175 ;
-  reg \$176 ;
-  reg \$177 ;
-  reg [3:0] \$178 ;
-  reg \$179  = 0;
+  reg [20:0] \$172 ;
+  reg [20:0] \$173 ;
+  reg \$174 ;
+  reg \$175 ;
+  reg [1:0] \$176 ;
+  reg [2:0] \$177 ;
+  reg \$178 ;
+  reg [2:0] \$179 ;
   wire \$18 ;
-  wire \$180 ;
-  wire \$181 ;
+  reg [5:0] \$180 ;
+  reg [5:0] \$181 ;
+  reg [2:0] \$182 ;
+  reg \$183 ;
+  reg \$184 ;
+  reg [3:0] \$185 ;
+  reg \$186  = 0;
+  wire \$187 ;
+  wire \$188 ;
   wire [6:0] \$19 ;
   wire [1:0] \$2 ;
   wire [6:0] \$20 ;
@@ -10691,10 +10698,10 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   wire \$50 ;
   wire \$51 ;
   wire \$52 ;
-  reg [1:0] \$53  = 2'h0;
-  wire \$54 ;
-  wire [3:0] \$55 ;
-  wire \$56 ;
+  wire \$53 ;
+  reg [1:0] \$54  = 2'h0;
+  wire \$55 ;
+  wire [3:0] \$56 ;
   wire \$57 ;
   wire \$58 ;
   wire \$59 ;
@@ -10704,10 +10711,10 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   wire \$62 ;
   wire \$63 ;
   wire \$64 ;
-  wire [3:0] \$65 ;
+  wire \$65 ;
   wire [3:0] \$66 ;
   wire [3:0] \$67 ;
-  wire \$68 ;
+  wire [3:0] \$68 ;
   wire \$69 ;
   wire \$7 ;
   wire \$70 ;
@@ -10735,13 +10742,13 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   wire \$90 ;
   wire \$91 ;
   wire \$92 ;
-  wire [6:0] \$93 ;
+  wire \$93 ;
   wire \$94 ;
-  wire [6:0] \$95 ;
+  wire \$95 ;
   wire \$96 ;
   wire \$97 ;
   wire \$98 ;
-  wire \$99 ;
+  wire [6:0] \$99 ;
   wire [5:0] \cur_info.cb ;
   wire \cur_info.final ;
   wire \cur_info.first ;
@@ -10763,6 +10770,7 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   input [1:0] axis;
   wire [1:0] axis;
   reg [2:0] bstep = 3'h0;
+  reg bubble_take;
   reg [2:0] bubbles = 3'h0;
   reg c_w1 = 1'h0;
   reg c_w2 = 1'h0;
@@ -10909,598 +10917,523 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
   assign rd_present2 = w3 & \$35 ;
   assign \$36  = seq_state == 1'h1;
   assign \$37  = \$36  | unit_ends;
-  assign take = s1_valid & \$37 ;
-  assign \$38  = ~ s1_valid;
-  assign \$39  = \$38  | take;
-  assign load1 = s0_valid & \$39 ;
-  assign \$40  = | seq_state;
-  assign \$41  = more & \$40 ;
-  assign \$42  = ~ s0_valid;
-  assign \$43  = \$42  | load1;
-  assign \$44  = \$41  & \$43 ;
-  assign \$45  = rd_rb < p_blocks;
-  assign rd_en = \$44  & \$45 ;
-  assign \$46  = ! seq_state;
-  assign \$47  = seq_state == 1'h1;
-  assign \$48  = seq_state == 2'h2;
-  assign \$49  = seq_state == 2'h3;
-  assign \$50  = seq_state == 3'h4;
-  assign \$51  = seq_state == 3'h5;
-  assign \$52  = ! \$53 ;
-  assign \$54  = cur_info[0] & \$52 ;
-  assign \$55  = 1'h1 << \$53 ;
-  assign \$56  = ! \$53 ;
-  assign \$57  = cur_info[0] & \$56 ;
-  assign \$58  = ! \$53 ;
-  assign \$59  = ~ c_w1;
-  assign \$60  = ~ c_w2;
-  assign \$61  = w3 & \$60 ;
-  assign \$62  = ! \$53 ;
-  assign \$63  = cur_info[0] & \$62 ;
-  assign \$64  = bstep == 3'h4;
-  assign \$65  = bstep + 1'h1;
-  assign \$66  = \$64  ? 4'h4 : \$65 ;
-  assign \$67  = \$63  ? 4'h1 : \$66 ;
-  assign \$68  = ! \$53 ;
-  assign \$69  = ~ c_w1;
-  assign \$70  = ~ c_w2;
-  assign \$71  = \$69  & \$70 ;
-  assign \$72  = \$53  == 1'h1;
-  assign \$73  = ~ c_w2;
-  assign \$74  = \$72  ? \$73  : 1'h1;
-  assign \$75  = \$68  ? \$71  : \$74 ;
-  assign \$76  = ~ \$75 ;
-  assign \$77  = ! tail;
-  assign \$78  = ! ct;
-  assign \$79  = ! cy;
+  assign \$38  = \$37  | bubble_take;
+  assign take = s1_valid & \$38 ;
+  assign \$39  = ~ s1_valid;
+  assign \$40  = \$39  | take;
+  assign load1 = s0_valid & \$40 ;
+  assign \$41  = | seq_state;
+  assign \$42  = more & \$41 ;
+  assign \$43  = ~ s0_valid;
+  assign \$44  = \$43  | load1;
+  assign \$45  = \$42  & \$44 ;
+  assign \$46  = rd_rb < p_blocks;
+  assign rd_en = \$45  & \$46 ;
+  assign \$47  = ! seq_state;
+  assign \$48  = seq_state == 1'h1;
+  assign \$49  = seq_state == 2'h2;
+  assign \$50  = seq_state == 2'h3;
+  assign \$51  = seq_state == 3'h4;
+  assign \$52  = seq_state == 3'h5;
+  assign \$53  = ! \$54 ;
+  assign \$55  = cur_info[0] & \$53 ;
+  assign \$56  = 1'h1 << \$54 ;
+  assign \$57  = ! \$54 ;
+  assign \$58  = cur_info[0] & \$57 ;
+  assign \$59  = ! \$54 ;
+  assign \$60  = ~ c_w1;
+  assign \$61  = ~ c_w2;
+  assign \$62  = w3 & \$61 ;
+  assign \$63  = ! \$54 ;
+  assign \$64  = cur_info[0] & \$63 ;
+  assign \$65  = bstep == 3'h4;
+  assign \$66  = bstep + 1'h1;
+  assign \$67  = \$65  ? 4'h4 : \$66 ;
+  assign \$68  = \$64  ? 4'h1 : \$67 ;
+  assign \$69  = ! \$54 ;
+  assign \$70  = ~ c_w1;
+  assign \$71  = ~ c_w2;
+  assign \$72  = \$70  & \$71 ;
+  assign \$73  = \$54  == 1'h1;
+  assign \$74  = ~ c_w2;
+  assign \$75  = \$73  ? \$74  : 1'h1;
+  assign \$76  = \$69  ? \$72  : \$75 ;
+  assign \$77  = ~ \$76 ;
+  assign \$78  = bubbles == 1'h1;
+  assign \$79  = ~ final_next;
   assign \$80  = \$78  & \$79 ;
-  assign \$81  = ! cx;
+  assign \$81  = ~ next_taken;
   assign \$82  = \$80  & \$81 ;
-  assign \$83  = nx >= w;
-  assign \$84  = ny >= h;
-  assign \$85  = \$83  & \$84 ;
-  assign \$86  = nt >= t;
-  assign \$87  = \$85  & \$86 ;
-  assign \$88  = nx >= w;
-  assign \$89  = ny >= h;
-  assign \$90  = \$88  & \$89 ;
-  assign \$91  = nt >= t;
-  assign \$92  = \$90  & \$91 ;
-  assign \$93  = rd_rb + 1'h1;
-  assign \$94  = \$93  == nrb;
-  assign \$95  = rd_cb_q + 3'h4;
-  assign \$96  = \$95  >= ncb;
-  assign \$97  = \$94  & \$96 ;
-  assign \$98  = \$92  & \$97 ;
-  assign \$99  = nx >= w;
-  assign \$100  = ny >= h;
-  assign \$101  = \$99  & \$100 ;
-  assign \$102  = nt >= t;
-  assign \$103  = \$101  & \$102 ;
-  assign \$104  = ~ \$103 ;
+  assign \$83  = ! tail;
+  assign \$84  = ! ct;
+  assign \$85  = ! cy;
+  assign \$86  = \$84  & \$85 ;
+  assign \$87  = ! cx;
+  assign \$88  = \$86  & \$87 ;
+  assign \$89  = nx >= w;
+  assign \$90  = ny >= h;
+  assign \$91  = \$89  & \$90 ;
+  assign \$92  = nt >= t;
+  assign \$93  = \$91  & \$92 ;
+  assign \$94  = nx >= w;
+  assign \$95  = ny >= h;
+  assign \$96  = \$94  & \$95 ;
+  assign \$97  = nt >= t;
+  assign \$98  = \$96  & \$97 ;
+  assign \$99  = rd_rb + 1'h1;
+  assign \$100  = \$99  == nrb;
+  assign \$101  = rd_cb_q + 3'h4;
+  assign \$102  = \$101  >= ncb;
+  assign \$103  = \$100  & \$102 ;
+  assign \$104  = \$98  & \$103 ;
   assign \$105  = nx >= w;
-  assign \$106  = \$105  ? 8'h00 : nx;
-  assign \$107  = nx >= w;
-  assign \$108  = ny >= h;
-  assign \$109  = \$108  ? 8'h00 : ny;
-  assign \$110  = \$107  ? \$109  : { 1'h0, cy };
+  assign \$106  = ny >= h;
+  assign \$107  = \$105  & \$106 ;
+  assign \$108  = nt >= t;
+  assign \$109  = \$107  & \$108 ;
+  assign \$110  = ~ \$109 ;
   assign \$111  = nx >= w;
-  assign \$112  = ny >= h;
-  assign \$113  = \$111  & \$112 ;
-  assign \$114  = nt >= t;
-  assign \$115  = \$114  ? 8'h00 : nt;
-  assign \$116  = \$113  ? \$115  : { 1'h0, ct };
-  assign \$117  = rd_cb_q + 3'h4;
-  assign \$118  = \$117  >= ncb;
-  assign \$119  = rd_rb + 1'h1;
-  assign \$120  = rd_cb_q + 3'h4;
-  assign \$121  = rd_cb + 1'h1;
-  assign \$122  = rd_rb + 1'h1;
-  assign \$123  = \$122  == nrb;
-  assign \$124  = rd_cb_q + 3'h4;
-  assign \$125  = \$124  >= ncb;
-  assign \$126  = \$123  & \$125 ;
-  assign \$127  = ! seq_state;
-  assign \$128  = seq_state == 1'h1;
-  assign \$129  = seq_state == 2'h2;
-  assign \$130  = seq_state == 2'h3;
-  assign \$131  = seq_state == 3'h4;
-  assign \$132  = seq_state == 3'h5;
-  assign \$133  = ! \$53 ;
-  assign \$134  = cur_info[0] & \$133 ;
-  assign \$135  = ! \$53 ;
-  assign \$136  = ~ c_w1;
-  assign \$137  = ~ c_w2;
-  assign \$138  = \$136  & \$137 ;
-  assign \$139  = \$53  == 1'h1;
-  assign \$140  = ~ c_w2;
-  assign \$141  = \$139  ? \$140  : 1'h1;
-  assign \$142  = \$135  ? \$138  : \$141 ;
-  assign \$143  = ~ \$142 ;
-  assign \$144  = ! \$53 ;
-  assign \$145  = \$144  & c_w1;
-  assign \$146  = \$145  ? 2'h1 : 2'h2;
-  assign \$147  = steps_now < 3'h4;
-  assign \$148  = cur_info[1] & \$147 ;
-  assign \$149  = ~ s1_valid;
-  assign \$150  = 3'h4 - steps_now;
-  assign \$151  = bubbles - 1'h1;
-  assign \$152  = bubbles == 1'h1;
-  assign \$153  = tail - 1'h1;
-  assign \$154  = ! tail;
+  assign \$112  = \$111  ? 8'h00 : nx;
+  assign \$113  = nx >= w;
+  assign \$114  = ny >= h;
+  assign \$115  = \$114  ? 8'h00 : ny;
+  assign \$116  = \$113  ? \$115  : { 1'h0, cy };
+  assign \$117  = nx >= w;
+  assign \$118  = ny >= h;
+  assign \$119  = \$117  & \$118 ;
+  assign \$120  = nt >= t;
+  assign \$121  = \$120  ? 8'h00 : nt;
+  assign \$122  = \$119  ? \$121  : { 1'h0, ct };
+  assign \$123  = rd_cb_q + 3'h4;
+  assign \$124  = \$123  >= ncb;
+  assign \$125  = rd_rb + 1'h1;
+  assign \$126  = rd_cb_q + 3'h4;
+  assign \$127  = rd_cb + 1'h1;
+  assign \$128  = rd_rb + 1'h1;
+  assign \$129  = \$128  == nrb;
+  assign \$130  = rd_cb_q + 3'h4;
+  assign \$131  = \$130  >= ncb;
+  assign \$132  = \$129  & \$131 ;
+  assign \$133  = ! seq_state;
+  assign \$134  = seq_state == 1'h1;
+  assign \$135  = seq_state == 2'h2;
+  assign \$136  = seq_state == 2'h3;
+  assign \$137  = seq_state == 3'h4;
+  assign \$138  = seq_state == 3'h5;
+  assign \$139  = ! \$54 ;
+  assign \$140  = cur_info[0] & \$139 ;
+  assign \$141  = ! \$54 ;
+  assign \$142  = ~ c_w1;
+  assign \$143  = ~ c_w2;
+  assign \$144  = \$142  & \$143 ;
+  assign \$145  = \$54  == 1'h1;
+  assign \$146  = ~ c_w2;
+  assign \$147  = \$145  ? \$146  : 1'h1;
+  assign \$148  = \$141  ? \$144  : \$147 ;
+  assign \$149  = ~ \$148 ;
+  assign \$150  = ! \$54 ;
+  assign \$151  = \$150  & c_w1;
+  assign \$152  = \$151  ? 2'h1 : 2'h2;
+  assign \$153  = steps_now < 3'h4;
+  assign \$154  = cur_info[1] & \$153 ;
+  assign \$155  = ~ s1_valid;
+  assign \$156  = 3'h4 - steps_now;
+  assign \$157  = bubbles - 1'h1;
+  assign \$158  = bubbles == 1'h1;
+  assign \$159  = next_taken | s1_valid;
+  assign \$160  = tail - 1'h1;
+  assign \$161  = ! tail;
   always @(posedge clk)
-    s0_valid <= \$155 ;
+    s0_valid <= \$162 ;
   always @(posedge clk)
-    s0_info <= \$156 ;
+    s0_info <= \$163 ;
   always @(posedge clk)
-    cx <= \$157 ;
+    cx <= \$164 ;
   always @(posedge clk)
-    cy <= \$158 ;
+    cy <= \$165 ;
   always @(posedge clk)
-    ct <= \$159 ;
+    ct <= \$166 ;
   always @(posedge clk)
-    rd_rb <= \$160 ;
+    rd_rb <= \$167 ;
   always @(posedge clk)
-    rd_cb_q <= \$161 ;
+    rd_cb_q <= \$168 ;
   always @(posedge clk)
-    rd_cb <= \$162 ;
+    rd_cb <= \$169 ;
   always @(posedge clk)
-    more <= \$163 ;
+    more <= \$170 ;
   always @(posedge clk)
-    s1_valid <= \$164 ;
+    s1_valid <= \$171 ;
   always @(posedge clk)
-    s1_info <= \$165 ;
+    s1_info <= \$172 ;
   always @(posedge clk)
-    cur_info <= \$166 ;
+    cur_info <= \$173 ;
   always @(posedge clk)
-    c_w1 <= \$167 ;
+    c_w1 <= \$174 ;
   always @(posedge clk)
-    c_w2 <= \$168 ;
+    c_w2 <= \$175 ;
   always @(posedge clk)
-    \$53  <= \$169 ;
+    \$54  <= \$176 ;
   always @(posedge clk)
-    bstep <= \$170 ;
+    bstep <= \$177 ;
   always @(posedge clk)
-    tag_valid <= \$171 ;
+    tag_valid <= \$178 ;
   always @(posedge clk)
-    seq_state <= \$172 ;
+    seq_state <= \$179 ;
   always @(posedge clk)
-    tag_rb <= \$173 ;
+    tag_rb <= \$180 ;
   always @(posedge clk)
-    tag_cb <= \$174 ;
+    tag_cb <= \$181 ;
   always @(posedge clk)
-    bubbles <= \$175 ;
+    bubbles <= \$182 ;
   always @(posedge clk)
-    final_next <= \$176 ;
+    final_next <= \$183 ;
   always @(posedge clk)
-    next_taken <= \$177 ;
+    next_taken <= \$184 ;
   always @(posedge clk)
-    tail <= \$178 ;
+    tail <= \$185 ;
   always @* begin
-    if (\$179 ) begin end
+    if (\$186 ) begin end
     step = 1'h0;
-    if (\$46 ) begin
-    end else if (\$47 ) begin
+    if (\$47 ) begin
     end else if (\$48 ) begin
-      step = 1'h1;
     end else if (\$49 ) begin
       step = 1'h1;
     end else if (\$50 ) begin
       step = 1'h1;
+    end else if (\$51 ) begin
+      step = 1'h1;
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$186 ) begin end
     issue = 1'h0;
-    if (\$46 ) begin
-    end else if (\$47 ) begin
+    if (\$47 ) begin
     end else if (\$48 ) begin
-      issue = 1'h1;
     end else if (\$49 ) begin
-      issue = 1'h0;
+      issue = 1'h1;
     end else if (\$50 ) begin
+      issue = 1'h0;
+    end else if (\$51 ) begin
       issue = 1'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$186 ) begin end
     first = 1'h0;
-    if (\$46 ) begin
-    end else if (\$47 ) begin
+    if (\$47 ) begin
     end else if (\$48 ) begin
-      first = \$54 ;
     end else if (\$49 ) begin
-      first = 1'h0;
+      first = \$55 ;
     end else if (\$50 ) begin
+      first = 1'h0;
+    end else if (\$51 ) begin
       first = 1'h1;
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$186 ) begin end
     kind = 2'h0;
-    if (\$46 ) begin
-    end else if (\$47 ) begin
+    if (\$47 ) begin
     end else if (\$48 ) begin
-      kind = \$53 ;
     end else if (\$49 ) begin
-      kind = 2'h3;
+      kind = \$54 ;
     end else if (\$50 ) begin
       kind = 2'h3;
+    end else if (\$51 ) begin
+      kind = 2'h3;
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$186 ) begin end
     inc_issued = 3'h0;
-    if (\$46 ) begin
-    end else if (\$47 ) begin
+    if (\$47 ) begin
     end else if (\$48 ) begin
-      inc_issued = \$55 [2:0];
+    end else if (\$49 ) begin
+      inc_issued = \$56 [2:0];
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$186 ) begin end
     inc_block = 1'h0;
-    if (\$46 ) begin
-    end else if (\$47 ) begin
+    if (\$47 ) begin
     end else if (\$48 ) begin
-      if (\$57 ) begin
+    end else if (\$49 ) begin
+      if (\$58 ) begin
         inc_block = 1'h1;
       end
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$186 ) begin end
     inc_skip1 = 1'h0;
-    if (\$46 ) begin
-    end else if (\$47 ) begin
+    if (\$47 ) begin
     end else if (\$48 ) begin
-      if (\$58 ) begin
-        inc_skip1 = \$59 ;
+    end else if (\$49 ) begin
+      if (\$59 ) begin
+        inc_skip1 = \$60 ;
       end
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$186 ) begin end
     inc_skip2 = 1'h0;
-    if (\$46 ) begin
-    end else if (\$47 ) begin
+    if (\$47 ) begin
     end else if (\$48 ) begin
-      if (\$58 ) begin
-        inc_skip2 = \$61 ;
+    end else if (\$49 ) begin
+      if (\$59 ) begin
+        inc_skip2 = \$62 ;
       end
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$186 ) begin end
     steps_now = 3'h0;
-    if (\$46 ) begin
-    end else if (\$47 ) begin
+    if (\$47 ) begin
     end else if (\$48 ) begin
-      steps_now = \$67 [2:0];
+    end else if (\$49 ) begin
+      steps_now = \$68 [2:0];
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$186 ) begin end
     unit_ends = 1'h0;
-    if (\$46 ) begin
-    end else if (\$47 ) begin
+    if (\$47 ) begin
     end else if (\$48 ) begin
+    end else if (\$49 ) begin
       (* full_case = 32'd1 *)
-      if (\$76 ) begin
+      if (\$77 ) begin
       end else begin
         unit_ends = 1'h1;
       end
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$186 ) begin end
     inc_bubble = 1'h0;
-    if (\$46 ) begin
-    end else if (\$47 ) begin
+    if (\$47 ) begin
     end else if (\$48 ) begin
     end else if (\$49 ) begin
+    end else if (\$50 ) begin
       inc_bubble = 1'h1;
     end
   end
   always @* begin
-    if (\$179 ) begin end
+    if (\$186 ) begin end
+    bubble_take = 1'h0;
+    if (\$47 ) begin
+    end else if (\$48 ) begin
+    end else if (\$49 ) begin
+    end else if (\$50 ) begin
+      bubble_take = \$82 ;
+    end
+  end
+  always @* begin
+    if (\$186 ) begin end
     finished = 1'h0;
-    if (\$46 ) begin
-    end else if (\$47 ) begin
+    if (\$47 ) begin
     end else if (\$48 ) begin
     end else if (\$49 ) begin
     end else if (\$50 ) begin
     end else if (\$51 ) begin
-      if (\$77 ) begin
+    end else if (\$52 ) begin
+      if (\$83 ) begin
         finished = 1'h1;
       end
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$155  = s0_valid;
+    if (\$186 ) begin end
+    \$162  = s0_valid;
     if (rd_en) begin
-      \$155  = 1'h1;
+      \$162  = 1'h1;
     end else if (load1) begin
-      \$155  = 1'h0;
+      \$162  = 1'h0;
     end
-    if (\$127 ) begin
+    if (\$133 ) begin
       if (start) begin
-        \$155  = 1'h0;
+        \$162  = 1'h0;
       end
     end
     if (rst) begin
-      \$155  = 1'h0;
+      \$162  = 1'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$156  = s0_info;
+    if (\$186 ) begin end
+    \$163  = s0_info;
     if (rd_en) begin
-      \$156 [8:3] = rd_rb;
-      \$156 [14:9] = rd_cb_q;
-      \$156 [20:15] = rd_cb;
-      \$156 [0] = \$82 ;
-      \$156 [1] = \$87 ;
-      \$156 [2] = \$98 ;
+      \$163 [8:3] = rd_rb;
+      \$163 [14:9] = rd_cb_q;
+      \$163 [20:15] = rd_cb;
+      \$163 [0] = \$88 ;
+      \$163 [1] = \$93 ;
+      \$163 [2] = \$104 ;
     end
     if (rst) begin
-      \$156  = 21'h000000;
+      \$163  = 21'h000000;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$157  = cx;
+    if (\$186 ) begin end
+    \$164  = cx;
     if (rd_en) begin
       (* full_case = 32'd1 *)
-      if (\$104 ) begin
-        \$157  = \$106 [6:0];
+      if (\$110 ) begin
+        \$164  = \$112 [6:0];
       end else begin
-        \$157  = 7'h00;
+        \$164  = 7'h00;
       end
     end
-    if (\$127 ) begin
+    if (\$133 ) begin
       if (start) begin
-        \$157  = 7'h00;
+        \$164  = 7'h00;
       end
     end
     if (rst) begin
-      \$157  = 7'h00;
+      \$164  = 7'h00;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$158  = cy;
+    if (\$186 ) begin end
+    \$165  = cy;
     if (rd_en) begin
       (* full_case = 32'd1 *)
-      if (\$104 ) begin
-        \$158  = \$110 [6:0];
+      if (\$110 ) begin
+        \$165  = \$116 [6:0];
       end else begin
-        \$158  = 7'h00;
+        \$165  = 7'h00;
       end
     end
-    if (\$127 ) begin
+    if (\$133 ) begin
       if (start) begin
-        \$158  = 7'h00;
+        \$165  = 7'h00;
       end
     end
     if (rst) begin
-      \$158  = 7'h00;
+      \$165  = 7'h00;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$159  = ct;
+    if (\$186 ) begin end
+    \$166  = ct;
     if (rd_en) begin
       (* full_case = 32'd1 *)
-      if (\$104 ) begin
-        \$159  = \$116 [6:0];
+      if (\$110 ) begin
+        \$166  = \$122 [6:0];
       end else begin
-        \$159  = 7'h00;
+        \$166  = 7'h00;
       end
     end
-    if (\$127 ) begin
+    if (\$133 ) begin
       if (start) begin
-        \$159  = 7'h00;
+        \$166  = 7'h00;
       end
     end
     if (rst) begin
-      \$159  = 7'h00;
+      \$166  = 7'h00;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$160  = rd_rb;
+    if (\$186 ) begin end
+    \$167  = rd_rb;
     if (rd_en) begin
       (* full_case = 32'd1 *)
-      if (\$104 ) begin
+      if (\$110 ) begin
       end else begin
-        if (\$118 ) begin
-          \$160  = \$119 [5:0];
+        if (\$124 ) begin
+          \$167  = \$125 [5:0];
         end
       end
     end
-    if (\$127 ) begin
+    if (\$133 ) begin
       if (start) begin
-        \$160  = 6'h00;
+        \$167  = 6'h00;
       end
     end
     if (rst) begin
-      \$160  = 6'h00;
+      \$167  = 6'h00;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$161  = rd_cb_q;
+    if (\$186 ) begin end
+    \$168  = rd_cb_q;
     if (rd_en) begin
       (* full_case = 32'd1 *)
-      if (\$104 ) begin
+      if (\$110 ) begin
       end else begin
         (* full_case = 32'd1 *)
-        if (\$118 ) begin
-          \$161  = first_cb;
+        if (\$124 ) begin
+          \$168  = first_cb;
         end else begin
-          \$161  = \$120 [5:0];
+          \$168  = \$126 [5:0];
         end
       end
     end
-    if (\$127 ) begin
+    if (\$133 ) begin
       if (start) begin
-        \$161  = first_cb;
+        \$168  = first_cb;
       end
     end
     if (rst) begin
-      \$161  = 6'h00;
+      \$168  = 6'h00;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$162  = rd_cb;
+    if (\$186 ) begin end
+    \$169  = rd_cb;
     if (rd_en) begin
       (* full_case = 32'd1 *)
-      if (\$104 ) begin
+      if (\$110 ) begin
       end else begin
         (* full_case = 32'd1 *)
-        if (\$118 ) begin
-          \$162  = 6'h00;
+        if (\$124 ) begin
+          \$169  = 6'h00;
         end else begin
-          \$162  = \$121 [5:0];
+          \$169  = \$127 [5:0];
         end
       end
     end
-    if (\$127 ) begin
+    if (\$133 ) begin
       if (start) begin
-        \$162  = 6'h00;
+        \$169  = 6'h00;
       end
     end
     if (rst) begin
-      \$162  = 6'h00;
+      \$169  = 6'h00;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$163  = more;
+    if (\$186 ) begin end
+    \$170  = more;
     if (rd_en) begin
       (* full_case = 32'd1 *)
-      if (\$104 ) begin
+      if (\$110 ) begin
       end else begin
-        if (\$126 ) begin
-          \$163  = 1'h0;
+        if (\$132 ) begin
+          \$170  = 1'h0;
         end
       end
     end
-    if (\$127 ) begin
+    if (\$133 ) begin
       if (start) begin
-        \$163  = 1'h1;
+        \$170  = 1'h1;
       end
     end
     if (rst) begin
-      \$163  = 1'h0;
+      \$170  = 1'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$164  = s1_valid;
+    if (\$186 ) begin end
+    \$171  = s1_valid;
     if (load1) begin
-      \$164  = 1'h1;
+      \$171  = 1'h1;
     end else if (take) begin
-      \$164  = 1'h0;
+      \$171  = 1'h0;
     end
-    if (\$127 ) begin
-      if (start) begin
-        \$164  = 1'h0;
-      end
-    end
-    if (rst) begin
-      \$164  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$179 ) begin end
-    \$165  = s1_info;
-    if (load1) begin
-      \$165  = s0_info;
-    end
-    if (rst) begin
-      \$165  = 21'h000000;
-    end
-  end
-  always @* begin
-    if (\$179 ) begin end
-    \$166  = cur_info;
-    if (take) begin
-      \$166  = s1_info;
-    end
-    if (rst) begin
-      \$166  = 21'h000000;
-    end
-  end
-  always @* begin
-    if (\$179 ) begin end
-    \$167  = c_w1;
-    if (take) begin
-      \$167  = work1;
-    end
-    if (rst) begin
-      \$167  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$179 ) begin end
-    \$168  = c_w2;
-    if (take) begin
-      \$168  = work2;
-    end
-    if (rst) begin
-      \$168  = 1'h0;
-    end
-  end
-  always @* begin
-    if (\$179 ) begin end
-    \$169  = \$53 ;
-    if (\$127 ) begin
-      if (start) begin
-        \$169  = 2'h0;
-      end
-    end else if (\$128 ) begin
-    end else if (\$129 ) begin
-      (* full_case = 32'd1 *)
-      if (\$143 ) begin
-        \$169  = \$146 ;
-      end else begin
-        \$169  = 2'h0;
-      end
-    end
-    if (rst) begin
-      \$169  = 2'h0;
-    end
-  end
-  always @* begin
-    if (\$179 ) begin end
-    \$170  = bstep;
-    if (\$127 ) begin
-      if (start) begin
-        \$170  = 3'h0;
-      end
-    end else if (\$128 ) begin
-    end else if (\$129 ) begin
-      \$170  = steps_now;
-    end
-    if (rst) begin
-      \$170  = 3'h0;
-    end
-  end
-  always @* begin
-    if (\$179 ) begin end
-    \$171  = tag_valid;
-    if (\$127 ) begin
+    if (\$133 ) begin
       if (start) begin
         \$171  = 1'h0;
-      end
-    end else if (\$128 ) begin
-    end else if (\$129 ) begin
-      if (\$134 ) begin
-        \$171  = 1'h1;
       end
     end
     if (rst) begin
@@ -11508,154 +11441,246 @@ module \pv_engine.seq0 (axis, clk, f_cb, f_rb, finished, first, first_cb, h, hw,
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$172  = seq_state;
-    if (\$127 ) begin
+    if (\$186 ) begin end
+    \$172  = s1_info;
+    if (load1) begin
+      \$172  = s0_info;
+    end
+    if (rst) begin
+      \$172  = 21'h000000;
+    end
+  end
+  always @* begin
+    if (\$186 ) begin end
+    \$173  = cur_info;
+    if (take) begin
+      \$173  = s1_info;
+    end
+    if (rst) begin
+      \$173  = 21'h000000;
+    end
+  end
+  always @* begin
+    if (\$186 ) begin end
+    \$174  = c_w1;
+    if (take) begin
+      \$174  = work1;
+    end
+    if (rst) begin
+      \$174  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$186 ) begin end
+    \$175  = c_w2;
+    if (take) begin
+      \$175  = work2;
+    end
+    if (rst) begin
+      \$175  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$186 ) begin end
+    \$176  = \$54 ;
+    if (\$133 ) begin
       if (start) begin
-        \$172  = 3'h1;
+        \$176  = 2'h0;
       end
-    end else if (\$128 ) begin
-      if (take) begin
-        \$172  = 3'h2;
-      end
-    end else if (\$129 ) begin
+    end else if (\$134 ) begin
+    end else if (\$135 ) begin
       (* full_case = 32'd1 *)
-      if (\$143 ) begin
+      if (\$149 ) begin
+        \$176  = \$152 ;
       end else begin
-        if (\$148 ) begin
-          \$172  = 3'h3;
+        \$176  = 2'h0;
+      end
+    end
+    if (rst) begin
+      \$176  = 2'h0;
+    end
+  end
+  always @* begin
+    if (\$186 ) begin end
+    \$177  = bstep;
+    if (\$133 ) begin
+      if (start) begin
+        \$177  = 3'h0;
+      end
+    end else if (\$134 ) begin
+    end else if (\$135 ) begin
+      \$177  = steps_now;
+    end
+    if (rst) begin
+      \$177  = 3'h0;
+    end
+  end
+  always @* begin
+    if (\$186 ) begin end
+    \$178  = tag_valid;
+    if (\$133 ) begin
+      if (start) begin
+        \$178  = 1'h0;
+      end
+    end else if (\$134 ) begin
+    end else if (\$135 ) begin
+      if (\$140 ) begin
+        \$178  = 1'h1;
+      end
+    end
+    if (rst) begin
+      \$178  = 1'h0;
+    end
+  end
+  always @* begin
+    if (\$186 ) begin end
+    \$179  = seq_state;
+    if (\$133 ) begin
+      if (start) begin
+        \$179  = 3'h1;
+      end
+    end else if (\$134 ) begin
+      if (take) begin
+        \$179  = 3'h2;
+      end
+    end else if (\$135 ) begin
+      (* full_case = 32'd1 *)
+      if (\$149 ) begin
+      end else begin
+        if (\$154 ) begin
+          \$179  = 3'h3;
         end else if (cur_info[2]) begin
-          \$172  = 3'h4;
-        end else if (\$149 ) begin
-          \$172  = 3'h1;
+          \$179  = 3'h4;
+        end else if (\$155 ) begin
+          \$179  = 3'h1;
         end
       end
-    end else if (\$130 ) begin
-      if (\$152 ) begin
+    end else if (\$136 ) begin
+      if (\$158 ) begin
         (* full_case = 32'd1 *)
         if (final_next) begin
-          \$172  = 3'h4;
-        end else if (next_taken) begin
-          \$172  = 3'h2;
+          \$179  = 3'h4;
+        end else if (\$159 ) begin
+          \$179  = 3'h2;
         end else begin
-          \$172  = 3'h1;
+          \$179  = 3'h1;
         end
       end
-    end else if (\$131 ) begin
-      \$172  = 3'h5;
-    end else if (\$132 ) begin
-      if (\$154 ) begin
-        \$172  = 3'h0;
+    end else if (\$137 ) begin
+      \$179  = 3'h5;
+    end else if (\$138 ) begin
+      if (\$161 ) begin
+        \$179  = 3'h0;
       end
     end
     if (rst) begin
-      \$172  = 3'h0;
+      \$179  = 3'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$173  = tag_rb;
-    if (\$127 ) begin
-    end else if (\$128 ) begin
-    end else if (\$129 ) begin
-      if (\$134 ) begin
-        \$173  = cur_info[8:3];
+    if (\$186 ) begin end
+    \$180  = tag_rb;
+    if (\$133 ) begin
+    end else if (\$134 ) begin
+    end else if (\$135 ) begin
+      if (\$140 ) begin
+        \$180  = cur_info[8:3];
       end
     end
     if (rst) begin
-      \$173  = 6'h00;
+      \$180  = 6'h00;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$174  = tag_cb;
-    if (\$127 ) begin
-    end else if (\$128 ) begin
-    end else if (\$129 ) begin
-      if (\$134 ) begin
-        \$174  = cur_info[20:15];
+    if (\$186 ) begin end
+    \$181  = tag_cb;
+    if (\$133 ) begin
+    end else if (\$134 ) begin
+    end else if (\$135 ) begin
+      if (\$140 ) begin
+        \$181  = cur_info[20:15];
       end
     end
     if (rst) begin
-      \$174  = 6'h00;
+      \$181  = 6'h00;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$175  = bubbles;
-    if (\$127 ) begin
-    end else if (\$128 ) begin
-    end else if (\$129 ) begin
+    if (\$186 ) begin end
+    \$182  = bubbles;
+    if (\$133 ) begin
+    end else if (\$134 ) begin
+    end else if (\$135 ) begin
       (* full_case = 32'd1 *)
-      if (\$143 ) begin
+      if (\$149 ) begin
       end else begin
-        if (\$148 ) begin
-          \$175  = \$150 [2:0];
+        if (\$154 ) begin
+          \$182  = \$156 [2:0];
         end
       end
-    end else if (\$130 ) begin
-      \$175  = \$151 [2:0];
+    end else if (\$136 ) begin
+      \$182  = \$157 [2:0];
     end
     if (rst) begin
-      \$175  = 3'h0;
+      \$182  = 3'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$176  = final_next;
-    if (\$127 ) begin
-    end else if (\$128 ) begin
-    end else if (\$129 ) begin
+    if (\$186 ) begin end
+    \$183  = final_next;
+    if (\$133 ) begin
+    end else if (\$134 ) begin
+    end else if (\$135 ) begin
       (* full_case = 32'd1 *)
-      if (\$143 ) begin
+      if (\$149 ) begin
       end else begin
-        if (\$148 ) begin
-          \$176  = cur_info[2];
+        if (\$154 ) begin
+          \$183  = cur_info[2];
         end
       end
     end
     if (rst) begin
-      \$176  = 1'h0;
+      \$183  = 1'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$177  = next_taken;
-    if (\$127 ) begin
-    end else if (\$128 ) begin
-    end else if (\$129 ) begin
+    if (\$186 ) begin end
+    \$184  = next_taken;
+    if (\$133 ) begin
+    end else if (\$134 ) begin
+    end else if (\$135 ) begin
       (* full_case = 32'd1 *)
-      if (\$143 ) begin
+      if (\$149 ) begin
       end else begin
-        if (\$148 ) begin
-          \$177  = s1_valid;
+        if (\$154 ) begin
+          \$184  = s1_valid;
         end
       end
     end
     if (rst) begin
-      \$177  = 1'h0;
+      \$184  = 1'h0;
     end
   end
   always @* begin
-    if (\$179 ) begin end
-    \$178  = tail;
-    if (\$127 ) begin
-    end else if (\$128 ) begin
-    end else if (\$129 ) begin
-    end else if (\$130 ) begin
-    end else if (\$131 ) begin
-      \$178  = 4'h9;
-    end else if (\$132 ) begin
-      \$178  = \$153 [3:0];
+    if (\$186 ) begin end
+    \$185  = tail;
+    if (\$133 ) begin
+    end else if (\$134 ) begin
+    end else if (\$135 ) begin
+    end else if (\$136 ) begin
+    end else if (\$137 ) begin
+      \$185  = 4'h9;
+    end else if (\$138 ) begin
+      \$185  = \$160 [3:0];
     end
     if (rst) begin
-      \$178  = 4'h0;
+      \$185  = 4'h0;
     end
   end
   assign rd_rb_q = rd_rb;
   assign rd_lcb_q = rd_cb;
-  assign \$180  = take;
-  assign \$181  = load1;
+  assign \$187  = take;
+  assign \$188  = load1;
   assign reading = rd_en;
   assign rd_tok0 = \$13 [6:0];
   assign f_rb = s1_info[8:3];

@@ -8,6 +8,13 @@ from __future__ import annotations
 from kaleido_hw.engine.host_port import operand_writes
 
 
+def member(port, name: str):
+    """A nested port member from its ``__``-joined name (``cnt``, ``"a0__steps"``)."""
+    for part in name.split("__"):
+        port = getattr(port, part)
+    return port
+
+
 async def write_operand(ctx, dut, sel: int, matrix, index: str = "token"):
     """Write an int8 ``matrix`` (one row per ``wr.<index>``) to operand ``sel``, one byte-lane
     group per cycle; leaves ``wr.en`` low."""

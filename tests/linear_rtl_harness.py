@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from amaranth.sim import Simulator
-from host_harness import configure_and_start, wait_done, write_operand
+from host_harness import configure_and_start, member, wait_done, write_operand
 
 from kaleido_hw.engine.linear_engine import LinearEngine, counter_names, linear_ports
 
@@ -37,12 +37,7 @@ def run_jobs(config, jobs, seed=0):
     """Run ``jobs`` one after the other on one LinearEngine in simulation; per job
     ``{"error", "counters", "Y"}`` (no ``Y`` for a rejected job)."""
     dut = LinearEngine(config)
-    counters = {}
-    for name in counter_names(config.engine_arrays):
-        sig = dut.cnt
-        for part in name.split("__"):
-            sig = getattr(sig, part)
-        counters[name] = sig
+    counters = {name: member(dut.cnt, name) for name in counter_names(config.engine_arrays)}
     rng = np.random.default_rng(seed)
     outs = []
 

@@ -318,7 +318,7 @@ def _column_block_issue(work: np.ndarray, cols: int) -> np.ndarray:
 
 def pv_counters(p, v, grid, directions=AXIS_T, window: int = 2, rows: int = 4, cols: int = 4,
                 arrays: int = 1, full_bits: int = 5, half_bits: int = 3, reuse: bool = True,
-                timing: PvTiming | None = None) -> PvCounters:
+                timing: PvTiming | None = None, p_ready=None) -> PvCounters:
     """Exact counters of ``O = P @ V_eff`` on ``arrays`` R x C arrays.
 
     Column blocks are numbered over the groups in order (group t's first, C channels each,
@@ -328,6 +328,13 @@ def pv_counters(p, v, grid, directions=AXIS_T, window: int = 2, rows: int = 4, c
     issued F1/F2 steps depend only on its columns' codes (P is never reused), so they are the
     same for every row block of a column block. The arrays share no barrier (groups write
     disjoint channels of O): the run ends with the slowest array.
+
+    ``p_ready``: P streamed in during the run (``attention_head``), the cycle (counted from
+    the one that accepts ``start``) from which each row block of P may be read, one per row
+    block in order; an array's first step of row block r then reaches it no earlier than
+    ``p_ready[r] + 4`` (read, registered words, registered codes, presented, registered:
+    the start's own latency, ``load_base`` = 1 + 4). ``None``: P written before ``start``.
+    Only ``cycles`` depends on it.
     """
     timing = timing or PvTiming()
     grid, pm, vm = _operands(p, v, grid)
@@ -339,8 +346,13 @@ def pv_counters(p, v, grid, directions=AXIS_T, window: int = 2, rows: int = 4, c
     plans = pv_plans(vm, grid, directions, window, full_bits, half_bits, reuse)
     queries = pm.shape[0]
     nrb = -(-queries // rows)
+    if p_ready is not None:
+        p_ready = [int(x) for x in p_ready]
+        if len(p_ready) != nrb or any(x < 1 for x in p_ready):
+            raise ValueError(f"p_ready must hold one cycle >= 1 per row block ({nrb}), got "
+                             f"{p_ready}")
     out = PvCounters(groups=len(plans), array_busy=[0] * arrays, array_steps=[0] * arrays)
-    array_time = [0] * arrays
+    rb_steps = [0] * arrays               # an array's steps in one row block (all its blocks)
     k = 0                                                   # global column block index
     for pl in plans:
         U, n = pl.members.shape[0], pl.channels.size
@@ -366,7 +378,16 @@ def pv_counters(p, v, grid, directions=AXIS_T, window: int = 2, rows: int = 4, c
             a = (k + cb) % arrays
             out.array_busy[a] += int(col_busy[cb]) * queries
             out.array_steps[a] += int(s[cb]) * nrb
-            array_time[a] += int(s[cb]) * nrb
+            rb_steps[a] += int(s[cb])
         k += ncb
-    out.cycles = timing.load_base + max(array_time) + 1 + timing.tail_base + rows + cols
+    # An array's time: the cycle its next step reaches it, row block by row block.
+    ends = []
+    for a in range(arrays):
+        t = timing.load_base
+        for r in range(nrb):
+            if p_ready is not None and rb_steps[a]:
+                t = max(t, p_ready[r] + timing.load_base - 1)
+            t += rb_steps[a]
+        ends.append(t)
+    out.cycles = max(ends) + 1 + timing.tail_base + rows + cols
     return out

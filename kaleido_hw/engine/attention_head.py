@@ -20,9 +20,9 @@ row block once the transposer has written its last word (``pv_engine``'s ``p_blo
 the softmax stage hides behind P @ V but for about its first row block. Each stage's cycles
 are counted. Not yet the engine core's command sequence (its P @ V is not a core command,
 issue 13): this is the top that chains the engine, the vector unit and P @ V. The blocks'
-own models are exact (``engine_counters``; ``pv_counters`` for every P @ V work counter,
-its cycles plus the cycles its arrays waited for P); the softmax stage and the waits are
-measured, not modelled.
+own models are exact: ``engine_counters``; ``pv_counters`` for every P @ V counter, its
+cycles given the cycle each row block of P was written (``p_ready``). The softmax stage's
+own timing, and so when P arrives, is measured, not modelled.
 
 Numerics: ``golden.vector.softmax_int(S, mult, shift)`` then
 ``golden.vector.attention_int(P, V_eff)``, bit-exact (``docs/numerics.md`` section 14).

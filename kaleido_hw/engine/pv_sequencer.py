@@ -166,8 +166,10 @@ class PvSequencer(wiring.Component):
         # current unit's last step is presented (``unit_ends``, set in STEP below), or a
         # stage is empty.
         unit_ends = Signal()
+        # The last bubble of a block whose next unit came too late for ``unit_ends``.
+        bubble_take = Signal()
         take, load1, reading = Signal(), Signal(), Signal()
-        m.d.comb += [take.eq(v1 & ((state == ST["FILL"]) | unit_ends)),
+        m.d.comb += [take.eq(v1 & ((state == ST["FILL"]) | unit_ends | bubble_take)),
                      load1.eq(v0 & (~v1 | take)),
                      reading.eq(more & (state != ST["IDLE"]) & (~v0 | load1)
                                 & (rb < self.p_blocks)),
@@ -237,15 +239,16 @@ class PvSequencer(wiring.Component):
                     goto("FILL")             # the next unit waits for its row block of P
         with m.Elif(state == ST["BUBBLE"]):
             present(0, 0, PV_BUBBLE)
-            m.d.comb += self.inc_bubble.eq(1)
+            m.d.comb += [self.inc_bubble.eq(1),
+                         bubble_take.eq((bubbles == 1) & ~final_next & ~next_taken)]
             m.d.sync += bubbles.eq(bubbles - 1)
             with m.If(bubbles == 1):
                 with m.If(final_next):
                     goto("FINAL")
-                with m.Elif(next_taken):
+                with m.Elif(next_taken | v1):
                     goto("STEP")
                 with m.Else():
-                    goto("FILL")
+                    goto("FILL")             # the next unit waits for its row block of P
         with m.Elif(state == ST["FINAL"]):
             present(0, 1, PV_BUBBLE)            # drains the last block
             # The array sees it a cycle later (the top's register stage), then the wave.

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 from head_checks import check_stage_counters
-from host_harness import configure, configure_and_start, wait_done, write_operand
+from host_harness import configure, configure_and_start, member, wait_done, write_operand
 from stream_harness import read_until_last
 
 from golden.engine.head import head_output
@@ -30,13 +30,6 @@ pytestmark = pytest.mark.xdist_group("attention_head")
 CONFIG = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
                        sched_entries=4, vector_lanes=4, vector_max_row=16, vector_row_buffers=3)
-
-
-def _member(port, name: str):
-    """A nested port member from its ``__``-joined name (``a0__steps``)."""
-    for part in name.split("__"):
-        port = getattr(port, part)
-    return port
 
 
 def run_head(config, jobs, seed=0, ready_prob=0.7):
@@ -62,7 +55,7 @@ def run_head(config, jobs, seed=0, ready_prob=0.7):
             err = {f: ctx.get(getattr(dut.error, f)) for f in ("s", "score", "p", "softmax", "pv")}
             cnt = {name: ctx.get(getattr(dut.cnt, name)) for name in STAGE_COUNTERS}
             cnt["s"] = {name: ctx.get(getattr(dut.cnt.s, name)) for name in ENGINE_COUNTERS}
-            cnt["pv"] = {name: ctx.get(_member(dut.cnt.pv, name))
+            cnt["pv"] = {name: ctx.get(member(dut.cnt.pv, name))
                          for name in pv_counter_names(config.engine_arrays)}
             out = {"error": err, "cnt": cnt}
             outs.append(out)
@@ -76,10 +69,30 @@ def run_head(config, jobs, seed=0, ready_prob=0.7):
             vals = await read_until_last(ctx, dut.o, rng, ready_prob)
             out["O"] = np.array(vals, np.int64)
 
+    # P @ V's view of P's arrival: per P @ V start, the cycle (the start's cycle = 0) from
+    # which each row block may be read, one after its last word's write.
+    p_ready_runs = []
+
+    async def monitor(ctx):
+        pv, edge, start_edge = dut.pv, 0, None
+        async for _, _, start, valid, ready, key, queries in ctx.tick().sample(
+                pv.start, pv.p_in.valid, pv.p_in.ready, pv.p_in.payload.key, pv.cfg.queries):
+            if start:
+                start_edge = edge
+                p_ready_runs.append([])
+            elif valid and ready and start_edge is not None and key == queries - 1:
+                p_ready_runs[-1].append(edge - start_edge + 1)
+            edge += 1
+
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
+    sim.add_testbench(monitor, background=True)
     sim.run()
+    started = [out for out in outs if not out["error"]["s"]]
+    assert len(started) == len(p_ready_runs)
+    for out, p_ready in zip(started, p_ready_runs):
+        out["p_ready"] = p_ready
     return outs
 
 
@@ -98,7 +111,7 @@ def _job(rng, config, grid, groups, variant, axis, window, scale):
             "scale": softmax_scale(scale)}
 
 
-def _want(job, config):
+def _want(job, config, p_ready=None):
     grid, groups, pv = job["grid"], job["groups"], job["pv"]
     params = EngineParams.from_config(config)
     want = head_output(job["q"], job["k"], job["v"], grid, groups, job["scale"].mult,
@@ -106,7 +119,8 @@ def _want(job, config):
                        pv["axis"], pv["window"])
     s_cnt = engine_counters(job["q"], job["k"], grid, groups, params, job["variant"])
     pv_cnt = pv_counters(want["P"], job["v"], grid, pv["axis"], pv["window"], config.rows,
-                         config.cols, config.engine_arrays, reuse=bool(pv["reuse"]))
+                         config.cols, config.engine_arrays, reuse=bool(pv["reuse"]),
+                         p_ready=p_ready)
     return want["O"], s_cnt, counters_from_model(pv_cnt)
 
 
@@ -122,7 +136,11 @@ def test_head_o_bit_exact_dense_and_reuse():
         assert out["error"] == {"s": 0, "score": 0, "p": 0, "softmax": 0, "pv": 0}
         o, s_cnt, pv_cnt = _want(job, CONFIG)
         assert np.array_equal(out["O"].reshape(o.shape), o), job["variant"]
-        check_stage_counters(out["cnt"], s_cnt.cycles, pv_cnt, job["grid"].n)
+        check_stage_counters(out["cnt"], s_cnt.cycles, pv_cnt, job["grid"].n, CONFIG.rows)
+        # Given when each row block of P was written, P @ V's cycles are exact too.
+        _, _, streamed = _want(job, CONFIG, out["p_ready"])
+        assert out["cnt"]["pv"]["cycles"] == streamed["cycles"], (out["p_ready"], streamed)
+        assert streamed["cycles"] > pv_cnt["cycles"]       # it did wait for P
 
 
 def test_rejected_engine_start_and_config_check():

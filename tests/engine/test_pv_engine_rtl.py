@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+from host_harness import member
 from stream_harness import read_until_last
 
 import golden
@@ -31,9 +32,13 @@ def cfg_ports(grid, queries, channels, axis, window, reuse=True, full_bits=5, ha
                 channels=channels, reuse=int(reuse), full_bits=full_bits, half_bits=half_bits)
 
 
-def run_jobs(config, jobs, seed=0, valid_prob=0.7, ready_prob=0.6):
-    """Each job: dict(p, v, ports); returns per job {"error", "counters", "O"}."""
-    dut = PvEngine(config)
+def run_jobs(config, jobs, seed=0, valid_prob=0.7, ready_prob=0.6, streamed=False):
+    """Each job: dict(p, v, ports); returns per job {"error", "counters", "O"}. ``streamed``:
+    a ``PvEngine(streamed_p=True)`` whose P is written after ``start``, row block by row
+    block after random pauses (some longer than a row block's work), ``p_blocks`` raised
+    after each block's last word; then each job also has ``"p_ready"``, the cycle (the
+    start's = 0) from which each row block could be read."""
+    dut = PvEngine(config, streamed_p=streamed)
     R, C = config.rows, config.cols
     rng = np.random.default_rng(seed)
     outs = []
@@ -55,13 +60,34 @@ def run_jobs(config, jobs, seed=0, valid_prob=0.7, ready_prob=0.6):
             d = v.shape[1]
             pwords = [{"rb": rb, "key": k, "p": word} for rb, k, word in pv_p_words(p, R)]
             vwords = [{"cb": cb, "key": k, "v": word} for cb, k, word in pv_v_words(v, C)]
-            await write(ctx, dut.p_in, pwords)
+            if not streamed:
+                await write(ctx, dut.p_in, pwords)
             await write(ctx, dut.v_in, vwords)
             for name, value in ports.items():
                 ctx.set(getattr(dut.cfg, name), value)
             ctx.set(dut.start, 1)
+            if streamed:
+                ctx.set(dut.p_blocks, 0)
             await ctx.tick()
             ctx.set(dut.start, 0)
+            if streamed:
+                p_ready, edge = [], 0          # edge 0 accepted the start
+                for rb in range(-(-q // R)):
+                    for _ in range(int(rng.integers(0, 4)) * int(rng.integers(0, 12))):
+                        await ctx.tick()
+                        edge += 1
+                    for fields in (w for w in pwords if w["rb"] == rb):
+                        while rng.random() > valid_prob:
+                            ctx.set(dut.p_in.valid, 0)
+                            await ctx.tick()
+                            edge += 1
+                        ctx.set(dut.p_in.valid, 1)
+                        ctx.set(dut.p_in.payload, fields)
+                        await ctx.tick()
+                        edge += 1
+                    ctx.set(dut.p_in.valid, 0)
+                    ctx.set(dut.p_blocks, rb + 1)
+                    p_ready.append(edge + 1)
             for _ in range(20000):
                 if ctx.get(dut.done):
                     break
@@ -69,8 +95,10 @@ def run_jobs(config, jobs, seed=0, valid_prob=0.7, ready_prob=0.6):
             else:
                 raise AssertionError("no done")
             out = {"error": ctx.get(dut.error),
-                   "counters": {c: ctx.get(_port(dut.cnt, c))
+                   "counters": {c: ctx.get(member(dut.cnt, c))
                                 for c in counter_names(config.engine_arrays)}}
+            if streamed:
+                out["p_ready"] = p_ready
             outs.append(out)
             if out["error"]:
                 continue
@@ -82,12 +110,6 @@ def run_jobs(config, jobs, seed=0, valid_prob=0.7, ready_prob=0.6):
     sim.add_testbench(bench)
     sim.run()
     return outs
-
-
-def _port(cnt, name):
-    for part in name.split("__"):
-        cnt = getattr(cnt, part)
-    return cnt
 
 
 def _job(rng, grid, q, d, axis, window, reuse=True, smooth=True, bits=(5, 3)):
@@ -119,7 +141,8 @@ def _check(job, out, config):
     ref = (ref + wrap // 2) % wrap - wrap // 2
     np.testing.assert_array_equal(out["O"], ref)
     model = pv_counters(job["p"], job["v"], g, axis, window, config.rows, config.cols,
-                        config.engine_arrays, *job["bits"], reuse=job["reuse"])
+                        config.engine_arrays, *job["bits"], reuse=job["reuse"],
+                        p_ready=out.get("p_ready"))
     assert out["counters"] == counters_from_model(model)
 
 
@@ -137,6 +160,31 @@ def test_runs_back_to_back():
     outs = run_jobs(CONFIG, jobs, seed=2)
     for job, out in zip(jobs, outs):
         _check(job, out, CONFIG)
+
+
+def test_streamed_p_waits_for_each_row_block():
+    """P written during the run, row block by row block after random pauses: the arrays
+    wait for each block (at its start, between blocks, after bubbles), and O and every
+    counter stay exact, cycles included, given when each block could be read."""
+    rng = np.random.default_rng(4)
+    jobs = [
+        _job(rng, "4x2x3", 7, 7, 0, 2),
+        _job(rng, "5x2x2", 5, 4, 0, 3),
+        _job(rng, "2x3x3", 6, 3, 1, 3, bits=(4, 3)),
+        _job(rng, "1x2x5", 4, 8, 2, 2, smooth=False),
+        _job(rng, "3x2x2", 5, 5, 0, 2, reuse=False),
+        _job(rng, "1x1x1", 5, 1, 0, 2),          # blocks of bubbles
+    ]
+    waited = 0
+    for seed in range(3):
+        outs = run_jobs(CONFIG, jobs, seed=seed, streamed=True)
+        for job, out in zip(jobs, outs):
+            _check(job, out, CONFIG)
+            plain = pv_counters(job["p"], job["v"], job["grid"], job["axis"], job["window"],
+                                CONFIG.rows, CONFIG.cols, CONFIG.engine_arrays, *job["bits"],
+                                reuse=job["reuse"])
+            waited += out["counters"]["cycles"] > plain.cycles
+    assert waited >= len(jobs)
 
 
 def test_errors():
