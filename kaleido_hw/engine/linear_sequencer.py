@@ -351,12 +351,21 @@ class LinearSequencer(wiring.Component):
             sig = Signal(kw, name=name)
             m.d.comb += sig.eq(Mux(a > b, a, b))
             return sig
-        d0 = smax(n, R, "d0")
-        d1 = smax(n + f1, d0 + R, "d1")
-        s2 = smax(n + f1, d0 + R, "s2")
-        s3 = smax(n + f1 + f2, d1 + R, "s3")
-        s = Signal(kw)
-        m.d.comb += s.eq(Mux(cfg.w3, s3, s2))
+
+        # The block's drain points and length (``golden.engine.linear.block_steps``) are
+        # computed from the loaded slot and registered at the swap, so that the popcounts
+        # and comparisons are not one path with the step count, the swap and the next
+        # block's X reads.
+        ln = Signal(geo.in_width)
+        lf1, lf2 = Signal(geo.in_width), Signal(geo.in_width)
+        lgmask = Signal(D)
+        m.d.comb += [lgmask.eq(cfg.gmask[ld.group]), ln.eq(cfg.gsize[ld.group]),
+                     lf1.eq(popcount(ld.f1map & lgmask)), lf2.eq(popcount(ld.f2map & lgmask))]
+        ld_d0 = smax(ln, R, "ld_d0")
+        ld_d1 = smax(ln + lf1, ld_d0 + R, "ld_d1")
+        ld_s2 = smax(ln + lf1, ld_d0 + R, "ld_s2")
+        ld_s3 = smax(ln + lf1 + lf2, ld_d1 + R, "ld_s3")
+        d0, d1, s = Signal(kw, name="d0"), Signal(kw, name="d1"), Signal(kw, name="s")
 
         chan, _ = lowest_set(m, remaining, "chan")
         issue = phase != BUBBLE
@@ -386,7 +395,8 @@ class LinearSequencer(wiring.Component):
         with m.If(swap):
             m.d.sync += cp.copy(ld)
             m.d.sync += [slot_full.eq(0), cur_valid.eq(1), k.eq(0), phase.eq(0),
-                         remaining.eq(cfg.gmask[ld.group])]
+                         remaining.eq(lgmask), d0.eq(ld_d0), d1.eq(ld_d1),
+                         s.eq(Mux(cfg.w3, ld_s3, ld_s2))]
 
         # Drain tags: member j of the block's rows.
         tag_layout = linear_tag_layout(geo)

@@ -19,7 +19,7 @@ import zlib
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from head_checks import check_stage_counters
 from run_host import load_config, write_operand
 from simlib import (StreamSink, StreamSource, seeds_requested, start_and_wait_done,
@@ -94,6 +94,24 @@ class HeadHost:
         dut.start.value = 0
         dut.wr__en.value = 0
 
+    async def _watch_p(self, nrb: int) -> list:
+        """When each row block of P may be read by P @ V (the top's ``p_blocks`` wire), in
+        cycles from P @ V's start (= 0: the edge that sets ``cnt__pv_cycles`` to 1)."""
+        dut, edge, start, ready = self.dut, 0, None, []
+        while len(ready) < nrb:
+            await RisingEdge(dut.clk)
+            await ReadOnly()
+            edge += 1
+            if start is None:
+                if int(dut.cnt__pv_cycles.value) == 1:
+                    start = edge
+                else:
+                    continue
+            # The value after edge k holds in the cycle that ends with edge k + 1.
+            while len(ready) < min(int(dut.p_blocks.value), nrb):
+                ready.append(edge + 1 - start)
+        return ready
+
     async def run(self, q, k, v, grid, groups, variant, v_axis, window, scale, *,
                   s_override=None, v_override=None):
         """One head; ``s_override`` / ``v_override`` replace ``cfg__s__*`` / ``cfg__v__*``
@@ -115,8 +133,11 @@ class HeadHost:
             getattr(dut, f"cfg__v__{name}").value = value
         dut.cfg__mult.value, dut.cfg__shift.value = scale.mult, scale.shift
         start = len(self.sink.items)
+        watch = cocotb.start_soon(self._watch_p(-(-n // CFG.rows)))
         await start_and_wait_done(dut, 2_000_000, "attention_head")
         await ClockCycles(dut.clk, 1)
+        p_ready = watch.result() if watch.done() else None
+        watch.cancel()
         error = {f: int(getattr(dut, f"error__{f}").value)
                  for f in ("s", "score", "p", "softmax", "pv")}
         cnt = {name: int(getattr(dut, f"cnt__{name}").value) for name in STAGE_COUNTERS}
@@ -124,6 +145,7 @@ class HeadHost:
                     for name in engine_counter_names(CFG)}
         cnt["pv"] = {name: int(getattr(dut, f"cnt__pv__{name}").value)
                      for name in pv_counter_names(CFG.engine_arrays)}
+        cnt["p_ready"] = p_ready
         if error["s"] or error["pv"]:
             await ClockCycles(dut.clk, 8)
             assert len(self.sink.items) == start, "O values after a rejected run"
@@ -151,6 +173,10 @@ async def check_head(host, q, k, v, grid, groups, variant, v_axis, window, scale
     pv_model = pv_model_counters(pv_counters(want["P"], v, grid, v_axis, window, CFG.rows,
                                              C, CFG.engine_arrays, reuse=reuse))
     check_stage_counters(cnt, s_model["cycles"], pv_model, grid.n, CFG.rows)
+    # Given when each row block of P could be read, P @ V's cycles are exact.
+    streamed = pv_counters(want["P"], v, grid, v_axis, window, CFG.rows, C, CFG.engine_arrays,
+                           reuse=reuse, p_ready=cnt["p_ready"])
+    assert cnt["pv"]["cycles"] == streamed.cycles, (cnt["p_ready"], streamed.cycles)
     cnt["pv_model_cycles"] = pv_model["cycles"]
     return cnt
 
