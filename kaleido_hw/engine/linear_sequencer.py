@@ -339,12 +339,9 @@ class LinearSequencer(wiring.Component):
         phase = Signal(2)                      # kind being issued; BUBBLE after the F steps
         remaining = Signal(D)
         gmask = Signal(D)
-        n = Signal(geo.in_width)
         f1m, f2m = Signal(D), Signal(D)
-        f1, f2 = Signal(geo.in_width), Signal(geo.in_width)
-        m.d.comb += [gmask.eq(cfg.gmask[cp.group]), n.eq(cfg.gsize[cp.group]),
-                     f1m.eq(cp.f1map & gmask), f2m.eq(cp.f2map & gmask),
-                     f1.eq(popcount(f1m)), f2.eq(popcount(f2m))]
+        m.d.comb += [gmask.eq(cfg.gmask[cp.group]),
+                     f1m.eq(cp.f1map & gmask), f2m.eq(cp.f2map & gmask)]
         kw = len(k)
 
         def smax(a, b, name):
@@ -352,10 +349,10 @@ class LinearSequencer(wiring.Component):
             m.d.comb += sig.eq(Mux(a > b, a, b))
             return sig
 
-        # The block's drain points and length (``golden.engine.linear.block_steps``) are
-        # computed from the loaded slot and registered at the swap, so that the popcounts
-        # and comparisons are not one path with the step count, the swap and the next
-        # block's X reads.
+        # The block's channel counts, drain points and length
+        # (``golden.engine.linear.block_steps``) are computed from the loaded slot and
+        # registered at the swap, so that the popcounts and comparisons are not one path
+        # with the step count, the swap and the next block's X reads.
         ln = Signal(geo.in_width)
         lf1, lf2 = Signal(geo.in_width), Signal(geo.in_width)
         lgmask = Signal(D)
@@ -366,6 +363,8 @@ class LinearSequencer(wiring.Component):
         ld_s2 = smax(ln + lf1, ld_d0 + R, "ld_s2")
         ld_s3 = smax(ln + lf1 + lf2, ld_d1 + R, "ld_s3")
         d0, d1, s = Signal(kw, name="d0"), Signal(kw, name="d1"), Signal(kw, name="s")
+        n = Signal(geo.in_width)                                 # the block's channels
+        f1, f2 = Signal(geo.in_width), Signal(geo.in_width)       # ... with F1 / F2 work
 
         chan, _ = lowest_set(m, remaining, "chan")
         issue = phase != BUBBLE
@@ -396,7 +395,7 @@ class LinearSequencer(wiring.Component):
             m.d.sync += cp.copy(ld)
             m.d.sync += [slot_full.eq(0), cur_valid.eq(1), k.eq(0), phase.eq(0),
                          remaining.eq(lgmask), d0.eq(ld_d0), d1.eq(ld_d1),
-                         s.eq(Mux(cfg.w3, ld_s3, ld_s2))]
+                         s.eq(Mux(cfg.w3, ld_s3, ld_s2)), n.eq(ln), f1.eq(lf1), f2.eq(lf2)]
 
         # Drain tags: member j of the block's rows.
         tag_layout = linear_tag_layout(geo)
