@@ -5,7 +5,7 @@ with V window reuse), the engine's and P @ V's counters equal ``engine_counters`
 ``pv_counters``, the stage counters split the run's cycles; reuse and dense variants, V
 along every axis in windows of 2 and 3, random gaps on the V stream and random
 back-pressure on O; then a rejected engine start and a rejected P @ V start, each followed
-by a clean run.
+by a clean run; a reset while the softmax stage and P @ V run, then clean runs.
 
 ``make -C sim/engine/head [SIM=icarus]`` on the default build (generated into
 ``sim_build/rtl``); pytest runs it on a small variant (``tests/engine/test_attention_head_sim.py``).
@@ -230,3 +230,30 @@ async def test_rejected_starts(dut):
                                  s_override={"head_dim": 0})
     assert error["s"] != 0 and error["pv"] == 0 and o is None, error
     await check_head(host, q, k, v, grid, groups, "pe", 2, 2, scale)
+
+
+@cocotb.test()
+async def test_reset_mid_run(dut):
+    """A reset while the softmax stage and P @ V run together, then a clean run: O and every
+    counter exact (the registers restart; the next run rewrites the memories it reads)."""
+    await start_clock_and_reset(dut)
+    rng = rng_for("reset")
+    host = HeadHost(dut, random.Random(2))
+    grid, groups, _ = heads()[0]
+    q, k, v = operands(grid, groups.head_dim, rng)
+    scale = softmax_scale(0.1)
+    run = cocotb.start_soon(host.run(q, k, v, grid, groups, "full", 0, 2, scale))
+    for _ in range(200_000):
+        await RisingEdge(dut.clk)
+        if int(dut.cnt__pv_cycles.value) > 8:
+            break
+    assert not run.done() and int(dut.busy.value), "the run ended before the reset"
+    run.cancel()
+    dut.start.value = 0
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 2)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
+    assert not int(dut.busy.value) and not int(dut.done.value)
+    await check_head(host, q, k, v, grid, groups, "full", 0, 2, scale)
+    await check_head(host, q, k, v, grid, groups, "dense", 1, 3, scale)
