@@ -212,16 +212,22 @@ async def test_heads(dut):
                 f"{dense['cycles'] / full['cycles']:.3f}x")
 
 
+async def first_grid_head(dut, name: str, seed: int):
+    """The error and reset tests' set-up: clock and reset, a host, random operands on the
+    build's first (odd) grid and a softmax scale of 0.1. Returns (host, q, k, v, grid,
+    groups, scale)."""
+    await start_clock_and_reset(dut)
+    host = HeadHost(dut, random.Random(seed))
+    grid, groups, _ = heads()[0]
+    q, k, v = operands(grid, groups.head_dim, rng_for(name))
+    return host, q, k, v, grid, groups, softmax_scale(0.1)
+
+
 @cocotb.test()
 async def test_rejected_starts(dut):
     """A head_dim of 0 (the engine rejects it) and a V window of 1 (P @ V rejects it) end
     their runs with the block's error bits and no O; a clean run follows each."""
-    await start_clock_and_reset(dut)
-    rng = rng_for("errors")
-    host = HeadHost(dut, random.Random(1))
-    grid, groups, _ = heads()[0]
-    q, k, v = operands(grid, groups.head_dim, rng)
-    scale = softmax_scale(0.1)
+    host, q, k, v, grid, groups, scale = await first_grid_head(dut, "errors", 1)
     error, _, o = await host.run(q, k, v, grid, groups, "full", 0, 2, scale,
                                  v_override={"window": 1})
     assert error["pv"] != 0 and error["s"] == 0 and o is None, error
@@ -236,12 +242,7 @@ async def test_rejected_starts(dut):
 async def test_reset_mid_run(dut):
     """A reset while the softmax stage and P @ V run together, then a clean run: O and every
     counter exact (the registers restart; the next run rewrites the memories it reads)."""
-    await start_clock_and_reset(dut)
-    rng = rng_for("reset")
-    host = HeadHost(dut, random.Random(2))
-    grid, groups, _ = heads()[0]
-    q, k, v = operands(grid, groups.head_dim, rng)
-    scale = softmax_scale(0.1)
+    host, q, k, v, grid, groups, scale = await first_grid_head(dut, "reset", 2)
     run = cocotb.start_soon(host.run(q, k, v, grid, groups, "full", 0, 2, scale))
     for _ in range(200_000):
         await RisingEdge(dut.clk)
