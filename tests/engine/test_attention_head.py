@@ -136,11 +136,9 @@ def test_head_o_bit_exact_dense_and_reuse():
         assert out["error"] == {"s": 0, "score": 0, "p": 0, "softmax": 0, "pv": 0}
         o, s_cnt, pv_cnt = _want(job, CONFIG)
         assert np.array_equal(out["O"].reshape(o.shape), o), job["variant"]
-        check_stage_counters(out["cnt"], s_cnt.cycles, pv_cnt, job["grid"].n, CONFIG.rows)
-        # Given when each row block of P was written, P @ V's cycles are exact too.
         _, _, streamed = _want(job, CONFIG, out["p_ready"])
-        assert out["cnt"]["pv"]["cycles"] == streamed["cycles"], (out["p_ready"], streamed)
-        assert streamed["cycles"] > pv_cnt["cycles"]       # it did wait for P
+        check_stage_counters(out["cnt"], s_cnt.cycles, pv_cnt, job["grid"].n, CONFIG.rows,
+                             streamed["cycles"])
 
 
 def test_rejected_engine_start_and_config_check():
