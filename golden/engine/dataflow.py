@@ -52,8 +52,8 @@ import numpy as np
 
 from golden.array.schedule import DECODE, PASSES, SET_WORK, Op, _code_sets, _contributions, _plans
 from golden.dispatch.model import MatcherParams, match
-from golden.engine.model import (EngineParams, EngineTiming, _check_inputs, _orders, chunks,
-                                 engine_counters)
+from golden.engine.model import (ChunkTimeline, EngineParams, EngineTiming, _check_inputs,
+                                 _orders, chunks, engine_counters)
 from golden.numerics import as_grid, oracle_ops, reuse_masks
 
 
@@ -447,15 +447,18 @@ def _array_times(steps, arrays, gap):
     return T
 
 
-def _chunk_codes(q, k, grid, groups, params, scheduled, full_bits, half_bits):
-    """Per chunk: (follower codes of the rows in row order, of the columns in column order,
-    units of the chunk's group)."""
+def _chunk_codes(q, k, grid, groups, params, scheduled, full_bits, half_bits, timing):
+    """Per chunk: the run's :class:`~golden.engine.model.ChunkTimeline` (call its ``ran``
+    with the chunk's time before the next chunk), the follower codes of the rows in row
+    order and of the columns in column order."""
     grid, plans = _plans(q, k, grid, groups, full_bits, half_bits, True)
     by_group = {pl.group: pl for pl in plans}
-    for order in _orders(plans, chunks(groups, params.width), params, scheduled):
-        ch = order.chunk
+    chunk_list = chunks(groups, params.width)
+    tl = ChunkTimeline(plans, chunk_list, params, scheduled, timing)
+    for ch in chunk_list:
+        order = tl.next(ch)
         pl = by_group[ch.group]
-        yield pl.qc[order.q][:, ch.local], pl.kc[order.k][:, ch.local], pl.anchors.size
+        yield tl, pl.qc[order.q][:, ch.local], pl.kc[order.k][:, ch.local]
 
 
 def dataflow_counters(q, k, grid, groups, cand: Candidate, params: EngineParams | None = None,
@@ -471,25 +474,18 @@ def dataflow_counters(q, k, grid, groups, cand: Candidate, params: EngineParams 
     q, k, grid, groups, _ = _check_inputs(q, k, grid, groups, "pe", full_bits, half_bits)
     P, R, C = params.arrays, params.rows, params.cols
     gap = timing.gap(R, C)
-    end = timing.load_base - timing.barrier
-    pre_start = timing.load_base
     busy = merged = 0
     issued = np.zeros(PASSES, np.int64)
-    lengths = []
-    for c, (qc, kc, U) in enumerate(_chunk_codes(q, k, grid, groups, params, cand.scheduled,
-                                                 full_bits, half_bits)):
+    tl = None
+    for tl, qc, kc in _chunk_codes(q, k, grid, groups, params, cand.scheduled, full_bits,
+                                   half_bits, timing):
         steps, saving, iss, mer = _steps_quads(qc, kc, cand, params)
         busy += _chunk_busy(qc, kc) - saving
         issued += iss
         merged += mer
-        T = _array_times(steps, P, gap)
-        pre_done = pre_start + timing.orders_ready(c, U, params.entries, cand.scheduled)
-        start = max(end + timing.barrier, pre_done)
-        end = start + int(T.max())
-        pre_start = start
-        lengths.append(end - start)
-    cycles = end + 1 + timing.tail_base + R + C
-    return DataflowCounters(cycles, busy, issued, merged, np.asarray(lengths, np.int64))
+        tl.ran(_array_times(steps, P, gap).max())
+    cycles = tl.end + 1 + timing.tail_base + R + C
+    return DataflowCounters(cycles, busy, issued, merged, np.asarray(tl.lengths, np.int64))
 
 
 # -- the ceiling ------------------------------------------------------------------------------
@@ -558,20 +554,15 @@ def ceiling(q, k, grid, groups, params: EngineParams = EngineParams(), scheduled
     sum1 = sum2 = max1 = max2 = 0
     busy1 = busy2 = mul_total = low_total = 0
     gap = timing.gap(R, C)
-    end = timing.load_base - timing.barrier
-    pre_start = timing.load_base
-    for c, (qc, kc, U) in enumerate(_chunk_codes(q, k, grid, groups, params, scheduled,
-                                                 full_bits, half_bits)):
+    tl = None
+    for tl, qc, kc in _chunk_codes(q, k, grid, groups, params, scheduled, full_bits,
+                                   half_bits, timing):
         # Today's pass structure with per-PE freedom: each pass at least R steps.
         steps = 0
         for p in range(PASSES):
             w = _pe_work(qc, kc, MUL[p:p + 1]) + (_pe_work(qc, kc, LOW[p:p + 1]) + 1) // 2
             steps = steps + np.maximum(_quad_max(w, R, C), R)
-        T = _array_times(steps, P, gap)
-        pre_done = pre_start + timing.orders_ready(c, U, params.entries, scheduled)
-        start = max(end + timing.barrier, pre_done)
-        end = start + int(T.max())
-        pre_start = start
+        tl.ran(_array_times(steps, P, gap).max())
         mul = _pe_work(qc, kc, MUL)
         low = _pe_work(qc, kc, LOW)
         w1 = mul + low
@@ -587,7 +578,7 @@ def ceiling(q, k, grid, groups, params: EngineParams = EngineParams(), scheduled
     quad_pair = max(-(-sum2 // P), max2)
     free = -(-(2 * mul_total + low_total) // (2 * pes))
     return Ceiling(quad_one + overhead, quad_pair + overhead, free + overhead, busy1, busy2,
-                   overhead, pes, end + 1 + timing.tail_base + R + C)
+                   overhead, pes, tl.end + 1 + timing.tail_base + R + C)
 
 
 # -- functional check: S from a candidate's slot sequences ------------------------------------

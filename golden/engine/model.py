@@ -48,7 +48,7 @@ from golden.numerics import FULL, HALF, NONE, ChannelGroups, _as_groups, as_grid
 __all__ = [
     "VARIANTS", "variant_flags", "EngineParams", "EngineTiming", "Chunk", "ChunkOrder",
     "EngineCounters", "chunks", "orders", "kaleido_engine", "engine_counters",
-    "match_codes", "bank_address", "SCHED_SIDES", "PLAIN_AXIS", "plain_walk",
+    "match_codes", "bank_address", "SCHED_SIDES", "PLAIN_AXIS", "plain_walk", "ChunkTimeline",
 ]
 
 #: Variant -> (reuse, scheduler, matcher): the run-time ``cfg`` bits of ``docs/engine.md``.
@@ -145,15 +145,11 @@ class EngineTiming:
       cycle to register the chunk's ``go``).
     - ``barrier``: cycles from the end of a chunk (every array issued its last step) to the
       start of the next one.
-    - ``natural``: with the scheduler, chunk 0 (natural order, no pre-pass) starts
-      ``natural`` cycles after ``load_base`` (the OrderUnits' ``natural`` pulse one cycle
-      after the kick, their ``avail`` one cycle later).
     """
     load_base: int = 2
     tail_base: int = 1
     pre_base: int = 7
     barrier: int = 2
-    natural: int = 2
 
     @staticmethod
     def gap(rows: int, cols: int) -> int:
@@ -163,14 +159,6 @@ class EngineTiming:
     def prepass(self, units: int, entries: int) -> int:
         """Cycles of one chunk's scheduler pre-pass over ``units`` units."""
         return (-(-units // entries) + 2) * entries + self.pre_base
-
-    def orders_ready(self, chunk: int, units: int, entries: int, scheduled: bool) -> int:
-        """Cycles from chunk ``chunk``'s pre-pass start (the previous chunk's start;
-        ``load_base`` for chunk 0) to its orders being complete: 0 without the scheduler,
-        ``natural`` for chunk 0 (natural order), else its pre-pass."""
-        if not scheduled:
-            return 0
-        return self.natural if chunk == 0 else self.prepass(units, entries)
 
 
 # -- chunks and orders ------------------------------------------------------------------------
@@ -234,28 +222,106 @@ def _scheduled_order(codes, params: EngineParams, state: int):
     return out[out < U], r.state
 
 
-def _chunk_codes(plans, chunk_list):
-    by_group = {pl.group: pl for pl in plans}
-    for ch in chunk_list:
-        pl = by_group[ch.group]
-        yield ch, pl, pl.qc[:, ch.local], pl.kc[:, ch.local]
+class _OrderSource:
+    """The unit orders of a run's chunks, one chunk at a time (each side's LFSR state carried
+    over the chunks it orders).
 
+    A chunk runs in natural order when there is no scheduler, when it is chunk 0 (nothing
+    runs before it to hide a pre-pass behind) and when the engine falls back (``natural``
+    below). A chunk in natural order drops the pre-pass that was ordering it (the
+    ClusterScheduler's local reset), so the next chunk's pre-pass starts from the seed."""
 
-def _orders(plans, chunk_list, params: EngineParams, scheduled: bool) -> list[ChunkOrder]:
-    out = []
-    state_q = state_k = params.seed
-    for i, (ch, pl, qc, kc) in enumerate(_chunk_codes(plans, chunk_list)):
+    def __init__(self, plans, params: EngineParams, scheduled: bool):
+        self.by_group = {pl.group: pl for pl in plans}
+        self.params, self.scheduled = params, scheduled
+        self.state_q = self.state_k = params.seed
+
+    def order(self, chunk: Chunk, natural: bool) -> ChunkOrder:
+        pl = self.by_group[chunk.group]
         U = pl.anchors.size
         oq = ok = np.arange(U)
-        if scheduled and i > 0:      # chunk 0 runs in natural order (nothing to hide it behind)
-            oq, state_q = _scheduled_order(qc, params, state_q)
-            if params.sched_sides == "qk":
-                ok, state_k = _scheduled_order(kc, params, state_k)
-        out.append(ChunkOrder(ch, oq, ok))
+        p = self.params
+        if not self.scheduled:
+            pass
+        elif natural:
+            self.state_q = self.state_k = p.seed
+        else:
+            oq, self.state_q = _scheduled_order(pl.qc[:, chunk.local], p, self.state_q)
+            if p.sched_sides == "qk":
+                ok, self.state_k = _scheduled_order(pl.kc[:, chunk.local], p, self.state_k)
+        return ChunkOrder(chunk, oq, ok)
+
+
+def _check_natural(natural, count: int) -> frozenset:
+    out = frozenset(int(i) for i in natural)
+    bad = sorted(i for i in out if not 0 <= i < count)
+    if bad:
+        raise ValueError(f"natural must hold chunk indices in [0, {count - 1}], got {bad}")
     return out
 
 
-def orders(codes, grid, groups, params: EngineParams, scheduled: bool = True
+def _orders(plans, chunk_list, params: EngineParams, scheduled: bool,
+            natural=()) -> list[ChunkOrder]:
+    """Orders of every chunk; chunk 0 and the chunks in ``natural`` in natural order."""
+    natural = _check_natural(natural, len(chunk_list)) | {0}
+    src = _OrderSource(plans, params, scheduled)
+    return [src.order(ch, i in natural) for i, ch in enumerate(chunk_list)]
+
+
+class ChunkTimeline:
+    """When each chunk of a run starts, and in which order it runs (``docs/engine.md``,
+    "Timing"): the loop every cycle model of the engine composes its chunk times with.
+
+    Chunk k starts ``barrier`` cycles after chunk k-1 ends (chunk 0 at ``load_base``) and
+    never waits for an order: with the scheduler, chunk k's pre-pass starts when chunk k-1
+    starts and takes ``timing.prepass(U)`` cycles; if it is not done when chunk k could
+    start, chunk k runs in natural order (a *fallback*) and its pre-pass is dropped. So a
+    scheduled run's chunks cost what the same chunks cost in natural order or less, and the
+    full variant is never slower than pe-m.
+
+    ``natural``: None (decide by the timing above) or the chunk indices that fell back in an
+    observed run (a run under stall injection, whose timing the model does not follow).
+
+    Use: ``order = tl.next(chunk)`` then ``tl.ran(T)`` with the chunk's time, per chunk; then
+    ``tl.end`` (the last chunk's end), ``tl.starts``, ``tl.lengths``, ``tl.fallbacks``."""
+
+    def __init__(self, plans, chunk_list, params: EngineParams, scheduled: bool,
+                 timing: "EngineTiming", natural=None):
+        self.timing, self.params, self.scheduled = timing, params, scheduled
+        self.units = {pl.group: pl.anchors.size for pl in plans}
+        self.forced = None if natural is None else _check_natural(natural, len(chunk_list))
+        self.source = _OrderSource(plans, params, scheduled)
+        self.end = timing.load_base - timing.barrier
+        self.pre_start = timing.load_base
+        self.starts, self.lengths, self.fallbacks = [], [], []
+        self._start = None
+
+    def next(self, chunk: Chunk) -> ChunkOrder:
+        """The order of the next chunk (decides whether it falls back)."""
+        i = len(self.starts)
+        self._start = self.end + self.timing.barrier
+        if not self.scheduled or i == 0:
+            fell = False
+        elif self.forced is not None:
+            fell = i in self.forced
+        else:
+            ready = self.pre_start + self.timing.prepass(self.units[chunk.group],
+                                                         self.params.entries)
+            fell = ready > self._start
+        if fell:
+            self.fallbacks.append(i)
+        return self.source.order(chunk, i == 0 or fell)
+
+    def ran(self, time: int):
+        """The chunk just ordered took ``time`` cycles (its slowest array's)."""
+        start = self._start
+        self.end = start + int(time)
+        self.pre_start = start
+        self.starts.append(start)
+        self.lengths.append(int(time))
+
+
+def orders(codes, grid, groups, params: EngineParams, scheduled: bool = True, natural=()
            ) -> list[ChunkOrder]:
     """Per chunk (run order), the Q and K unit orders and their inverses.
 
@@ -267,13 +333,15 @@ def orders(codes, grid, groups, params: EngineParams, scheduled: bool = True
     dummy entries to whole batches of E); the order is its output with the dummies removed.
     The first chunk of a run is never scheduled: it keeps the natural order, and its arrays
     start at once while the schedulers order chunk 1 (so the pre-pass of every scheduled
-    chunk overlaps the previous chunk's work). Each LFSR starts from the seed at chunk 1;
-    each side's state then runs on across its chunks.
+    chunk overlaps the previous chunk's work). The chunks in ``natural`` (the fallbacks of
+    :class:`ChunkTimeline`, ``EngineCounters.fallbacks``) keep the natural order too. Each
+    LFSR starts from the seed after every chunk in natural order; each side's state then
+    runs on across its scheduled chunks.
     """
     grid, groups = as_grid(grid), _as_groups(groups)
     mq, mk = (np.asarray(c) for c in codes)
     plans = _code_plans(mq, mk, grid, groups)
-    return _orders(plans, chunks(groups, params.width), params, scheduled)
+    return _orders(plans, chunks(groups, params.width), params, scheduled, natural)
 
 
 @dataclass
@@ -481,7 +549,8 @@ class EngineCounters:
     """Counters of one engine run: engine-wide ``cycles`` and ``chunks``; per array
     (index a = 0..P-1) ``busy_pe_cycles``, ``issued[a, p]``, ``skipped[a, p]``, ``merged``,
     ``bubbles``, ``quads``, ``idle``. ``chunk_cycles`` is the length of each chunk
-    (``end_k - start_k``), ``chunk_start`` its start cycle."""
+    (``end_k - start_k``), ``chunk_start`` its start cycle, ``fallbacks`` the chunks that
+    ran in natural order because their pre-pass was not done (:class:`ChunkTimeline`)."""
     cycles: int
     chunks: int
     busy_pe_cycles: np.ndarray
@@ -493,6 +562,7 @@ class EngineCounters:
     idle: np.ndarray
     chunk_start: np.ndarray = None
     chunk_cycles: np.ndarray = None
+    fallbacks: tuple = ()
 
     @property
     def arrays(self) -> int:
@@ -672,7 +742,8 @@ def plain_walk(groups) -> ChannelGroups:
 
 def engine_counters(q, k, grid, groups, params: EngineParams = EngineParams(),
                     variant: str = "full", full_bits: int = 5, half_bits: int = 3,
-                    timing: EngineTiming | None = None, progress=None) -> EngineCounters:
+                    timing: EngineTiming | None = None, progress=None,
+                    natural=None) -> EngineCounters:
     """Every counter of one engine run, cycle-exact per ``docs/engine.md``.
 
     Vectorized: per chunk and pass, the issued channel count of every quad (rb, cb) is a sum
@@ -682,40 +753,36 @@ def engine_counters(q, k, grid, groups, params: EngineParams = EngineParams(),
     over the row block's HALF/NONE channel features and their pairwise products. Per-array
     sums go by ``cb mod P``; the chunk times follow the Timing section.
 
-    ``progress``: optional callable ``progress(done_chunks, total_chunks)``.
+    ``progress``: optional callable ``progress(done_chunks, total_chunks)``. ``natural``:
+    None (the chunks that fall back follow from the timing, :class:`ChunkTimeline`) or the
+    fallbacks observed in a run whose timing the model does not follow (stall injection).
     """
     timing = timing or EngineTiming()
     q, k, grid, groups, (reuse, sched, matched) = _check_inputs(
         q, k, grid, groups, variant, full_bits, half_bits)
     grid, plans = _plans(q, k, grid, groups, full_bits, half_bits, reuse)
     chunk_list = chunks(groups, params.width)
-    ords = _orders(plans, chunk_list, params, sched)
+    tl = ChunkTimeline(plans, chunk_list, params, sched, timing, natural)
     by_group = {pl.group: pl for pl in plans}
     P, R, C = params.arrays, params.rows, params.cols
     acc = {key: np.zeros(shape, np.int64) for key, shape in (
         ("busy", (P,)), ("issued", (P, PASSES)), ("skipped", (P, PASSES)), ("merged", (P,)),
         ("bubbles", (P,)), ("quads", (P,)))}
-    starts, lengths = [], []
-    end = timing.load_base - timing.barrier
-    pre_start = timing.load_base
-    for i, order in enumerate(ords):
-        ch = order.chunk
+    for i, ch in enumerate(chunk_list):
+        order = tl.next(ch)
         pl = by_group[ch.group]
         qc = pl.qc[order.q][:, ch.local]
         kc = pl.kc[order.k][:, ch.local]
         per, T = _chunk_run(qc, kc, params, matched, timing)
         for key in acc:
             acc[key] += per[key]
-        pre_done = pre_start + timing.orders_ready(i, pl.anchors.size, params.entries, sched)
-        start = max(end + timing.barrier, pre_done)
-        end = start + int(T.max())
-        pre_start = start
-        starts.append(start)
-        lengths.append(end - start)
+        tl.ran(T.max())
         if progress is not None:
-            progress(i + 1, len(ords))
+            progress(i + 1, len(chunk_list))
+    end = tl.end
     cycles = end + 1 + timing.tail_base + R + C
     steps = acc["issued"].sum(axis=1) + acc["bubbles"]
-    return EngineCounters(cycles, len(ords), acc["busy"], acc["issued"], acc["skipped"],
+    return EngineCounters(cycles, len(chunk_list), acc["busy"], acc["issued"], acc["skipped"],
                           acc["merged"], acc["bubbles"], acc["quads"], cycles - steps,
-                          np.asarray(starts, np.int64), np.asarray(lengths, np.int64))
+                          np.asarray(tl.starts, np.int64), np.asarray(tl.lengths, np.int64),
+                          tuple(tl.fallbacks))

@@ -5,7 +5,9 @@ What the benches watch (through the probe signals of ``OrderUnit`` and ``SlotUni
 
 * per side (Q, K), per chunk with the scheduler: the units entering the OrderUnit and the
   order it writes; the order must be a permutation of the chunk's units (no unit lost or
-  duplicated, dummies excluded) and equal :func:`golden.engine.model.orders`;
+  duplicated, dummies excluded) and equal :func:`golden.engine.model.orders`; a pre-pass the
+  engine dropped (its chunk fell back to natural order) must be one the model drops too
+  (``EngineCounters.fallbacks``);
 * per array, per (chunk, column block) with the matcher: the block's pass-3 classes entering
   the SlotUnit and the matcher's slots; the slots must cover every channel with work in the
   block exactly once, merge only compatible channels (at most 2 work units per column) with
@@ -22,12 +24,14 @@ import numpy as np
 
 from golden.array.schedule import _plans
 from golden.dispatch.model import match, slot_select, work_units
-from golden.engine.model import EngineParams, _orders, chunks, match_codes, variant_flags
+from golden.engine.model import (EngineParams, _orders, chunks, engine_counters, match_codes,
+                                 variant_flags)
 from golden.numerics import _as_groups
 
 
 __all__ = ["ExpectedTrace", "expected_trace", "OrderTrace", "SlotTrace", "check_order",
            "check_slots", "check_trace", "check_counters", "decode_block", "decode_sel",
+           "observed_fallbacks",
            "SEL_BITS", "TIME_COUNTERS"]
 
 #: Per-array counters that measure time (they may grow under stall injection).
@@ -57,7 +61,8 @@ class ExpectedTrace:
     ``units[k]``: units of chunk k; ``orders[side][i]``: the order of the i-th chunk that
     passes through the schedulers (side "q", and "k" with ``sched_sides = "qk"``; empty lists
     without the scheduler), chunk
-    ``ordered[i]`` (every chunk but the first, which runs in natural order); ``blocks[a]``: per array a, the (C, W) pass-3
+    ``ordered[i]`` (every chunk but the first, which runs in natural order, and the
+    ``fallbacks``, whose pre-pass was dropped); ``blocks[a]``: per array a, the (C, W) pass-3
     classes of each (chunk, column block) it walks, in walk order (empty without the
     matcher); ``slots[a]``: the matcher's slots for each of those blocks, as
     ``(a, b, merged, sel tuple)`` (b = 0 when unmerged)."""
@@ -66,17 +71,24 @@ class ExpectedTrace:
     blocks: dict
     slots: dict
     ordered: list = field(default_factory=list)
+    fallbacks: tuple = ()
 
 
 def expected_trace(q, k, grid, groups, params: EngineParams, variant: str,
-                   full_bits: int = 5, half_bits: int = 3) -> ExpectedTrace:
+                   full_bits: int = 5, half_bits: int = 3, natural=None) -> ExpectedTrace:
     """The dispatcher trace of one run from the golden model (same chunks, orders, column
-    blocks and matcher as :func:`golden.engine.model.engine_counters`)."""
+    blocks and matcher as :func:`golden.engine.model.engine_counters`). ``natural``: the
+    fallbacks (None: the model's, ``engine_counters(...).fallbacks``; under stall injection
+    the run's own, which the model's timing cannot predict)."""
     reuse, sched, matched = variant_flags(variant)
     groups = _as_groups(groups)
+    if natural is None:
+        natural = engine_counters(q, k, grid, groups, params, variant, full_bits,
+                                  half_bits).fallbacks
+    natural = tuple(sorted(int(c) for c in natural))
     grid, plans = _plans(q, k, grid, groups, full_bits, half_bits, reuse)
     chunk_list = chunks(groups, params.width)
-    ords = _orders(plans, chunk_list, params, sched)
+    ords = _orders(plans, chunk_list, params, sched, natural)
     by_group = {pl.group: pl for pl in plans}
     P, C = params.arrays, params.cols
     units, orders, ordered = [], {"q": [], "k": []}, []
@@ -85,7 +97,7 @@ def expected_trace(q, k, grid, groups, params: EngineParams, variant: str,
     for c, (ch, od) in enumerate(zip(chunk_list, ords)):
         pl = by_group[ch.group]
         units.append(int(pl.anchors.size))
-        if sched and c > 0:
+        if sched and c > 0 and c not in natural:
             ordered.append(c)
             orders["q"].append([int(u) for u in od.q])
             if params.sched_sides == "qk":          # else K keeps its natural order
@@ -100,17 +112,19 @@ def expected_trace(q, k, grid, groups, params: EngineParams, variant: str,
             r = match(cls[cb], params.matcher())
             slots[a].append([(int(x), int(max(y, 0)), bool(y >= 0), tuple(int(s) for s in sel))
                              for x, y, sel in zip(r.a, r.b, r.sel)])
-    return ExpectedTrace(units, orders, blocks, slots, ordered)
+    return ExpectedTrace(units, orders, blocks, slots, ordered, natural if sched else ())
 
 
 @dataclass
 class OrderTrace:
     """Observed OrderUnit traffic of one side: ``inputs`` / ``outputs`` per completed chunk
     (units in handshake order), ``input_cycles`` (per chunk, the cycle of each input
-    handshake, when the recorder gives it), and the chunk being collected."""
+    handshake, when the recorder gives it), ``ends`` (per pre-pass, in run order: "order"
+    when it completed, "abort" when the engine dropped it) and the chunk being collected."""
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
     input_cycles: list = field(default_factory=list)
+    ends: list = field(default_factory=list)
     _in: list = field(default_factory=list)
     _out: list = field(default_factory=list)
     _in_cycles: list = field(default_factory=list)
@@ -132,6 +146,20 @@ class OrderTrace:
         if complete:
             self.outputs.append(self._out)
             self._out = []
+            self.ends.append("order")
+
+    def abort(self):
+        """The OrderUnit dropped the chunk in progress (the engine ran it in natural order)."""
+        if len(self.inputs) > len(self.outputs):        # every unit was in already
+            self.inputs.pop()
+            self.input_cycles.pop()
+        self._in, self._in_cycles, self._out = [], [], []
+        self.ends.append("abort")
+
+    @property
+    def fallbacks(self) -> tuple:
+        """The chunks that fell back: pre-pass i orders chunk i + 1 (chunk 0 has none)."""
+        return tuple(i + 1 for i, end in enumerate(self.ends) if end == "abort")
 
 
 @dataclass
@@ -157,6 +185,14 @@ class SlotTrace:
                                              tuple(int(s) for s in sel)))
         if last:
             self._pending.pop(0)
+
+
+def observed_fallbacks(orders: dict):
+    """The chunks a run fell back on, from its OrderTraces (side -> OrderTrace; every side
+    drops the same pre-passes); None without the scheduler."""
+    falls = {tr.fallbacks for tr in orders.values()}
+    assert len(falls) <= 1, f"the sides fell back on different chunks: {falls}"
+    return falls.pop() if falls else None
 
 
 def check_order(units: int, order, label: str = ""):
@@ -196,9 +232,12 @@ def check_slots(codes, slots, label: str = ""):
 def check_trace(expected: ExpectedTrace, orders: dict, slots: dict, label: str = ""):
     """Every invariant on an observed run: ``orders`` = {"q": OrderTrace, "k": ...} (with the
     scheduler) and ``slots`` = {array: SlotTrace} (with the matcher). Returns a summary
-    (chunks ordered, blocks and slots checked)."""
-    summary = {"orders": 0, "blocks": 0, "slots": 0}
+    (chunks ordered, chunks fallen back, blocks and slots checked)."""
+    summary = {"orders": 0, "blocks": 0, "slots": 0, "fallbacks": len(expected.fallbacks)}
     for side, tr in orders.items():
+        assert tr.fallbacks == tuple(expected.fallbacks), (
+            f"{label}: {side} side: chunks {tr.fallbacks} fell back to natural order, "
+            f"model {tuple(expected.fallbacks)}")
         want = expected.orders[side]
         assert len(tr.inputs) == len(want) and len(tr.outputs) == len(want), (
             f"{label}: {side} side: {len(tr.inputs)} chunks in, {len(tr.outputs)} orders out, "

@@ -88,12 +88,18 @@ class OrderUnit(wiring.Component):
         ``avail`` (0..2): complete orders not yet released, oldest in bank ``rbank``.
         ``release`` (pulse, when ``avail`` > 0): the oldest order is no longer read; its
         bank may be overwritten.
-        ``natural`` (pulse, only when no chunk is in progress, ``avail`` < 2 and no unit is
-        offered): a chunk whose order is the natural one is complete at once, in the next
-        bank, without a pass through the scheduler and without memory writes: both banks it
-        takes (order and inverse) answer a read of ``addr`` with ``addr`` until a scheduled
-        chunk is written there. The engine runs its first chunk so, while the scheduler
-        orders the second (``docs/engine.md``, "Orders").
+        ``natural`` (pulse, when ``avail`` < 2 and either no chunk is in progress or
+        ``abort`` is set): a chunk whose order is the natural one is complete at once, in
+        the next bank, without a pass through the scheduler and without memory writes: both
+        banks it takes (order and inverse) answer a read of ``addr`` with ``addr`` until a
+        scheduled chunk is written there, reads issued in the pulse's own cycle included.
+        The engine runs its first chunk so, while the scheduler orders the second, and
+        every chunk whose order is not complete when it could start (``docs/engine.md``,
+        "Orders").
+        ``abort`` (pulse, with ``natural``): drop the chunk in progress: the scheduler
+        restarts (its LFSR from the seed, its batches emptied), the units taken so far and
+        any order output this cycle are forgotten, no unit is accepted in that cycle. The
+        banks, ``avail`` and the orders already complete are kept.
         ``ord_rd[n]``: order memory reads, ``data`` = unit at position ``addr`` of the order
         in bank ``bank`` (chunk k is in bank k mod 2), or its key with ``key_width``; then
         ``natural`` is set when the bank holds a natural order (``data`` is ``addr``, not a
@@ -142,6 +148,7 @@ class OrderUnit(wiring.Component):
             "rbank": Out(1),
             "release": In(1),
             "natural": In(1),
+            "abort": In(1),
             "ord_rd": In(OrderReadSignature(1, uw, key_width or uw,
                                             natural=bool(key_width))).array(order_ports),
             "inv_rd": In(OrderReadSignature(self.inverse_bank_width, uw, uw)).array(inverse_ports),
@@ -157,7 +164,9 @@ class OrderUnit(wiring.Component):
         uw = self.unit_width
         depth = 1 << uw
         m = Module()
-        m.submodules.sched = sched = ClusterScheduler(self.scheduler_config())
+        # ``abort`` restarts the scheduler alone (a local reset; ``start`` resets all).
+        m.submodules.sched = sched = ResetInserter(self.abort)(
+            ClusterScheduler(self.scheduler_config()))
         kw = self.key_width
         m.submodules.order = order = memory.Memory(shape=kw or uw, depth=2 * depth, init=[])
         m.submodules.inverse = inverse = memory.Memory(
@@ -176,7 +185,8 @@ class OrderUnit(wiring.Component):
 
         # -- input: units, then dummies up to a whole batch ----------------------------------
         take = Signal()
-        m.d.comb += take.eq(~self.start & ((phase == FEED) | ((phase == IDLE) & (avail != 2))))
+        m.d.comb += take.eq(~self.start & ~self.abort
+                            & ((phase == FEED) | ((phase == IDLE) & (avail != 2))))
         pad = Signal()
         m.d.comb += pad.eq(phase == PAD)
         sp = sched.i.payload
@@ -210,7 +220,7 @@ class OrderUnit(wiring.Component):
         out = Signal()
         m.d.comb += [
             sched.o.ready.eq(gate_o),
-            out.eq(sched.o.valid & gate_o),
+            out.eq(sched.o.valid & gate_o & ~self.abort),
             unit.eq(so.token_id[:uw]),
             real.eq(~so.token_id[uw]),
             iwp.addr.eq(Cat(unit, ibank)),
@@ -242,8 +252,10 @@ class OrderUnit(wiring.Component):
         natural_ibank = Signal(self.inverse_banks)
         done = Signal()
         m.d.comb += done.eq(complete | self.natural)
-        with m.If(complete):
+        with m.If(complete | self.abort):
             m.d.sync += [opos.eq(0), phase.eq(IDLE)]
+        with m.If(self.abort):
+            m.d.sync += [fed.eq(0), obat.eq(0)]
         with m.If(done):
             m.d.sync += [wbank.eq(~wbank),
                          ibank.eq(Mux(ibank == self.inverse_banks - 1, 0, ibank + 1))]
@@ -258,7 +270,7 @@ class OrderUnit(wiring.Component):
         self.probes = probe_wires(m, {
             "probe_in_fire": self.i.valid & self.i.ready, "probe_in_unit": self.i.payload.unit,
             "probe_in_last": self.i.payload.last, "probe_out_fire": out & real,
-            "probe_out_unit": unit, "probe_out_done": complete})
+            "probe_out_unit": unit, "probe_out_done": complete, "probe_abort": self.abort})
 
         # -- banks in use -----------------------------------------------------------------
         rel = Signal()
@@ -270,14 +282,17 @@ class OrderUnit(wiring.Component):
 
         # -- read ports ---------------------------------------------------------------------
         # A natural bank answers with the address, registered like the memory's read data.
-        for kind, ports, mem, flags in (("ord", self.ord_rd, order, natural_bank),
-                                        ("inv", self.inv_rd, inverse, natural_ibank)):
+        for kind, ports, mem, flags, nbank in (
+                ("ord", self.ord_rd, order, natural_bank, wbank),
+                ("inv", self.inv_rd, inverse, natural_ibank, ibank)):
             for n, port in enumerate(ports):
                 # Keys: the last one is written in the cycle its order becomes available.
                 rp = mem.read_port(transparent_for=(ow,) if kw and kind == "ord" else ())
                 is_natural = Signal(name=f"{kind}{n}_natural")
                 addr_d = Signal(uw, name=f"{kind}{n}_addr_d")
-                m.d.sync += [is_natural.eq(flags.bit_select(port.bank, 1)),
+                # A read in the cycle of a ``natural`` pulse already sees its bank natural.
+                m.d.sync += [is_natural.eq(flags.bit_select(port.bank, 1)
+                                           | (self.natural & (port.bank == nbank))),
                              addr_d.eq(port.addr)]
                 m.d.comb += [rp.addr.eq(Cat(port.addr, port.bank)),
                              port.data.eq(Mux(is_natural, addr_d, rp.data))]

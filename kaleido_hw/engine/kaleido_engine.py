@@ -420,13 +420,9 @@ class KaleidoEngine(wiring.Component):
         issue_chunk = Signal()
         m.d.sync += go.eq(0)
         ord_ok = Signal()                     # the next chunk's orders are ready (or none needed)
-        first_wait = Signal()                 # scheduler: chunk 0 waits for its orders
-        m.d.comb += issue_chunk.eq((kick & ~run.schedule) | (first_wait & ord_ok)
-                                   | (waiting & ~go & all_done & ~chunk.last & ord_ok))
-        with m.If(kick):
-            m.d.sync += first_wait.eq(run.schedule)
-        with m.If(issue_chunk):
-            m.d.sync += first_wait.eq(0)
+        # A chunk never waits for its orders: chunk 0 and every chunk whose pre-pass is not
+        # done when it could start run in natural order (``_orders``).
+        m.d.comb += issue_chunk.eq(kick | (waiting & ~go & all_done & ~chunk.last))
         with m.If(issue_chunk):
             m.d.sync += [
                 go.eq(1), waiting.eq(1),
@@ -560,8 +556,8 @@ class KaleidoEngine(wiring.Component):
                              ac.stall.eq(ac.stall + seq.stalled)]
         m.d.comb += all_done.eq(Cat(*done_bits).all())
         if scheduler:
-            self._orders(m, run, kick, go, chunk, src_g, size, next_chan, issue_chunk, ord_ok,
-                         q_ou, k_ou, run_bank, bank_addr)
+            self._orders(m, run, accept, kick, go, chunk, src_g, size, next_chan, issue_chunk,
+                         ord_ok, q_ou, k_ou, run_bank, bank_addr)
 
         # -- end of the run: every array's final step, then the drain wave -----------------------
         all_fin = Cat(*fin_now).all() & ~Cat(*fin_seen).all()
@@ -587,12 +583,15 @@ class KaleidoEngine(wiring.Component):
         return m
 
 
-    def _orders(self, m, run, kick, go, chunk, src_g, size, next_chan, issue_chunk, ord_ok,
-                q_ou, k_ou, run_bank, bank_addr):
+    def _orders(self, m, run, accept, kick, go, chunk, src_g, size, next_chan, issue_chunk,
+                ord_ok, q_ou, k_ou, run_bank, bank_addr):
         """The scheduler's pre-pass (``docs/engine.md``, "Orders" and section "RTL").
 
-        Chunk 0 runs in natural order (both OrderUnits' ``natural`` pulse, one cycle after the
-        kick): its pre-pass could not hide behind any work. The chunk whose orders are
+        The OrderUnits restart at the run's accept. Chunk 0 runs in natural order (both
+        OrderUnits' ``natural`` pulse in the kick, the cycle it is issued): its pre-pass
+        could not hide behind any work. A later chunk whose orders are not complete when it
+        is issued falls back to natural order the same way (``natural`` with ``abort``: the
+        pre-pass in progress is dropped), so no chunk ever waits for the scheduler. The chunk whose orders are
         computed is the controller's next one, chunk k+1, latched in the cycle chunk k's
         ``go`` is visible (the controller already points past chunk k then). From the next
         cycle each ordered side (Q; Q and K with ``sched_sides = "qk"``) reads unit u's anchor
@@ -600,14 +599,14 @@ class KaleidoEngine(wiring.Component):
         cycle later the codes give the unit's pattern at the chunk's channels and the unit
         enters the side's OrderUnit. ``ord_ok``: the orders of the next chunk are complete
         (the one in use is released when the next chunk is issued)."""
+        fallback = Signal()
+        m.d.comb += fallback.eq(run.schedule & issue_chunk & ~kick & ~ord_ok)
         geo = self.geo
         t = geo.tile
         D, W = t.max_dim, geo.chunk_width
         m.d.comb += [q_ou.inv_rd[0].bank.eq(0), q_ou.inv_rd[0].addr.eq(0)]
 
         pre = Signal(chunk_layout(geo))
-        kick_d = Signal()
-        m.d.sync += kick_d.eq(kick)
         latch = Signal()
         pre_start = Signal()
         m.d.comb += [latch.eq(run.schedule & go & ~chunk.last),
@@ -646,6 +645,9 @@ class KaleidoEngine(wiring.Component):
         with m.If(adv):
             m.d.sync += [s_valid.eq(feeding & ~pre_start), s_last.eq(last), s_unit.eq(u),
                          s_key.tok.eq(anchor), s_key.hasf.eq(hasf)]
+        # A fallback drops the pre-pass: nothing of it may reach the restarted OrderUnits.
+        with m.If(fallback):
+            m.d.sync += [feeding.eq(0), s_valid.eq(0)]
 
         chans = list(pre.chan)            # chunk channel j of the pre-pass chunk
 
@@ -665,7 +667,7 @@ class KaleidoEngine(wiring.Component):
                 m.d.sync += taken.eq(0)
             with m.Elif(fire):
                 m.d.sync += taken.eq(1)
-            with m.If(pre_start):
+            with m.If(pre_start | fallback):
                 m.d.sync += taken.eq(0)
             has.append(taken | fire)
             # Codes over all D channels, then the pattern bits picked at the chunk's channels:
@@ -679,8 +681,9 @@ class KaleidoEngine(wiring.Component):
             hn = Signal(D, name=f"{side}_pre_hn")          # HALF or NONE per channel
             m.d.comb += hn.eq(cu.code_lo ^ cu.code_hi)
             m.d.comb += [
-                ou.start.eq(kick),
-                ou.natural.eq(run.schedule & kick_d),
+                ou.start.eq(accept),
+                ou.natural.eq(run.schedule & kick | fallback),
+                ou.abort.eq(fallback),
                 ou.i.valid.eq(s_valid & ~taken & gate),
                 ou.i.payload.unit.eq(s_unit),
                 ou.i.payload.key.eq(s_key),
@@ -688,13 +691,12 @@ class KaleidoEngine(wiring.Component):
                 ou.i.payload.pattern.eq(Cat(*[hn.bit_select(chans[j], 1) & (pre.size > j)
                                               for j in range(W)])),
             ]
-            # One order is in use from chunk 0's issue on; it is released at the next issue.
+            # One order is in use from chunk 0's issue (the kick) on; it is released at the
+            # next issue.
             held = Signal(name=f"{side}_order_held")
-            with m.If(kick):
-                m.d.sync += held.eq(0)
-            with m.Elif(issue_chunk):
+            with m.If(issue_chunk):
                 m.d.sync += held.eq(1)
-            m.d.comb += ou.release.eq(issue_chunk & held)
+            m.d.comb += ou.release.eq(issue_chunk & held & ~kick)
             ready.append(ou.avail > held)
         m.d.comb += [ord_ok.eq(~run.schedule | Cat(*ready).all()),
                      adv.eq(~s_valid | Cat(*has).all())]

@@ -372,3 +372,98 @@ def test_natural_chunks_take_a_bank_without_the_scheduler():
     sim.add_testbench(bench)
     sim.run()
     assert got == [identity, want_a, identity, want_b]
+
+
+def test_abort_drops_the_chunk_in_progress_for_a_natural_one():
+    """The engine's fallback (``docs/engine.md``, "Orders"): while chunk A's order is in use
+    and chunk B is half scheduled (one batch already written), one cycle carries ``abort``,
+    ``natural`` and ``release`` (A): no unit is taken in that cycle, B's bank (order and
+    inverse) answers as natural even to reads issued in that very cycle, ``avail`` stays 1,
+    and the next chunk C is scheduled with the LFSR from the seed (the scheduler restarted)
+    into the following banks. Sequence: natural, A, natural (B dropped), C, with 3 inverse
+    banks."""
+    cfg = SMALL
+    E = cfg.sched_entries
+    rng = random.Random(8)
+    W, U = cfg.sched_pattern_width, 29
+    chunk_a, chunk_b, chunk_c = ([rng.getrandbits(W) for _ in range(U)] for _ in range(3))
+    want_a, want_c = golden_orders(cfg, [[chunk_a], [chunk_c]])
+    identity = (list(range(U)), list(range(U)))
+    dut = OrderUnit(cfg, order_ports=1, inverse_ports=1, inverse_banks=3)
+    got, same_cycle = [], []
+
+    async def bench(ctx):
+        async def pulse(*signals):
+            for s in signals:
+                ctx.set(s, 1)
+            await ctx.tick()
+            for s in signals:
+                ctx.set(s, 0)
+
+        async def wait_avail(n):
+            for _ in range(10_000):
+                if ctx.get(dut.avail) == n:
+                    return
+                await ctx.tick()
+            raise AssertionError(f"avail never reached {n}")
+
+        async def read(bank, ibank, release=True):
+            order, inv = [], []
+            for a in range(U):
+                ctx.set(dut.ord_rd[0].bank, bank)
+                ctx.set(dut.ord_rd[0].addr, a)
+                ctx.set(dut.inv_rd[0].bank, ibank)
+                ctx.set(dut.inv_rd[0].addr, a)
+                await ctx.tick()
+                order.append(ctx.get(dut.ord_rd[0].data))
+                inv.append(ctx.get(dut.inv_rd[0].data))
+            got.append((order, inv))
+            if release:
+                await pulse(dut.release)
+
+        async def feed(pats, count=None):
+            for u, p in enumerate(pats[:count]):
+                ctx.set(dut.i.valid, 1)
+                ctx.set(dut.i.payload.unit, u)
+                ctx.set(dut.i.payload.pattern, p)
+                ctx.set(dut.i.payload.last, u == len(pats) - 1)
+                await ctx.tick().until(dut.i.ready)
+            ctx.set(dut.i.valid, 0)
+
+        await pulse(dut.start)
+        await pulse(dut.natural)                   # chunk 0: bank 0, inverse bank 0
+        await feed(chunk_a)                        # bank 1, inverse bank 1
+        await wait_avail(2)
+        await read(0, 0)                           # natural
+        await read(1, 1, release=False)            # A, in use
+        await feed(chunk_b, E + 3)                 # B: bank 0, inverse bank 2
+        await ctx.tick().repeat(2 * E + 8)         # its first batch is written
+        assert ctx.get(dut.avail) == 1
+        # The fallback cycle: a unit offered is not taken; reads of B's banks already natural.
+        ctx.set(dut.i.valid, 1)
+        ctx.set(dut.i.payload.unit, E + 3)
+        ctx.set(dut.ord_rd[0].bank, 0)
+        ctx.set(dut.ord_rd[0].addr, 5)
+        ctx.set(dut.inv_rd[0].bank, 2)
+        ctx.set(dut.inv_rd[0].addr, 7)
+        for s in (dut.abort, dut.natural, dut.release):
+            ctx.set(s, 1)
+        _, _, ready = await ctx.tick().sample(dut.i.ready)
+        assert not ready
+        same_cycle.append((ctx.get(dut.ord_rd[0].data), ctx.get(dut.inv_rd[0].data)))
+        for s in (dut.abort, dut.natural, dut.release, dut.i.valid):
+            ctx.set(s, 0)
+        assert ctx.get(dut.avail) == 1 and ctx.get(dut.rbank) == 0
+        await ctx.tick().repeat(4 * E)             # nothing of B may complete late
+        assert ctx.get(dut.avail) == 1
+        await feed(chunk_c)                        # bank 1, inverse bank 0
+        await wait_avail(2)
+        await read(0, 2)                           # B, natural
+        await read(1, 0)                           # C
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert same_cycle == [(5, 7)]
+    assert got == [identity, want_a, identity, want_c]

@@ -12,8 +12,8 @@
 
 from __future__ import annotations
 
+import itertools
 import zlib
-
 from dataclasses import replace
 
 import numpy as np
@@ -90,10 +90,18 @@ def reference_counters(q, k, grid, groups, p: EngineParams, variant, timing=Engi
     skipped = np.zeros((P, 4), np.int64)
     end = timing.load_base - timing.barrier
     pre_start = timing.load_base
-    for c_index, (ch, order) in enumerate(zip(chunks(groups, p.width),
-                                              orders((mq, mk), grid, groups, p, sched))):
+    natural = set()
+    for c_index, ch in enumerate(chunks(groups, p.width)):
         anchors, followers = units(grid, ch.direction)
         U, n = anchors.size, ch.channels.size
+        # A chunk whose pre-pass (started with the previous chunk) is not done when the
+        # previous chunk's barrier ends runs in natural order; no chunk waits.
+        pre = (-(-U // p.entries) + 2) * p.entries + timing.pre_base
+        if sched and c_index > 0 and pre_start + pre > end + timing.barrier:
+            natural.add(c_index)
+        order = orders((mq, mk), grid, groups, p, sched, natural)[c_index]
+        if c_index == 0 or c_index in natural:
+            assert (order.q == np.arange(U)).all() and (order.k == np.arange(U)).all()
 
         def codes_of(m, u):
             f = followers[u]
@@ -153,21 +161,14 @@ def reference_counters(q, k, grid, groups, p: EngineParams, variant, timing=Engi
             for i, s in enumerate(steps):
                 t += s if i == len(steps) - 1 else max(s, gap)
             T[a] = t if steps else 0
-        # Chunk 0 runs in natural order; every later chunk waits for its pre-pass.
-        if not sched:
-            pre = 0
-        elif c_index == 0:
-            pre = timing.natural
-            assert (order.q == np.arange(U)).all() and (order.k == np.arange(U)).all()
-        else:
-            pre = (-(-U // p.entries) + 2) * p.entries + timing.pre_base
-        start = max(end + timing.barrier, pre_start + pre)
+        start = end + timing.barrier
         end = start + T.max()
         pre_start = start
     cycles = end + 1 + timing.tail_base + R + C
     idle = cycles - issued.sum(axis=1) - cnt["bubbles"]
     return dict(cycles=cycles, busy=cnt["busy"], issued=issued, skipped=skipped,
-                merged=cnt["merged"], bubbles=cnt["bubbles"], quads=cnt["quads"], idle=idle)
+                merged=cnt["merged"], bubbles=cnt["bubbles"], quads=cnt["quads"], idle=idle,
+                fallbacks=tuple(sorted(natural)))
 
 
 def _assert_equal(c, ref):
@@ -179,6 +180,7 @@ def _assert_equal(c, ref):
     np.testing.assert_array_equal(c.bubbles, ref["bubbles"])
     np.testing.assert_array_equal(c.quads, ref["quads"])
     np.testing.assert_array_equal(c.idle, ref["idle"])
+    assert tuple(c.fallbacks) == ref["fallbacks"]
 
 
 # -- tests ------------------------------------------------------------------------------------
@@ -192,6 +194,26 @@ def test_counters_equal_per_quad_walk(name):
             p = _params(name, rows, cols, arrays, ("q", "qk")[(i + j) % 2])
             c = engine_counters(q, k, grid, groups, p, variant)
             _assert_equal(c, reference_counters(q, k, grid, groups, p, variant))
+
+
+def test_fallbacks_equal_per_quad_walk():
+    """Batches of E = 16 .. 64 units make pre-passes of 55 .. 199 cycles against chunks of
+    a few dozen to a few hundred: some chunks fall back to natural order, some are
+    scheduled (the LFSR from the seed after each fallback). The vectorized model equals the
+    per-quad walk, fallbacks included, on every workload and P."""
+    seen = set()
+    for entries, name in itertools.product((16, 32, 64), WORKLOADS):
+        grid, groups, q, k = _workload(name)
+        for i, variant in enumerate(("pe-sh", "full")):
+            for j, arrays in enumerate((1, 2, 4, 3)):
+                rows, cols = SHAPES[(i + j) % len(SHAPES)]
+                p = replace(_params(name, rows, cols, arrays, ("q", "qk")[(i + j) % 2]),
+                            entries=entries)
+                c = engine_counters(q, k, grid, groups, p, variant)
+                _assert_equal(c, reference_counters(q, k, grid, groups, p, variant))
+                seen.add(bool(c.fallbacks) + (len(c.fallbacks) == c.chunks - 1))
+    # Runs without fallbacks, with every chunk after the first fallen back, and mixed.
+    assert seen == {0, 1, 2}, seen
 
 
 @pytest.mark.parametrize("name", WORKLOADS)
@@ -357,21 +379,31 @@ def test_engine_report_bad_input(args, text, capsys):
 
 def test_scheduled_variants_never_slower_than_dense_on_tiny_heads():
     """The tiny heads are where a pre-pass that is not hidden would cost most: on every
-    preset, chunk 0 (natural order) starts at once and each later pre-pass overlaps the
-    chunk before it, so pe-sh and full take no more cycles than dense (``make report``'s
-    ``engine-report --only grids`` runs the same check up to 8x16x16)."""
+    preset, chunk 0 (natural order) starts at once, and every later chunk whose pre-pass
+    outlasts the chunk before it runs in natural order instead of waiting (a fallback), so
+    pe-sh and full take no more cycles than dense (``make report``'s ``engine-report --only
+    grids`` runs the same check up to 8x16x16). On the smaller heads every chunk after the
+    first falls back, at 2x4x4 some do (a pre-pass of 199 cycles against chunks of 130-230),
+    from 2x4x8 on none."""
     from golden.numerics import PRESETS
     from kaleido_hw.reports.engine_report import slower_than_dense
     p = EngineParams()
     for preset in sorted(PRESETS):
-        for grid in ("2x4x4", "2x4x8"):
+        for grid in ("1x1x2", "1x2x2", "2x3x2", "2x4x4", "2x4x8"):
             q, k, _ = make_qkv(preset, grid, seed=0)
             groups = ChannelGroups.from_preset(preset)
             dense = engine_counters(q, k, grid, groups, p, "dense").cycles
-            for variant in ("pe-sh", "full"):
+            pe = {v: engine_counters(q, k, grid, groups, p, v).cycles for v in ("pe", "pe-m")}
+            for variant, base in (("pe-sh", "pe"), ("full", "pe-m")):
                 c = engine_counters(q, k, grid, groups, p, variant)
                 assert c.cycles <= dense, (preset, grid, variant, c.cycles, dense)
-                assert c.chunk_start[0] == EngineTiming().load_base + EngineTiming().natural
+                assert c.chunk_start[0] == EngineTiming().load_base
+                tiny = grid in ("1x1x2", "1x2x2", "2x3x2")
+                if tiny:             # every chunk in natural order: exactly pe / pe-m
+                    assert c.fallbacks == tuple(range(1, c.chunks)), (preset, grid, variant)
+                    assert c.cycles == pe[base], (preset, grid, variant)
+                elif grid == "2x4x8":        # every pre-pass hidden
+                    assert c.fallbacks == (), (preset, grid, variant)
     rows = [{"variant": "dense", "cycles": 10, "dense_cycles": 10},
             {"variant": "full", "cycles": 11, "dense_cycles": 10}]
     assert slower_than_dense(rows) == rows[1:]

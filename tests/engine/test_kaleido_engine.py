@@ -21,7 +21,7 @@ from host_harness import configure_and_start, wait_done, write_operand
 from golden.array.schedule import units
 from golden.engine.model import EngineParams, chunks, engine_counters, plain_walk
 from golden.engine.trace import (OrderTrace, SlotTrace, check_counters, check_trace, decode_block,
-                                 decode_sel, expected_trace)
+                                 decode_sel, expected_trace, observed_fallbacks)
 from golden.numerics import ChannelGroups, VideoGrid, attention_scores
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, engine_run_layout, max_chunks,
@@ -54,6 +54,8 @@ def dispatch_monitor(cfg, orders: dict, slots: dict):
             p = ou.probes
 
             def rec_order(v, tr=tr):
+                if v["probe_abort"]:
+                    tr.abort()
                 if v["probe_in_fire"]:
                     tr.unit_in(v["probe_in_unit"], v["probe_in_last"], v["cycle"])
                 if v["probe_out_fire"] or v["probe_out_done"]:
@@ -88,12 +90,14 @@ def dispatch_monitor(cfg, orders: dict, slots: dict):
     return make
 
 
-def model_counters(cfg, q, k, grid, groups, variant):
+def model_counters(cfg, q, k, grid, groups, variant, natural=None):
     """``engine_counters`` as the RTL's counter names (``cycles``, ``chunks``, ``a<k>__<c>``);
-    a plain build walks its groups along x (``plain_walk``)."""
+    a plain build walks its groups along x (``plain_walk``). ``natural``: the run's observed
+    fallbacks (stall injection), else the model's."""
     if cfg.engine_pe == "plain":
         groups = plain_walk(groups)
-    c = engine_counters(q, k, grid, groups, EngineParams.from_config(cfg), variant)
+    c = engine_counters(q, k, grid, groups, EngineParams.from_config(cfg), variant,
+                        natural=natural)
     return counters_from_model(c, cfg.engine_arrays)
 
 
@@ -222,6 +226,35 @@ def test_dispatcher_wider_chunks(variant, sides):
     want = model_counters(cfg, q, k, grid, groups, variant)
     assert out["counters"] == want
     assert want["a0__merged"] > 0 and want["a1__merged"] > 0
+
+
+@pytest.mark.parametrize("variant,sides,seed", [
+    ("full", "qk", 0), ("pe-sh", "q", 0),
+    pytest.param("full", "qk", 0x4321, marks=pytest.mark.full_set)])
+def test_chunks_fall_back_to_natural_order(variant, sides, seed):
+    """A tiny head on P = 2 arrays of 2 x 2 with scheduler batches of 32 units: a pre-pass
+    ((1 + 2) * 32 + 7 = 103 cycles) outlasts the chunks before chunks 1 and 3, which run in
+    natural order at once (the OrderUnits' ``abort`` and ``natural``), while chunk 2 (after
+    the longest chunk) is scheduled, its LFSR from the seed. S bit-exact, every counter
+    equal to the cycle model (no chunk waits for its orders), the dropped pre-passes and
+    every order equal to the model's. With stall injection the fallbacks follow the run's
+    timing: the model takes them from the run and the work counters must still agree."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
+                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=32, sched_sides=sides, engine_stall_seed=seed)
+    grid, groups = VideoGrid(2, 3, 2), ChannelGroups.from_sizes(3, 5, 4, directions=(2, 1, 0))
+    q, k = smooth(grid, 12, np.random.default_rng(2))
+    model = engine_counters(q, k, grid, groups, EngineParams.from_config(cfg), variant)
+    assert model.fallbacks == (1, 3)
+    # Each chunk costs what it costs in natural order or less: never more than pe(-m).
+    base = engine_counters(q, k, grid, groups, EngineParams.from_config(cfg),
+                           "pe-m" if variant == "full" else "pe")
+    assert model.cycles <= base.cycles
+    got, want, summary = check_dispatch_run(cfg, q, k, grid, groups, variant,
+                                            f"{variant} {sides} seed={seed:#x}")
+    if not seed:
+        assert summary["fallbacks"] == 2
+        assert summary["orders"] == len(cfg.ordered_sides)
 
 
 def test_engine_with_idle_arrays_and_empty_group():
@@ -370,10 +403,15 @@ def check_dispatch_run(cfg, q, k, grid, groups, variant, label):
     # Cycles lost between a chunk's pre-pass handshakes (0 unless injected stalls block them).
     gaps = sum(c[-1] - c[0] + 1 - len(c) for tr in out["orders"].values()
                for c in tr.input_cycles if c)
+    # Under stall injection the chunks that fall back follow the run's own timing.
+    natural = observed_fallbacks(out["orders"]) if cfg.engine_stall_seed else None
+    if natural is not None:
+        want = model_counters(cfg, q, k, grid, groups, variant, natural)
     check_counters(got, want, cfg.engine_arrays, bool(cfg.engine_stall_seed), label)
     got["gaps"] = gaps
     summary = check_trace(expected_trace(q, k, grid, groups, EngineParams.from_config(cfg),
-                                         variant), out["orders"], out["slots"], label)
+                                         variant, natural=natural),
+                          out["orders"], out["slots"], label)
     return got, want, summary
 
 
@@ -408,9 +446,11 @@ def test_dispatch_invariants_under_stalls(arrays, variant, seed, sides):
     got, want, summary = check_dispatch_run(cfg, q, k, grid, groups, variant,
                                             f"P={arrays} {variant} seed={seed:#x}")
     sched, match = variant in ("pe-sh", "full"), variant in ("pe-m", "full")
-    # Every chunk but the first (natural order) passes through the ordered sides' schedulers.
+    # Every chunk but the first (natural order) and the fallbacks passes through the ordered
+    # sides' schedulers.
     sides = len(cfg.ordered_sides)
-    assert summary["orders"] == (sides * (want["chunks"] - 1) if sched else 0)
+    assert summary["orders"] == (sides * (want["chunks"] - 1 - summary["fallbacks"]) if sched
+                                 else 0)
     assert (summary["slots"] > 0) == match
     stalls = sum(got[f"a{a}__stall"] for a in range(arrays))
     # Without injection the pre-pass feeds one unit per cycle; with it, the injection must

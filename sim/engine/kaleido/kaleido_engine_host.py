@@ -25,10 +25,11 @@ __all__ = ["KaleidoEngineHost", "DispatchMonitor", "counter_names", "model_count
 
 
 def model_counters(config: KaleidoConfig, q, k, grid, groups, variant: str,
-                   full_bits: int = 5, half_bits: int = 3) -> dict:
-    """``golden.engine.model.engine_counters`` under the RTL's counter names."""
+                   full_bits: int = 5, half_bits: int = 3, natural=None) -> dict:
+    """``golden.engine.model.engine_counters`` under the RTL's counter names (``natural``:
+    the run's observed fallbacks under stall injection, else the model's)."""
     c = engine_counters(q, k, grid, groups, EngineParams.from_config(config), variant,
-                        full_bits, half_bits)
+                        full_bits, half_bits, natural=natural)
     return counters_from_model(c, config.engine_arrays)
 
 
@@ -86,6 +87,8 @@ class DispatchMonitor:
             await RisingEdge(self.dut.clk)
             for side, ou in self._ou.items():
                 tr = self.orders[side]
+                if int(ou.probe_abort.value):
+                    tr.abort()
                 if int(ou.probe_in_fire.value):
                     tr.unit_in(int(ou.probe_in_unit.value), bool(int(ou.probe_in_last.value)))
                 fire, done = int(ou.probe_out_fire.value), int(ou.probe_out_done.value)
