@@ -591,13 +591,13 @@ class KaleidoEngine(wiring.Component):
         OrderUnits' ``natural`` pulse in the kick, the cycle it is issued): its pre-pass
         could not hide behind any work. A later chunk whose orders are not complete when it
         is issued falls back to natural order the same way (``natural`` with ``abort``: the
-        pre-pass in progress is dropped), so no chunk ever waits for the scheduler. The chunk whose orders are
-        computed is the controller's next one, chunk k+1, latched in the cycle chunk k's
-        ``go`` is visible (the controller already points past chunk k then). From the next
-        cycle each ordered side (Q; Q and K with ``sched_sides = "qk"``) reads unit u's anchor
-        and follower through two extra read ports of memory copy 0, one unit per cycle; one
-        cycle later the codes give the unit's pattern at the chunk's channels and the unit
-        enters the side's OrderUnit. ``ord_ok``: the orders of the next chunk are complete
+        pre-pass in progress is dropped), so no chunk ever waits for the scheduler. The
+        chunk whose orders are computed is the controller's next one, chunk k+1, latched in
+        the cycle chunk k's ``go`` is visible (the controller already points past chunk k
+        then). From the next cycle each ordered side (Q; Q and K with ``sched_sides =
+        "qk"``) reads unit u's anchor and follower through two extra read ports of memory
+        copy 0, one unit per cycle; one cycle later the codes give the unit's pattern at the
+        chunk's channels and the unit enters the side's OrderUnit. ``ord_ok``: the orders of the next chunk are complete
         (the one in use is released when the next chunk is issued)."""
         fallback = Signal()
         m.d.comb += fallback.eq(run.schedule & issue_chunk & ~kick & ~ord_ok)

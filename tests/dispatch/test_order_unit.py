@@ -300,6 +300,61 @@ def test_start_drops_a_chunk_in_progress():
     assert r.got == golden_orders(cfg, runs)
 
 
+class _Port:
+    """Testbench steps on a one-port OrderUnit (``dut``) within a simulation (``ctx``)."""
+
+    def __init__(self, ctx, dut):
+        self.ctx, self.dut = ctx, dut
+
+    async def pulse(self, *signals):
+        for s in signals:
+            self.ctx.set(s, 1)
+        await self.ctx.tick()
+        for s in signals:
+            self.ctx.set(s, 0)
+
+    async def wait_avail(self, n):
+        for _ in range(10_000):
+            if self.ctx.get(self.dut.avail) == n:
+                return
+            await self.ctx.tick()
+        raise AssertionError(f"avail never reached {n}")
+
+    async def read(self, units, bank, ibank, release=True):
+        """Order and inverse of ``units`` positions of ``bank`` / ``ibank``; then release."""
+        ctx, dut = self.ctx, self.dut
+        order, inv = [], []
+        for a in range(units):
+            ctx.set(dut.ord_rd[0].bank, bank)
+            ctx.set(dut.ord_rd[0].addr, a)
+            ctx.set(dut.inv_rd[0].bank, ibank)
+            ctx.set(dut.inv_rd[0].addr, a)
+            await ctx.tick()
+            order.append(ctx.get(dut.ord_rd[0].data))
+            inv.append(ctx.get(dut.inv_rd[0].data))
+        if release:
+            await self.pulse(dut.release)
+        return order, inv
+
+    async def feed(self, pats, count=None):
+        """The chunk's units (the first ``count`` of them), one per accepted handshake."""
+        ctx, dut = self.ctx, self.dut
+        for u, p in enumerate(pats[:count]):
+            ctx.set(dut.i.valid, 1)
+            ctx.set(dut.i.payload.unit, u)
+            ctx.set(dut.i.payload.pattern, p)
+            ctx.set(dut.i.payload.last, u == len(pats) - 1)
+            await ctx.tick().until(dut.i.ready)
+        ctx.set(dut.i.valid, 0)
+
+
+def _simulate(dut, bench):
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
 def test_natural_chunks_take_a_bank_without_the_scheduler():
     """``natural`` completes a chunk at once in the next bank (order and inverse answer a read
     of ``addr`` with ``addr``); a scheduled chunk written there later answers with its own
@@ -317,60 +372,21 @@ def test_natural_chunks_take_a_bank_without_the_scheduler():
     got = []
 
     async def bench(ctx):
-        async def wait_avail(n):
-            for _ in range(10_000):
-                if ctx.get(dut.avail) == n:
-                    return
-                await ctx.tick()
-            raise AssertionError(f"avail never reached {n}")
-
-        async def read(bank, ibank):
-            order, inv = [], []
-            for a in range(U):
-                ctx.set(dut.ord_rd[0].bank, bank)
-                ctx.set(dut.ord_rd[0].addr, a)
-                ctx.set(dut.inv_rd[0].bank, ibank)
-                ctx.set(dut.inv_rd[0].addr, a)
-                await ctx.tick()
-                order.append(ctx.get(dut.ord_rd[0].data))
-                inv.append(ctx.get(dut.inv_rd[0].data))
-            got.append((order, inv))
-            ctx.set(dut.release, 1)
-            await ctx.tick()
-            ctx.set(dut.release, 0)
-
-        async def feed(pats):
-            for u, p in enumerate(pats):
-                ctx.set(dut.i.valid, 1)
-                ctx.set(dut.i.payload.unit, u)
-                ctx.set(dut.i.payload.pattern, p)
-                ctx.set(dut.i.payload.last, u == len(pats) - 1)
-                await ctx.tick().until(dut.i.ready)
-            ctx.set(dut.i.valid, 0)
-
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
-        ctx.set(dut.natural, 1)
-        await ctx.tick()
-        ctx.set(dut.natural, 0)
+        t = _Port(ctx, dut)
+        await t.pulse(dut.start)
+        await t.pulse(dut.natural)
         assert ctx.get(dut.avail) == 1 and ctx.get(dut.rbank) == 0
-        await feed(chunk_a)                        # into bank 1, inverse bank 1
-        await wait_avail(2)
-        await read(0, 0)                           # natural
-        ctx.set(dut.natural, 1)                    # bank 0, inverse bank 2
-        await ctx.tick()
-        ctx.set(dut.natural, 0)
-        await read(1, 1)                           # chunk A
-        await feed(chunk_b)                        # bank 1 again, inverse bank 0
-        await wait_avail(2)
-        await read(0, 2)                           # natural
-        await read(1, 0)                           # chunk B (inverse bank 0 was natural)
+        await t.feed(chunk_a)                      # into bank 1, inverse bank 1
+        await t.wait_avail(2)
+        got.append(await t.read(U, 0, 0))          # natural
+        await t.pulse(dut.natural)                 # bank 0, inverse bank 2
+        got.append(await t.read(U, 1, 1))          # chunk A
+        await t.feed(chunk_b)                      # bank 1 again, inverse bank 0
+        await t.wait_avail(2)
+        got.append(await t.read(U, 0, 2))          # natural
+        got.append(await t.read(U, 1, 0))          # chunk B (inverse bank 0 was natural)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    _simulate(dut, bench)
     assert got == [identity, want_a, identity, want_b]
 
 
@@ -393,50 +409,14 @@ def test_abort_drops_the_chunk_in_progress_for_a_natural_one():
     got, same_cycle = [], []
 
     async def bench(ctx):
-        async def pulse(*signals):
-            for s in signals:
-                ctx.set(s, 1)
-            await ctx.tick()
-            for s in signals:
-                ctx.set(s, 0)
-
-        async def wait_avail(n):
-            for _ in range(10_000):
-                if ctx.get(dut.avail) == n:
-                    return
-                await ctx.tick()
-            raise AssertionError(f"avail never reached {n}")
-
-        async def read(bank, ibank, release=True):
-            order, inv = [], []
-            for a in range(U):
-                ctx.set(dut.ord_rd[0].bank, bank)
-                ctx.set(dut.ord_rd[0].addr, a)
-                ctx.set(dut.inv_rd[0].bank, ibank)
-                ctx.set(dut.inv_rd[0].addr, a)
-                await ctx.tick()
-                order.append(ctx.get(dut.ord_rd[0].data))
-                inv.append(ctx.get(dut.inv_rd[0].data))
-            got.append((order, inv))
-            if release:
-                await pulse(dut.release)
-
-        async def feed(pats, count=None):
-            for u, p in enumerate(pats[:count]):
-                ctx.set(dut.i.valid, 1)
-                ctx.set(dut.i.payload.unit, u)
-                ctx.set(dut.i.payload.pattern, p)
-                ctx.set(dut.i.payload.last, u == len(pats) - 1)
-                await ctx.tick().until(dut.i.ready)
-            ctx.set(dut.i.valid, 0)
-
-        await pulse(dut.start)
-        await pulse(dut.natural)                   # chunk 0: bank 0, inverse bank 0
-        await feed(chunk_a)                        # bank 1, inverse bank 1
-        await wait_avail(2)
-        await read(0, 0)                           # natural
-        await read(1, 1, release=False)            # A, in use
-        await feed(chunk_b, E + 3)                 # B: bank 0, inverse bank 2
+        t = _Port(ctx, dut)
+        await t.pulse(dut.start)
+        await t.pulse(dut.natural)                 # chunk 0: bank 0, inverse bank 0
+        await t.feed(chunk_a)                      # bank 1, inverse bank 1
+        await t.wait_avail(2)
+        got.append(await t.read(U, 0, 0))          # natural
+        got.append(await t.read(U, 1, 1, release=False))   # A, in use
+        await t.feed(chunk_b, E + 3)               # B: bank 0, inverse bank 2
         await ctx.tick().repeat(2 * E + 8)         # its first batch is written
         assert ctx.get(dut.avail) == 1
         # The fallback cycle: a unit offered is not taken; reads of B's banks already natural.
@@ -456,14 +436,11 @@ def test_abort_drops_the_chunk_in_progress_for_a_natural_one():
         assert ctx.get(dut.avail) == 1 and ctx.get(dut.rbank) == 0
         await ctx.tick().repeat(4 * E)             # nothing of B may complete late
         assert ctx.get(dut.avail) == 1
-        await feed(chunk_c)                        # bank 1, inverse bank 0
-        await wait_avail(2)
-        await read(0, 2)                           # B, natural
-        await read(1, 0)                           # C
+        await t.feed(chunk_c)                      # bank 1, inverse bank 0
+        await t.wait_avail(2)
+        got.append(await t.read(U, 0, 2))          # B, natural
+        got.append(await t.read(U, 1, 0))          # C
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
+    _simulate(dut, bench)
     assert same_cycle == [(5, 7)]
     assert got == [identity, want_a, identity, want_c]
