@@ -120,11 +120,13 @@ class OrderTrace:
     """Observed OrderUnit traffic of one side: ``inputs`` / ``outputs`` per completed chunk
     (units in handshake order), ``input_cycles`` (per chunk, the cycle of each input
     handshake, when the recorder gives it), ``ends`` (per pre-pass, in run order: "order"
-    when it completed, "abort" when the engine dropped it) and the chunk being collected."""
+    when it completed, "abort" when the engine dropped it), ``replaced`` (aborts that found
+    the dropped chunk's order already complete) and the chunk being collected."""
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
     input_cycles: list = field(default_factory=list)
     ends: list = field(default_factory=list)
+    replaced: int = 0
     _in: list = field(default_factory=list)
     _out: list = field(default_factory=list)
     _in_cycles: list = field(default_factory=list)
@@ -148,8 +150,13 @@ class OrderTrace:
             self._out = []
             self.ends.append("order")
 
-    def abort(self):
-        """The OrderUnit dropped the chunk in progress (the engine ran it in natural order)."""
+    def abort(self, replaced: bool = False):
+        """The OrderUnit dropped the newest chunk (the engine ran it in natural order):
+        still in progress, or, ``replaced``, with its order already complete."""
+        if replaced:                                     # its order is no order of the run
+            self.outputs.pop()
+            self.ends.pop()
+            self.replaced += 1
         if len(self.inputs) > len(self.outputs):        # every unit was in already
             self.inputs.pop()
             self.input_cycles.pop()
@@ -232,8 +239,10 @@ def check_slots(codes, slots, label: str = ""):
 def check_trace(expected: ExpectedTrace, orders: dict, slots: dict, label: str = ""):
     """Every invariant on an observed run: ``orders`` = {"q": OrderTrace, "k": ...} (with the
     scheduler) and ``slots`` = {array: SlotTrace} (with the matcher). Returns a summary
-    (chunks ordered, chunks fallen back, blocks and slots checked)."""
-    summary = {"orders": 0, "blocks": 0, "slots": 0, "fallbacks": len(expected.fallbacks)}
+    (chunks ordered, chunks fallen back, fallbacks that replaced a complete order, blocks
+    and slots checked)."""
+    summary = {"orders": 0, "blocks": 0, "slots": 0, "fallbacks": len(expected.fallbacks),
+               "replaced": sum(tr.replaced for tr in orders.values())}
     for side, tr in orders.items():
         assert tr.fallbacks == tuple(expected.fallbacks), (
             f"{label}: {side} side: chunks {tr.fallbacks} fell back to natural order, "

@@ -96,10 +96,13 @@ class OrderUnit(wiring.Component):
         The engine runs its first chunk so, while the scheduler orders the second, and
         every chunk whose order is not complete when it could start (``docs/engine.md``,
         "Orders").
-        ``abort`` (pulse, with ``natural``): drop the chunk in progress: the scheduler
-        restarts (its LFSR from the seed, its batches emptied), the units taken so far and
-        any order output this cycle are forgotten, no unit is accepted in that cycle. The
-        banks, ``avail`` and the orders already complete are kept.
+        ``abort`` (pulse, with ``natural``): drop the newest chunk: the scheduler restarts
+        (its LFSR from the seed, its batches emptied), the units taken so far and any order
+        output this cycle are forgotten, no unit is accepted in that cycle. If that chunk's
+        order is already complete (``avail`` still counts it after this cycle's ``release``:
+        with two ordered sides, the engine falls back when the other side's order is late)
+        the natural chunk replaces it in its banks; otherwise it takes the next banks. The
+        older orders and their banks are kept.
         ``ord_rd[n]``: order memory reads, ``data`` = unit at position ``addr`` of the order
         in bank ``bank`` (chunk k is in bank k mod 2), or its key with ``key_width``; then
         ``natural`` is set when the bank holds a natural order (``data`` is ``addr``, not a
@@ -256,26 +259,40 @@ class OrderUnit(wiring.Component):
             m.d.sync += [opos.eq(0), phase.eq(IDLE)]
         with m.If(self.abort):
             m.d.sync += [fed.eq(0), obat.eq(0)]
-        with m.If(done):
+        # The banks a completing chunk takes: the next ones; but an ``abort`` that finds the
+        # dropped chunk's order already complete (not released by this cycle's ``release``:
+        # the other side of the engine was late) puts the natural chunk into that order's
+        # banks instead, which it replaces.
+        rel = Signal()
+        m.d.comb += rel.eq(self.release & (avail != 0))
+        replace = Signal()
+        m.d.comb += replace.eq(self.abort & (avail - rel != 0))
+        last_ibank = Signal.like(ibank)
+        m.d.comb += last_ibank.eq(Mux(ibank == 0, self.inverse_banks - 1, ibank - 1))
+        nat_bank = Signal()
+        nat_ibank = Signal.like(ibank)
+        m.d.comb += [nat_bank.eq(Mux(replace, ~wbank, wbank)),
+                     nat_ibank.eq(Mux(replace, last_ibank, ibank))]
+        with m.If(done & ~replace):
             m.d.sync += [wbank.eq(~wbank),
                          ibank.eq(Mux(ibank == self.inverse_banks - 1, 0, ibank + 1))]
+        with m.If(done):
             for b in range(2):
-                with m.If(wbank == b):
+                with m.If(nat_bank == b):
                     m.d.sync += natural_bank[b].eq(self.natural)
             for b in range(self.inverse_banks):
-                with m.If(ibank == b):
+                with m.If(nat_ibank == b):
                     m.d.sync += natural_ibank[b].eq(self.natural)
 
         # Probes (plain wires) for the engine benches' invariants: units in, order out.
         self.probes = probe_wires(m, {
             "probe_in_fire": self.i.valid & self.i.ready, "probe_in_unit": self.i.payload.unit,
             "probe_in_last": self.i.payload.last, "probe_out_fire": out & real,
-            "probe_out_unit": unit, "probe_out_done": complete, "probe_abort": self.abort})
+            "probe_out_unit": unit, "probe_out_done": complete, "probe_abort": self.abort,
+            "probe_abort_replace": replace})
 
         # -- banks in use -----------------------------------------------------------------
-        rel = Signal()
-        m.d.comb += rel.eq(self.release & (avail != 0))
-        m.d.sync += avail.eq(avail + done - rel)
+        m.d.sync += avail.eq(avail + done - rel - replace)
         with m.If(rel):
             m.d.sync += rbank.eq(~rbank)
         m.d.comb += [self.avail.eq(avail), self.rbank.eq(rbank)]
@@ -283,8 +300,8 @@ class OrderUnit(wiring.Component):
         # -- read ports ---------------------------------------------------------------------
         # A natural bank answers with the address, registered like the memory's read data.
         for kind, ports, mem, flags, nbank in (
-                ("ord", self.ord_rd, order, natural_bank, wbank),
-                ("inv", self.inv_rd, inverse, natural_ibank, ibank)):
+                ("ord", self.ord_rd, order, natural_bank, nat_bank),
+                ("inv", self.inv_rd, inverse, natural_ibank, nat_ibank)):
             for n, port in enumerate(ports):
                 # Keys: the last one is written in the cycle its order becomes available.
                 rp = mem.read_port(transparent_for=(ow,) if kw and kind == "ord" else ())

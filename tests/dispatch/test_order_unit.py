@@ -444,3 +444,43 @@ def test_abort_drops_the_chunk_in_progress_for_a_natural_one():
     _simulate(dut, bench)
     assert same_cycle == [(5, 7)]
     assert got == [identity, want_a, identity, want_c]
+
+
+def test_abort_replaces_a_complete_order():
+    """With two ordered sides the engine falls back when either side's order is late, so
+    one side may see ``abort`` when its own order of that chunk is already complete: the
+    natural chunk then replaces that order in its banks (``avail`` counts it once), and the
+    next chunk goes to the banks after it, scheduled from the seed. Sequence: natural
+    (chunk 0, in use), A complete, then abort + natural + release of chunk 0 in one cycle
+    (A dropped: its banks, order 1 and inverse 1 of 3, answer as natural from that cycle),
+    then C into order bank 0 and inverse bank 2."""
+    cfg = SMALL
+    rng = random.Random(12)
+    W, U = cfg.sched_pattern_width, 21
+    chunk_a, chunk_c = ([rng.getrandbits(W) for _ in range(U)] for _ in range(2))
+    (want_c,) = golden_orders(cfg, [[chunk_c]])
+    identity = (list(range(U)), list(range(U)))
+    dut = OrderUnit(cfg, order_ports=1, inverse_ports=1, inverse_banks=3)
+    got, same_cycle = [], []
+
+    async def bench(ctx):
+        t = _Port(ctx, dut)
+        await t.pulse(dut.start)
+        await t.pulse(dut.natural)                 # chunk 0: bank 0, inverse bank 0
+        await t.feed(chunk_a)                      # A: bank 1, inverse bank 1
+        await t.wait_avail(2)
+        ctx.set(dut.ord_rd[0].bank, 1)
+        ctx.set(dut.ord_rd[0].addr, 3)
+        ctx.set(dut.inv_rd[0].bank, 1)
+        ctx.set(dut.inv_rd[0].addr, 4)
+        await t.pulse(dut.abort, dut.natural, dut.release)
+        same_cycle.append((ctx.get(dut.ord_rd[0].data), ctx.get(dut.inv_rd[0].data)))
+        assert ctx.get(dut.avail) == 1 and ctx.get(dut.rbank) == 1
+        got.append(await t.read(U, 1, 1))          # the natural chunk in A's banks
+        await t.feed(chunk_c)                      # C: bank 0, inverse bank 2
+        await t.wait_avail(1)
+        got.append(await t.read(U, 0, 2))
+
+    _simulate(dut, bench)
+    assert same_cycle == [(3, 4)]
+    assert got == [identity, want_c]

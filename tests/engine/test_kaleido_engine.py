@@ -55,7 +55,7 @@ def dispatch_monitor(cfg, orders: dict, slots: dict):
 
             def rec_order(v, tr=tr):
                 if v["probe_abort"]:
-                    tr.abort()
+                    tr.abort(v["probe_abort_replace"])
                 if v["probe_in_fire"]:
                     tr.unit_in(v["probe_in_unit"], v["probe_in_last"], v["cycle"])
                 if v["probe_out_fire"] or v["probe_out_done"]:
@@ -254,6 +254,26 @@ def test_chunks_fall_back_to_natural_order(variant, sides, seed):
     if not seed:
         assert summary["fallbacks"] == 2
         assert summary["orders"] == len(cfg.ordered_sides)
+
+
+def test_fallback_with_one_side_complete_under_stalls():
+    """Both sides ordered (``sched_sides = "qk"``) under stall injection: the two
+    schedulers' streams are stalled independently, so at a fallback one side's order of the
+    chunk may already be complete while the other's is not. That side's OrderUnit must put
+    the natural chunk into the complete order's banks (``abort`` replaces it): the run here
+    has two such fallbacks, and S, the work counters, the dropped pre-passes (the same on
+    both sides) and every order still agree with the model."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=32,
+                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=32, engine_stall_seed=0x5A5A, sched_sides="qk")
+    grid = VideoGrid(3, 3, 2)
+    groups = ChannelGroups.from_sizes(5, 6, 5, directions=(1, 0, 2))
+    rng = np.random.default_rng(200 + 0x5A5A % 97)
+    base = rng.integers(-100, 100, (grid.n, 16))
+    q = np.clip(base + rng.integers(-6, 7, (grid.n, 16)), -128, 127).astype(np.int8)
+    k = np.clip(np.cumsum(rng.integers(-5, 6, (grid.n, 16)), 0), -128, 127).astype(np.int8)
+    _, _, summary = check_dispatch_run(cfg, q, k, grid, groups, "full", "qk stalls")
+    assert summary["fallbacks"] == 2 and summary["replaced"] == 2
 
 
 def test_engine_with_idle_arrays_and_empty_group():

@@ -88,7 +88,7 @@ class DispatchMonitor:
             for side, ou in self._ou.items():
                 tr = self.orders[side]
                 if int(ou.probe_abort.value):
-                    tr.abort()
+                    tr.abort(bool(int(ou.probe_abort_replace.value)))
                 if int(ou.probe_in_fire.value):
                     tr.unit_in(int(ou.probe_in_unit.value), bool(int(ou.probe_in_last.value)))
                 fire, done = int(ou.probe_out_fire.value), int(ou.probe_out_done.value)
