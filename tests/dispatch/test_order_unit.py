@@ -336,6 +336,14 @@ class _Port:
             await self.pulse(dut.release)
         return order, inv
 
+    async def open_run(self, chunk):
+        """``start``; chunk 0 natural (bank 0, inverse bank 0); ``chunk`` scheduled into
+        bank 1, inverse bank 1; both complete."""
+        await self.pulse(self.dut.start)
+        await self.pulse(self.dut.natural)
+        await self.feed(chunk)
+        await self.wait_avail(2)
+
     async def feed(self, pats, count=None):
         """The chunk's units (the first ``count`` of them), one per accepted handshake."""
         ctx, dut = self.ctx, self.dut
@@ -410,10 +418,7 @@ def test_abort_drops_the_chunk_in_progress_for_a_natural_one():
 
     async def bench(ctx):
         t = _Port(ctx, dut)
-        await t.pulse(dut.start)
-        await t.pulse(dut.natural)                 # chunk 0: bank 0, inverse bank 0
-        await t.feed(chunk_a)                      # bank 1, inverse bank 1
-        await t.wait_avail(2)
+        await t.open_run(chunk_a)                  # chunk 0 natural, A in banks 1
         got.append(await t.read(U, 0, 0))          # natural
         got.append(await t.read(U, 1, 1, release=False))   # A, in use
         await t.feed(chunk_b, E + 3)               # B: bank 0, inverse bank 2
@@ -465,10 +470,7 @@ def test_abort_replaces_a_complete_order():
 
     async def bench(ctx):
         t = _Port(ctx, dut)
-        await t.pulse(dut.start)
-        await t.pulse(dut.natural)                 # chunk 0: bank 0, inverse bank 0
-        await t.feed(chunk_a)                      # A: bank 1, inverse bank 1
-        await t.wait_avail(2)
+        await t.open_run(chunk_a)                  # chunk 0 natural, A in banks 1
         ctx.set(dut.ord_rd[0].bank, 1)
         ctx.set(dut.ord_rd[0].addr, 3)
         ctx.set(dut.inv_rd[0].bank, 1)
