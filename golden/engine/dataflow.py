@@ -448,17 +448,20 @@ def _array_times(steps, arrays, gap):
 
 
 def _chunk_codes(q, k, grid, groups, params, scheduled, full_bits, half_bits, timing):
-    """Per chunk: the run's :class:`~golden.engine.model.ChunkTimeline` (call its ``ran``
-    with the chunk's time before the next chunk), the follower codes of the rows in row
-    order and of the columns in column order."""
+    """The run's :class:`~golden.engine.model.ChunkTimeline` and, per chunk, the follower
+    codes of the rows in row order and of the columns in column order (call the timeline's
+    ``ran`` with each chunk's time before taking the next)."""
     grid, plans = _plans(q, k, grid, groups, full_bits, half_bits, True)
     by_group = {pl.group: pl for pl in plans}
     chunk_list = chunks(groups, params.width)
     tl = ChunkTimeline(plans, chunk_list, params, scheduled, timing)
-    for ch in chunk_list:
-        order = tl.next(ch)
-        pl = by_group[ch.group]
-        yield tl, pl.qc[order.q][:, ch.local], pl.kc[order.k][:, ch.local]
+
+    def codes():
+        for ch in chunk_list:
+            order = tl.next(ch)
+            pl = by_group[ch.group]
+            yield pl.qc[order.q][:, ch.local], pl.kc[order.k][:, ch.local]
+    return tl, codes()
 
 
 def dataflow_counters(q, k, grid, groups, cand: Candidate, params: EngineParams | None = None,
@@ -476,9 +479,9 @@ def dataflow_counters(q, k, grid, groups, cand: Candidate, params: EngineParams 
     gap = timing.gap(R, C)
     busy = merged = 0
     issued = np.zeros(PASSES, np.int64)
-    tl = None
-    for tl, qc, kc in _chunk_codes(q, k, grid, groups, params, cand.scheduled, full_bits,
-                                   half_bits, timing):
+    tl, codes = _chunk_codes(q, k, grid, groups, params, cand.scheduled, full_bits, half_bits,
+                             timing)
+    for qc, kc in codes:
         steps, saving, iss, mer = _steps_quads(qc, kc, cand, params)
         busy += _chunk_busy(qc, kc) - saving
         issued += iss
@@ -554,9 +557,9 @@ def ceiling(q, k, grid, groups, params: EngineParams = EngineParams(), scheduled
     sum1 = sum2 = max1 = max2 = 0
     busy1 = busy2 = mul_total = low_total = 0
     gap = timing.gap(R, C)
-    tl = None
-    for tl, qc, kc in _chunk_codes(q, k, grid, groups, params, scheduled, full_bits,
-                                   half_bits, timing):
+    tl, codes = _chunk_codes(q, k, grid, groups, params, scheduled, full_bits, half_bits,
+                             timing)
+    for qc, kc in codes:
         # Today's pass structure with per-PE freedom: each pass at least R steps.
         steps = 0
         for p in range(PASSES):

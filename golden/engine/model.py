@@ -288,7 +288,6 @@ class ChunkTimeline:
     def __init__(self, plans, chunk_list, params: EngineParams, scheduled: bool,
                  timing: EngineTiming, natural=None):
         self.timing, self.params, self.scheduled = timing, params, scheduled
-        self.units = {pl.group: pl.anchors.size for pl in plans}
         self.forced = None if natural is None else _check_natural(natural, len(chunk_list))
         self.source = _OrderSource(plans, params, scheduled)
         self.end = timing.load_base - timing.barrier
@@ -305,8 +304,8 @@ class ChunkTimeline:
         elif self.forced is not None:
             fell = i in self.forced
         else:
-            ready = self.pre_start + self.timing.prepass(self.units[chunk.group],
-                                                         self.params.entries)
+            units = self.source.by_group[chunk.group].anchors.size
+            ready = self.pre_start + self.timing.prepass(units, self.params.entries)
             fell = ready > self._start
         if fell:
             self.fallbacks.append(i)
