@@ -167,9 +167,10 @@ class OrderUnit(wiring.Component):
         uw = self.unit_width
         depth = 1 << uw
         m = Module()
-        # ``abort`` restarts the scheduler alone (a local reset; ``start`` resets all).
+        # ``abort`` restarts the scheduler alone (a local reset; ``start`` resets all). The
+        # order needs only the ids of the scheduler's output, not the patterns.
         m.submodules.sched = sched = ResetInserter(self.abort)(
-            ClusterScheduler(self.scheduler_config()))
+            ClusterScheduler(self.scheduler_config(), out_patterns=False))
         kw = self.key_width
         m.submodules.order = order = memory.Memory(shape=kw or uw, depth=2 * depth, init=[])
         m.submodules.inverse = inverse = memory.Memory(

@@ -5,8 +5,8 @@ Golden model: :func:`golden.dispatch.model.schedule`; doc: ``docs/dispatch.md``.
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import memory, stream, wiring
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.dispatch.model import LFSR_WIDTH, draw_pivot_offsets, lfsr_advance
@@ -39,9 +39,14 @@ def lfsr_jump(state, steps: int):
 class ClusterScheduler(wiring.Component):
     """Hamming-distance clustering of reuse patterns into K queues of Q = E / K entries.
 
-    Parameters (from ``config``)
-        sched_entries (E), sched_pattern_width (W), sched_clusters (K), sched_lfsr_seed,
-        token_id_width (T).
+    Parameters
+        config : KaleidoConfig
+            sched_entries (E), sched_pattern_width (W), sched_clusters (K), sched_lfsr_seed,
+            token_id_width (T).
+        out_patterns : bool
+            Whether the output carries each entry's pattern (default). False: ``o.pattern``
+            is 0 and the output banks hold only the token ids (T instead of T + W bits per
+            entry), for a consumer that needs only the order (the engine's OrderUnit).
 
     Interface
         ``i``: stream of ``sched_entry_layout`` entries ``(token_id, pattern)``; every E
@@ -85,8 +90,9 @@ class ClusterScheduler(wiring.Component):
                       "its cluster queue), LSB first",
     }
 
-    def __init__(self, config: KaleidoConfig):
+    def __init__(self, config: KaleidoConfig, out_patterns: bool = True):
         self.config = config
+        self.out_patterns = out_patterns
         super().__init__({
             "i": In(stream.Signature(sched_entry_layout(config))),
             "o": Out(stream.Signature(sched_out_layout(config))),
@@ -201,7 +207,9 @@ class ClusterScheduler(wiring.Component):
         best = Signal(index_width(K))
         m.d.comb += best.eq(self._argmin(m, keys))
         # Two output banks of E entries (ping-pong): bank b at addresses b*E .. b*E + E-1.
-        m.submodules.banks = banks = memory.Memory(shape=entry_layout, depth=2 * E, init=[])
+        bank_layout = (entry_layout if self.out_patterns else
+                       data.StructLayout({"token_id": unsigned(cfg.token_id_width)}))
+        m.submodules.banks = banks = memory.Memory(shape=bank_layout, depth=2 * E, init=[])
         bw = banks.write_port()
         br = banks.read_port()
         # Both lookups padded to a power of two: a partial case is a Verilator CASEINCOMPLETE.
@@ -212,7 +220,7 @@ class ClusterScheduler(wiring.Component):
         m.d.comb += [
             write.eq(a_valid & adv),
             bw.addr.eq(Mux(a_bank, E, 0) + base[best] + cnt_arr[best]),
-            bw.data.eq(a_entry),
+            bw.data.eq(a_entry if self.out_patterns else a_entry.token_id),
             bw.en.eq(write),
         ]
         with m.If(write):
@@ -256,7 +264,7 @@ class ClusterScheduler(wiring.Component):
         m.d.comb += [
             self.o.valid.eq(ov),
             self.o.payload.token_id.eq(br.data.token_id),
-            self.o.payload.pattern.eq(br.data.pattern),
+            self.o.payload.pattern.eq(br.data.pattern if self.out_patterns else 0),
             self.o.payload.cluster.eq(ocl),
             self.o.payload.last.eq(olast),
         ]

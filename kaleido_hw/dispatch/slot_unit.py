@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from kaleido_hw.bitops import bits_for, onehot_or
+from kaleido_hw.bitops import bits_for
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.layouts import Sel, index_width
 from kaleido_hw.dispatch.matcher import MergeMatcher
@@ -65,6 +65,22 @@ def _lowest(bits):
         acc = acc | (acc << shift)[:width]
         shift *= 2
     return bits & ~(acc << 1)[:width]
+
+
+def _highest(bits):
+    """One-hot of the highest set bit (0 when none), by a log-depth suffix OR."""
+    width, acc, shift = len(bits), bits, 1
+    while shift < width:
+        acc = acc | (acc >> shift)
+        shift *= 2
+    return bits & ~(acc >> 1)
+
+
+def _tree_or(values):
+    """OR of ``values`` as a balanced tree."""
+    while len(values) > 1:
+        values = [a | b for a, b in zip(values[::2], values[1::2])] + values[len(values) & ~1:]
+    return values[0]
 
 
 def _onehot_index(onehot):
@@ -121,13 +137,18 @@ class SlotUnit(wiring.Component):
         replay is over and its bank is complete; its items leave at y+1 .. y+max(count, 1),
         one per cycle, and the next quad can be accepted at y+max(count, 1)+1. The read
         bank is released (writable again) after the replay of a quad with ``last``.
-        Storage: ``a``, ``b`` and ``merged`` of the 2*W entries in flip-flops (2*ceil(log2 W)
-        + 1 bits each), because a quad's skip search reads them all at once; ``sel`` (3*C
-        bits) in ``sel_store``, an SRAM of 2*W words (entry k*W + j = slot j of bank k) with
-        one write port and one registered read port. Its read address is the slot that
-        ``o`` will carry in the next cycle (the quad's first kept slot when the quad is
-        accepted, the next kept slot after an item is taken, otherwise the same slot), so
-        the read data is the sel of the item on ``o`` in every cycle, with no added latency.
+        Storage: the skip search reads a whole bank at once, so what it needs is in
+        flip-flops, per channel rather than per slot (a channel is carried by at most one
+        slot): per bank the index of the slot that carries each channel (W x ceil(log2 W)
+        bits), the carried channels (W bits) and the slots' merged bits (W bits, for
+        ``carried``); a quad keeps slot j iff some channel with a ``work`` bit is carried by
+        j. ``sel`` (3*C bits) is in ``sel_store``, an SRAM of 2*W words (entry k*W + j = slot
+        j of bank k) with one write port and one registered read port. Its read address is
+        the slot that ``o`` will carry in the next cycle (the quad's first kept slot when the
+        quad is accepted, the next kept slot after an item is taken, otherwise the same
+        slot), so the read data is the sel of the item on ``o`` in every cycle, with no added
+        latency; the item's ``a``, ``b`` and ``merged`` (the lowest and the highest channel
+        carried by that slot) are registered from the same lookahead.
     """
 
     def __init__(self, config: KaleidoConfig, stall_ids: tuple = (11, 12)):
@@ -152,16 +173,18 @@ class SlotUnit(wiring.Component):
         m = Module()
         m.submodules.matcher = mm = MergeMatcher(self.matcher_config())
 
-        # a, b and merged of every stored slot are read at once (the skip search of a quad):
-        # registers. sel is read one slot per cycle: an SRAM with a registered read port
-        # (``sel_store``, entry k*W + j = slot j of bank k).
-        entry = data.StructLayout({"a": unsigned(iw), "b": unsigned(iw), "merged": unsigned(1)})
-        banks = [[Signal(entry, name=f"bank{k}_{j}") for j in range(W)] for k in range(2)]
+        # A quad's skip search looks at a whole bank at once. It needs, per channel, the slot
+        # that carries it (a channel is in at most one slot): per bank W slot indices, the
+        # carried channels, and the slots' merged bits (for the carried count). The column
+        # selects are needed only for the slot issued in each cycle: an SRAM with a
+        # registered read port (``sel_store``, entry k*W + j = slot j of bank k).
+        chan_slot = [[Signal(iw, name=f"chan_slot{k}_{c}") for c in range(W)] for k in range(2)]
+        chan_live = [Signal(W, name=f"chan_live{k}") for k in range(2)]
+        slot_merged = [Signal(W, name=f"slot_merged{k}") for k in range(2)]
         m.submodules.sel_store = store = Memory(shape=data.ArrayLayout(Sel, C), depth=2 * W,
                                                 init=[])
         st_w = store.write_port()
         st_r = store.read_port()
-        used = [Signal(W, name=f"used{k}") for k in range(2)]    # entries holding a slot
         full = Signal(2)                                         # bank complete, not released
 
         # -- fill: block -> matcher -> write bank -------------------------------------------
@@ -187,7 +210,7 @@ class SlotUnit(wiring.Component):
             m.d.sync += wcount.eq(0)
             for k in range(2):
                 with m.If(wb == k):
-                    m.d.sync += used[k].eq(0)
+                    m.d.sync += chan_live[k].eq(0)
             with m.If(nonempty):
                 m.d.sync += inflight.eq(1)
             with m.Else():
@@ -202,10 +225,11 @@ class SlotUnit(wiring.Component):
         with m.If(mm.o.valid & mm.o.ready):
             m.d.sync += wcount.eq(wcount + 1)
             for k in range(2):
-                for j in range(W):
-                    with m.If((wb == k) & (wcount == j)):
-                        m.d.sync += [banks[k][j].a.eq(s.a), banks[k][j].b.eq(s.b),
-                                     banks[k][j].merged.eq(s.merged), used[k][j].eq(1)]
+                with m.If(wb == k):
+                    m.d.sync += slot_merged[k].bit_select(wcount, 1).eq(s.merged)
+                    for c in range(W):
+                        with m.If((s.a == c) | (s.merged & (s.b == c))):
+                            m.d.sync += [chan_slot[k][c].eq(wcount), chan_live[k][c].eq(1)]
             with m.If(s.last):
                 m.d.sync += [inflight.eq(0), wb.eq(~wb)]
                 for k in range(2):
@@ -227,20 +251,27 @@ class SlotUnit(wiring.Component):
         count = Signal(bits_for(W))
         carried = Signal(bits_for(W))
         qlast = Signal()
-        rd = [Signal(entry, name=f"rd{j}") for j in range(W)]
-        m.d.comb += [r.eq(Mux(rb, b1, b0)) for r, b0, b1 in zip(rd, banks[0], banks[1])]
-        rused = Signal(W)
-        m.d.comb += rused.eq(Mux(rb, used[1], used[0]))
-        # Slot j is issued iff the quad's rows have work at its A, or at its B when merged.
+        # Slot j is issued iff the quad's rows have work at one of its channels (A, or B when
+        # merged): the OR, over the carried channels with work, of the slot that carries them.
+        # Each channel's slot index is decoded once (from registers, off the paths) for the
+        # skip search and for the issued slot's channels below.
         work = self.quad.payload.work
+        carried_r = Signal(W)
+        m.d.comb += carried_r.eq(Mux(rb, chan_live[1], chan_live[0]))
+        owner = [Signal(W, name=f"owner{c}") for c in range(W)]         # one-hot slot of c
+        for c, (o, c0, c1) in enumerate(zip(owner, chan_slot[0], chan_slot[1])):
+            index = Signal(iw, name=f"owner_index{c}")
+            m.d.comb += [index.eq(Mux(rb, c1, c0)), o.eq((Const(1, W) << index)[:W])]
+        live = Signal(W)
+        m.d.comb += live.eq(carried_r & work)
         keep = Signal(W)
-        m.d.comb += keep.eq(rused & Cat(*[work.bit_select(r.a, 1)
-                                          | (r.merged & work.bit_select(r.b, 1)) for r in rd]))
+        m.d.comb += keep.eq(_tree_or([Mux(live[c], owner[c], 0) for c in range(W)]))
+        merged_r = Signal(W)
+        m.d.comb += merged_r.eq(Mux(rb, slot_merged[1], slot_merged[0]))
         m.d.comb += self.quad.ready.eq(~active & full.bit_select(rb, 1))
         with m.If(self.quad.valid & self.quad.ready):
-            kept_merged = Cat(*[k & r.merged for k, r in zip(keep, rd)])
             m.d.sync += [active.eq(1), remain.eq(keep), count.eq(popcount(keep)),
-                         carried.eq(popcount(keep) + popcount(kept_merged)),
+                         carried.eq(popcount(keep) + popcount(keep & merged_r)),
                          qlast.eq(self.quad.payload.last)]
 
         pick = Signal(W)
@@ -262,12 +293,26 @@ class SlotUnit(wiring.Component):
         m.d.comb += [nxt_pick.eq(_lowest(nxt)),
                      st_r.addr.eq(_bank_addr(rb, _onehot_index(nxt_pick), W))]
         m.d.sync += pick.eq(nxt_pick)
+        # The issued slot's A, B and merged are registered from the same lookahead: the
+        # channels the slot ``nxt_pick`` carries (A the lower, B the higher when merged), so
+        # the sequencer's operand selects start at registers.
+        hit = Signal(W)
+        m.d.comb += hit.eq(carried_r & Cat(*[(owner[c] & nxt_pick).any() for c in range(W)]))
+        slot_a, slot_b = Signal(iw), Signal(iw)
+        slot_m = Signal()
+        nxt_merged = Signal()
+        m.d.comb += nxt_merged.eq((merged_r & nxt_pick).any())
+        hit_lo, hit_hi = Signal(W), Signal(W)
+        m.d.comb += [hit_lo.eq(_lowest(hit)), hit_hi.eq(_highest(hit))]
+        m.d.sync += [slot_a.eq(_onehot_index(hit_lo)),
+                     slot_b.eq(Mux(nxt_merged, _onehot_index(hit_hi), 0)),
+                     slot_m.eq(nxt_merged)]
         o = self.o.payload
         m.d.comb += [
             self.o.valid.eq(active),
-            o.a.eq(onehot_or(pick, [r.a for r in rd])),
-            o.b.eq(onehot_or(pick, [r.b for r in rd])),
-            o.merged.eq(onehot_or(pick, [r.merged for r in rd])),
+            o.a.eq(slot_a),
+            o.b.eq(slot_b),
+            o.merged.eq(slot_m),
             o.sel.eq(Mux(remain.any(), st_r.data.as_value(), 0)),
             o.count.eq(count),
             o.carried.eq(carried),

@@ -64,7 +64,7 @@ from kaleido_hw.stall_inject import STREAM_IDS, stall_gate
 
 __all__ = ["KaleidoEngine", "PlainEngine", "plain_config", "built_variants", "ERROR_BITS", "ENGINE_COUNTERS", "ARRAY_COUNTERS",
            "engine_ports", "operand_writes", "check_engine_run", "VARIANTS", "counter_names",
-           "counters_from_model"]
+           "counters_from_model", "model_counters"]
 
 #: Bits of the ``error`` mask, in order (bit 0 first), and what each rejects.
 ERROR_BITS = (
@@ -807,3 +807,20 @@ def counters_from_model(model, arrays: int) -> dict:
             vals[f"skipped{p}"] = model.skipped[a, p]
         out.update({f"a{a}__{name}": int(vals[name]) for name in ARRAY_COUNTERS})
     return out
+
+
+def model_counters(config: KaleidoConfig, q, k, grid, groups, variant: str = "dense",
+                   full_bits: int = 5, half_bits: int = 3, *, natural=None) -> dict:
+    """What the ``cnt__*`` ports of a build from ``config`` must show after a run of
+    ``variant``: ``golden.engine.model.engine_counters`` under the ports' names
+    (:func:`counters_from_model`); a plain build walks every group along x
+    (``plain_walk``). ``natural``: the chunks that fell back to natural order in a run with
+    stall injection (observed on the probes: the model cannot follow its timing), else the
+    model's own."""
+    from golden.engine.model import EngineParams, engine_counters, plain_walk
+
+    if config.engine_pe == "plain":
+        groups = plain_walk(groups)
+    c = engine_counters(q, k, grid, groups, EngineParams.from_config(config), variant,
+                        full_bits, half_bits, natural=natural)
+    return counters_from_model(c, config.engine_arrays)

@@ -289,10 +289,13 @@ def expected_memory_bits(config: KaleidoConfig) -> dict[str, int]:
       halves of ``N_max`` words of 32 bits;
     * with the scheduler, per ordered side (Q; Q and K with ``sched_sides = "qk"``) an
       OrderUnit: its order (2 banks of ``2**uw`` keys, ``uw`` = bits of a unit; a key is a
-      token and a follower bit), its key memory (``2**uw`` keys) and a ClusterScheduler with a queue (E entries) and an output memory (2E
-      entries) of ``uw + 1 + W`` bits; the K side's inverse order (``max(2, planes)`` banks
+      token and a follower bit), its key memory (``2**uw`` keys) and a ClusterScheduler with a
+      queue of E entries of ``uw + 1 + W`` bits (an id and its pattern) and output banks of
+      2E ids (``uw + 1`` bits); the K side's inverse order (``max(2, planes)`` banks
       of ``2**uw`` x ``uw``) feeds the buffer's read-out. The Q side's inverse is never
-      read, and yosys removes it.
+      read, and yosys removes it;
+    * with the matcher, per array the SlotUnit's slot store: two banks of W slots' column
+      selects (3*C bits each).
     """
     geo = KaleidoGeometry.from_config(config)
     t = geo.tile
@@ -308,8 +311,11 @@ def expected_memory_bits(config: KaleidoConfig) -> dict[str, int]:
         key = t.tok_width + 1
         out["order memories"] = sides * (3 * depth * key) + (
             max(2, geo.planes) * depth * uw if geo.k_ordered else 0)
-        entry = uw + 1 + config.sched_pattern_width
-        out["scheduler batches"] = sides * (3 * config.sched_entries * entry)
+        # The string queue holds E entries (id and pattern); the two output banks hold 2E
+        # ids (the order needs no pattern).
+        E = config.sched_entries
+        out["scheduler batches"] = sides * (E * (uw + 1 + config.sched_pattern_width)
+                                            + 2 * E * (uw + 1))
     if config.engine_dispatcher in ("matcher", "full"):
         out["slot stores"] = P * 2 * config.sched_pattern_width * 3 * config.cols
     return out

@@ -172,6 +172,23 @@ def test_rtl_matches_golden(cfg, gap, stall):
         assert max(np.diff(run.in_cycles)) > 1
 
 
+def test_ids_only_output_banks():
+    """``out_patterns=False`` (the OrderUnit's build): the same ids, clusters, flags and
+    cycles, the pattern 0, under gaps and back-pressure."""
+    cfg = KaleidoConfig()
+    p, ids, pats = _stream(cfg, 3, np.random.default_rng(11))
+    codec = DispatchCodec(cfg)
+    expected = [(a, 0, c, d) for a, _, c, d in schedule(pats, p).output(ids, pats)]
+    for gap, stall in [(0.0, 0.0), (0.3, 0.6)]:
+        run = run_stream(ClusterScheduler(cfg, out_patterns=False),
+                         [codec.sched_in(a, b) for a, b in zip(ids, pats)], len(expected),
+                         gap=gap, stall=stall, seed=5, settle=2 * p.entries + 8)
+        assert [codec.sched_out(v) for v in run.out_items] == expected
+        if stall == 0.0:
+            last = np.array(run.in_cycles).reshape(-1, p.entries)[:, -1]
+            assert run.out_cycles == scheduler_output_cycles(last, p).ravel().tolist()
+
+
 def test_all_equal_batch_fills_clusters_in_index_order():
     """The all-equal batch of the RTL test ties everywhere: ties go to the lower index, so
     the queues fill 0, 1, 2, 3 in arrival order (a wrong tie rule would show here)."""

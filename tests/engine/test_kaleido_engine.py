@@ -19,7 +19,7 @@ from amaranth.sim import Simulator
 from host_harness import configure_and_start, wait_done, write_operand
 
 from golden.array.schedule import units
-from golden.engine.model import EngineParams, chunks, engine_counters, plain_walk
+from golden.engine.model import EngineParams, chunks, engine_counters
 from golden.engine.trace import (OrderTrace, SlotTrace, check_counters, check_trace, decode_block,
                                  decode_sel, expected_trace, observed_fallbacks)
 from golden.numerics import ChannelGroups, VideoGrid, attention_scores
@@ -30,8 +30,8 @@ from kaleido_hw.engine.host_port import s_beat_count, unpack_s_beats
 from kaleido_hw.engine.unit_walk import (const_coords, const_position, unit_tokens, walk_add,
                                          walk_constants, walk_has_follower, walk_inc)
 from kaleido_hw.engine.kaleido_engine import (ARRAY_COUNTERS, ENGINE_COUNTERS, ERROR_BITS,
-                                              KaleidoEngine, check_engine_run,
-                                              counters_from_model, engine_ports)
+                                              KaleidoEngine, check_engine_run, engine_ports,
+                                              model_counters)
 
 
 def simulate(dut, bench, monitor=None):
@@ -88,17 +88,6 @@ def dispatch_monitor(cfg, orders: dict, slots: dict):
                 cycle += 1
         return monitor
     return make
-
-
-def model_counters(cfg, q, k, grid, groups, variant, natural=None):
-    """``engine_counters`` as the RTL's counter names (``cycles``, ``chunks``, ``a<k>__<c>``);
-    a plain build walks its groups along x (``plain_walk``). ``natural``: the run's observed
-    fallbacks (stall injection), else the model's."""
-    if cfg.engine_pe == "plain":
-        groups = plain_walk(groups)
-    c = engine_counters(q, k, grid, groups, EngineParams.from_config(cfg), variant,
-                        natural=natural)
-    return counters_from_model(c, cfg.engine_arrays)
 
 
 def run_engine(cfg, q, k, grid, groups, variant="pe", stall_every=0, ports=None, trace=False,
@@ -425,7 +414,7 @@ def check_dispatch_run(cfg, q, k, grid, groups, variant, label):
     # Under stall injection the chunks that fall back follow the run's own timing.
     natural = observed_fallbacks(out["orders"]) if cfg.engine_stall_seed else None
     if natural is not None:
-        want = model_counters(cfg, q, k, grid, groups, variant, natural)
+        want = model_counters(cfg, q, k, grid, groups, variant, natural=natural)
     check_counters(got, want, cfg.engine_arrays, bool(cfg.engine_stall_seed), label)
     got["gaps"] = gaps
     summary = check_trace(expected_trace(q, k, grid, groups, EngineParams.from_config(cfg),

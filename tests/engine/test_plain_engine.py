@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from amaranth.back import rtlil
 from amaranth.hdl import Fragment, UnusedElaboratable
-from test_kaleido_engine import model_counters, run_engine, smooth
+from test_kaleido_engine import run_engine, smooth
 
 from golden.engine.model import plain_walk
 from golden.numerics import ChannelGroups, VideoGrid
 from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.kaleido_engine import (ERROR_BITS, VARIANTS, KaleidoEngine, PlainEngine,
                                               built_variants, check_engine_run, engine_ports,
-                                              plain_config)
+                                              model_counters, plain_config)
 from kaleido_hw.engine.array_sequencer import ArraySequencer
 from kaleido_hw.engine.engine_layouts import KaleidoGeometry
 from kaleido_hw.flow.engine_area import expected_memory_bits

@@ -13,24 +13,14 @@ import cocotb
 from cocotb.triggers import RisingEdge
 from run_host import PERIOD_NS, RunHost, load_config, mask_names
 
-from golden.engine.model import EngineParams, engine_counters
 from golden.engine.trace import OrderTrace, SlotTrace, decode_block, decode_sel
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.engine.kaleido_engine import (ERROR_BITS, counter_names, counters_from_model,
-                                              engine_ports)
+from kaleido_hw.engine.kaleido_engine import (ERROR_BITS, counter_names, engine_ports,
+                                              model_counters)
 
 
 __all__ = ["KaleidoEngineHost", "DispatchMonitor", "counter_names", "model_counters",
            "error_names", "load_config", "PERIOD_NS"]
-
-
-def model_counters(config: KaleidoConfig, q, k, grid, groups, variant: str,
-                   full_bits: int = 5, half_bits: int = 3, natural=None) -> dict:
-    """``golden.engine.model.engine_counters`` under the RTL's counter names (``natural``:
-    the run's observed fallbacks under stall injection, else the model's)."""
-    c = engine_counters(q, k, grid, groups, EngineParams.from_config(config), variant,
-                        full_bits, half_bits, natural=natural)
-    return counters_from_model(c, config.engine_arrays)
 
 
 class KaleidoEngineHost(RunHost):

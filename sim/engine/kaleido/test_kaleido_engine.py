@@ -128,7 +128,8 @@ async def verify_run(host: KaleidoEngineHost, q, k, grid, groups, *, variant: st
     # Under stall injection the chunks that fall back follow the run's own timing.
     natural = observed_fallbacks(monitor.orders) if INJECTED and monitor is not None else None
     if natural is not None:
-        want = model_counters(CFG, q, k, grid, groups, variant, full_bits, half_bits, natural)
+        want = model_counters(CFG, q, k, grid, groups, variant, full_bits, half_bits,
+                              natural=natural)
     check_counters(result["counters"], want, CFG.engine_arrays, INJECTED, label)
     if monitor is not None:
         expected = expected_trace(q, k, grid, groups, EngineParams.from_config(CFG), variant,

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from run_host import RunHost, load_config, mask_names
 
-from golden.engine.model import EngineParams, engine_counters, plain_walk
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.engine.kaleido_engine import (ERROR_BITS, counter_names, counters_from_model,
-                                              engine_ports, plain_config)
+from kaleido_hw.engine.kaleido_engine import (ERROR_BITS, counter_names, engine_ports,
+                                              model_counters, plain_config)
 
 
 __all__ = ["PlainEngineHost", "counter_names", "model_counters", "error_names",
@@ -25,15 +24,6 @@ def load_plain_config() -> KaleidoConfig:
     """The configuration the ``plain_engine`` under test was built from (the manifest's,
     made plain)."""
     return plain_config(load_config())
-
-
-def model_counters(config: KaleidoConfig, q, k, grid, groups) -> dict:
-    """``golden.engine.model.engine_counters``, variant dense, of the plain walk (every group
-    along x, ``plain_walk``) under the RTL's counter names (``merged`` and ``stall`` are 0: a
-    plain engine has no dispatcher)."""
-    c = engine_counters(q, k, grid, plain_walk(groups), EngineParams.from_config(config),
-                        "dense")
-    return counters_from_model(c, config.engine_arrays)
 
 
 def error_names(mask: int) -> list[str]:
