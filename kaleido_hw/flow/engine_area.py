@@ -110,6 +110,8 @@ FLOW = "osu018-stdcell+gf180-sram-3"
 #: Memory kinds, in report order.
 MEMORY_KINDS = ("operands", "order memories", "scheduler batches", "accumulation planes",
                 "S reorder buffer", "slot stores")
+#: The memory kinds that only the dispatcher has.
+DISPATCHER_MEMORIES = ("order memories", "scheduler batches", "slot stores")
 #: Blocks of the breakdown, in report order ("array k" and "sequencer k" per array).
 BLOCKS = ("PE arrays", "sequencers", "dispatcher: OrderUnits", "dispatcher: pre-pass codes",
           "dispatcher: SlotUnits", "control", "buffer logic")
@@ -562,15 +564,28 @@ def dispatcher_share(full: EngineArea, none: EngineArea | None = None) -> dict:
     ``modules``: OrderUnits + pre-pass code units + SlotUnits, plus (with ``none``, the
     "none" build at the same P) the MergedCell arrays' overhead over the TileCell arrays.
     ``delta``: whole engine full minus none (logic; ``sram_delta`` the SRAM difference).
+    ``of_arrays_pct``: as the paper measures it (its Table 2), the dispatcher against the PE
+    arrays it feeds: its modules plus its SRAM, that is its own memories (order and key
+    memories, scheduler batches, slot stores) and the pre-pass's read ports on the operand
+    copies (``prepass_ports``: a memory with R read ports is R copies, and every port past
+    the first of an operand memory is there for the scheduler's pre-pass).
     """
     a = {k: v["area_um2"] for k, v in full.blocks().items()}
     own = sum(v for k, v in a.items() if k.startswith("dispatcher:"))
     logic = full.logic_area_um2
+    own_sram = sum(m.area_um2 for m in full.memories if m.kind in DISPATCHER_MEMORIES)
+    prepass_ports = sum(m.area_um2 * (m.read_ports - 1) / m.read_ports
+                        for m in full.memories if m.kind == "operands" and m.read_ports > 1)
+    arrays = a.get("PE arrays", 0.0)
+    with_sram = own + own_sram + prepass_ports
     out = {"logic": logic, "total": full.area_um2, "dispatcher_modules": own,
            "order_units": a.get("dispatcher: OrderUnits", 0.0),
            "prepass_codes": a.get("dispatcher: pre-pass codes", 0.0),
            "slot_units": a.get("dispatcher: SlotUnits", 0.0),
-           "dispatcher_modules_pct": 100 * own / logic}
+           "dispatcher_modules_pct": 100 * own / logic,
+           "dispatcher_sram": own_sram, "prepass_ports": prepass_ports,
+           "with_sram": with_sram,
+           "of_arrays_pct": 100 * with_sram / arrays if arrays else None}
     if none is not None:
         nb = {k: v["area_um2"] for k, v in none.blocks().items()}
         overhead = a.get("PE arrays", 0.0) - nb.get("PE arrays", 0.0)
@@ -672,6 +687,11 @@ def format_engine_report(results: list[EngineArea]) -> str:
                      f"{d['order_units']:,.0f}, pre-pass codes {d['prepass_codes']:,.0f}, "
                      f"SlotUnits {d['slot_units']:,.0f} um2) = {d['dispatcher_modules_pct']:.1f}% "
                      f"of the engine's logic")
+        if d["of_arrays_pct"] is not None:
+            lines.append(f"  against the PE arrays it feeds (the paper's measure), with its "
+                         f"SRAM (own memories {d['dispatcher_sram']:,.0f}, the pre-pass's read "
+                         f"ports on the operand copies {d['prepass_ports']:,.0f} um2): "
+                         f"{d['with_sram']:,.0f} um2 = {d['of_arrays_pct']:.1f}% of the PE arrays")
         if none is not None:
             lines.append(f"  + MergedCell overhead over TileCell {d['merged_cell_overhead']:,.0f} "
                          f"({d['merged_cell_overhead_pct_of_arrays']:.1f}% of the TileCell "
@@ -814,6 +834,9 @@ def report_table(results: list[EngineArea]) -> str:
     for full, none in _pairs(results):
         d = dispatcher_share(full, none)
         s = f"P={full.arrays}: dispatcher modules {d['dispatcher_modules_pct']:.1f}% of the logic"
+        if d["of_arrays_pct"] is not None:
+            s += (f", with its SRAM and the pre-pass's operand read ports "
+                  f"{d['of_arrays_pct']:.1f}% of the PE arrays")
         if none is not None:
             s += (f", with the MergedCell overhead {d['modules_with_cells_pct']:.1f}%, "
                   f"full - none {d['delta_pct']:.1f}% of the full engine's logic")

@@ -255,6 +255,18 @@ def test_dispatcher_share_from_a_none_full_pair():
     assert d["delta_pct"] == pytest.approx(100 * 400 / 1400)
     assert (d["sequencers_delta"], d["control_delta"], d["buffer_delta"]) == (30, 20, 10)
     assert "dispatcher share, P = 1" in ea.format_engine_report([none, full])
+    # Against the PE arrays (the paper's measure): the modules, the dispatcher's own memories
+    # and the operand copy's read ports past the first (the pre-pass's); the other memories
+    # and a one-port operand copy are not the dispatcher's.
+    full.memories += [ea.MemoryBits("", "q_mem0", "operands", 8, 4, 3, 60.0),
+                      ea.MemoryBits("", "k_mem0", "operands", 8, 4, 1, 20.0),
+                      ea.MemoryBits("q_order", "order", "order memories", 4, 4, 1, 7.0),
+                      ea.MemoryBits("q_order.sched", "banks", "scheduler batches", 4, 4, 1, 5.0),
+                      ea.MemoryBits("seq0.slots", "sel_store", "slot stores", 4, 4, 1, 3.0)]
+    d = ea.dispatcher_share(full, none)
+    assert (d["dispatcher_sram"], d["prepass_ports"]) == (15.0, 40.0)
+    assert d["of_arrays_pct"] == pytest.approx(100 * (240 + 15 + 40) / 500)
+    assert "of the PE arrays" in ea.format_engine_report([none, full])
 
 
 def test_ratios_to_the_plain_engine():
