@@ -138,11 +138,13 @@ class EngineTiming:
 
     - ``load_base``, ``tail_base``: as the single-array pipeline's (``golden.array.schedule.Timing``).
     - ``pre_base``: the scheduler pre-pass of a chunk of U units takes
-      ``(ceil(U/E) + 2) * E + pre_base`` cycles: one unit per cycle in (padded to whole
-      batches), then the last batch's E reads and E outputs, plus ``pre_base`` cycles of
-      pipeline (set from the RTL: two cycles from the chunk's pre-pass start to its first
-      unit in the OrderUnit, whose order is complete ``N + 2E + 4`` cycles later, and one
-      cycle to register the chunk's ``go``).
+      ``(ceil(U/E) + 2) * E + U + pre_base`` cycles: one unit per two cycles in (its anchor's
+      and follower's words through one read port), padded to whole batches at one dummy per
+      cycle, then the last batch's E reads and E outputs, plus ``pre_base`` cycles of
+      pipeline (set from the RTL: three cycles from the chunk's pre-pass start to its first
+      unit in the OrderUnit, the last real unit ``2(U - 1)`` cycles after it and the last
+      dummy ``N - U`` after that, the order complete ``2E + 4`` cycles later, and one cycle
+      to register the chunk's ``go``; ``N`` = U padded to whole batches).
     - ``barrier``: cycles from the end of a chunk (every array issued its last step) to the
       start of the next one.
     """
@@ -158,7 +160,7 @@ class EngineTiming:
 
     def prepass(self, units: int, entries: int) -> int:
         """Cycles of one chunk's scheduler pre-pass over ``units`` units."""
-        return (-(-units // entries) + 2) * entries + self.pre_base
+        return (-(-units // entries) + 2) * entries + units + self.pre_base
 
 
 # -- chunks and orders ------------------------------------------------------------------------

@@ -595,9 +595,10 @@ class KaleidoEngine(wiring.Component):
         chunk whose orders are computed is the controller's next one, chunk k+1, latched in
         the cycle chunk k's ``go`` is visible (the controller already points past chunk k
         then). From the next cycle each ordered side (Q; Q and K with ``sched_sides =
-        "qk"``) reads unit u's anchor and follower through two extra read ports of memory
-        copy 0, one unit per cycle; one cycle later the codes give the unit's pattern at the
-        chunk's channels and the unit enters the side's OrderUnit. ``ord_ok``: the orders of the next chunk are complete
+        "qk"``) reads unit u's anchor and then its follower through one extra read port of
+        memory copy 0, one unit per two cycles; one cycle after the follower's read the codes
+        give the unit's pattern at the chunk's channels and the unit enters the side's
+        OrderUnit. ``ord_ok``: the orders of the next chunk are complete
         (the one in use is released when the next chunk is issued)."""
         fallback = Signal()
         m.d.comb += fallback.eq(run.schedule & issue_chunk & ~kick & ~ord_ok)
@@ -634,31 +635,47 @@ class KaleidoEngine(wiring.Component):
         d = Signal(2, name="pre_dir")
         m.d.comb += [walk.eq(run.walk[pre.group]), d.eq(run.dirs[pre.group])]
         nxt = walk_inc(m, geo, pos, walk, "pre_inc")
+        # Each side reads unit u through one read port of its copy 0, the anchor's word in one
+        # cycle (when the output stage can move on) and the follower's in the next (the
+        # output stage is empty then); the unit enters the output stage with the follower
+        # read, and the anchor's word waits in a register meanwhile. A second read port (a
+        # whole copy of the memory in SRAM) would feed a unit per cycle; one per two cycles
+        # is hidden as well (``EngineTiming.prepass``).
+        ph = Signal(name="pre_follower")          # this cycle's read is the follower's
+        rd_anchor = Signal()
+        rd_follower = Signal()
+        m.d.comb += [rd_anchor.eq(feeding & ~ph & adv & ~pre_start),
+                     rd_follower.eq(feeding & ph & ~pre_start)]
         with m.If(pre_start):
-            m.d.sync += [feeding.eq(1), u.eq(0), pos.eq(0)]
-        with m.Elif(feeding & adv):
-            m.d.sync += [u.eq(u + 1), pos.eq(nxt)]
+            m.d.sync += [feeding.eq(1), u.eq(0), pos.eq(0), ph.eq(0)]
+        with m.Elif(rd_follower):
+            m.d.sync += [u.eq(u + 1), pos.eq(nxt), ph.eq(0)]
             with m.If(last):
                 m.d.sync += feeding.eq(0)
+        with m.Elif(rd_anchor):
+            m.d.sync += ph.eq(1)
         anchor, follower, hasf = unit_tokens(m, geo, run, d, pos.tok,
                                              walk_has_follower(run, d, pos), 1, "pre_unit")
-        with m.If(adv):
-            m.d.sync += [s_valid.eq(feeding & ~pre_start), s_last.eq(last), s_unit.eq(u),
+        with m.If(rd_follower):
+            m.d.sync += [s_valid.eq(1), s_last.eq(last), s_unit.eq(u),
                          s_key.tok.eq(anchor), s_key.hasf.eq(hasf)]
+        with m.Elif(adv):
+            m.d.sync += s_valid.eq(0)
         # A fallback drops the pre-pass: nothing of it may reach the restarted OrderUnits.
         with m.If(fallback):
-            m.d.sync += [feeding.eq(0), s_valid.eq(0)]
+            m.d.sync += [feeding.eq(0), s_valid.eq(0), ph.eq(0)]
 
         chans = list(pre.chan)            # chunk channel j of the pre-pass chunk
 
         ready, has = [], []
         for sel, (side, ou) in enumerate(self.order_units.items()):
             mem = self._pre_mem[side]
-            rd_a = mem.read_port(domain="sync", transparent_for=())
-            rd_f = mem.read_port(domain="sync", transparent_for=())
-            m.d.comb += [rd_a.addr.eq(bank_addr(anchor, run_bank[sel])),
-                         rd_f.addr.eq(bank_addr(follower, run_bank[sel])),
-                         rd_a.en.eq(feeding & adv), rd_f.en.eq(feeding & adv)]
+            rd = mem.read_port(domain="sync", transparent_for=())
+            anchor_word = Signal(8 * D, name=f"{side}_pre_anchor")
+            m.d.comb += [rd.addr.eq(bank_addr(Mux(ph, follower, anchor), run_bank[sel])),
+                         rd.en.eq(rd_anchor | rd_follower)]
+            with m.If(rd_follower):                 # the anchor's word is on the port now
+                m.d.sync += anchor_word.eq(rd.data)
             gate = stall_gate(m, self.config, STREAM_IDS[f"pre_{side}"], f"pre_{side}")
             taken = Signal(name=f"{side}_pre_taken")
             fire = Signal(name=f"{side}_pre_fire")
@@ -672,10 +689,10 @@ class KaleidoEngine(wiring.Component):
             has.append(taken | fire)
             # Codes over all D channels, then the pattern bits picked at the chunk's channels:
             # one bit per chunk channel is cheaper here than compacting both words first
-            # (two sides, one unit per cycle: no slot registers to save).
+            # (one unit per two cycles: no slot registers to save).
             cu = CodeUnit(D)
             m.submodules[f"{side}_pre_codes"] = cu
-            m.d.comb += [cu.anchor.eq(rd_a.data), cu.follower.eq(rd_f.data),
+            m.d.comb += [cu.anchor.eq(anchor_word), cu.follower.eq(rd.data),
                          cu.present.eq(s_key.hasf), cu.reuse.eq(1),
                          cu.full_mask.eq(run.full_mask), cu.half_mask.eq(run.half_mask)]
             hn = Signal(D, name=f"{side}_pre_hn")          # HALF or NONE per channel

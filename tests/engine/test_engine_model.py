@@ -96,7 +96,7 @@ def reference_counters(q, k, grid, groups, p: EngineParams, variant, timing=Engi
         U, n = anchors.size, ch.channels.size
         # A chunk whose pre-pass (started with the previous chunk) is not done when the
         # previous chunk's barrier ends runs in natural order; no chunk waits.
-        pre = (-(-U // p.entries) + 2) * p.entries + timing.pre_base
+        pre = (-(-U // p.entries) + 2) * p.entries + U + timing.pre_base
         if sched and c_index > 0 and pre_start + pre > end + timing.barrier:
             natural.add(c_index)
         order = orders((mq, mk), grid, groups, p, sched, natural)[c_index]
@@ -197,8 +197,8 @@ def test_counters_equal_per_quad_walk(name):
 
 
 def test_fallbacks_equal_per_quad_walk():
-    """Batches of E = 64 and 128 units make pre-passes of 199 and 391 cycles, about as long
-    as the chunks of the small 2x3x5 heads: on some runs no chunk falls back, on some every
+    """Batches of E = 64 and 128 units make pre-passes of 3E + U + 7 = 214-219 and 406-411
+    cycles (groups of U = 15-20 units), about as long as the chunks of the small 2x3x5 heads: on some runs no chunk falls back, on some every
     chunk after the first, on others some chunks fall back to natural order while others
     are scheduled (the LFSR from the seed after each fallback). The vectorized model equals
     the per-quad walk, fallbacks included, on every P."""
@@ -384,7 +384,7 @@ def test_scheduled_variants_never_slower_than_dense_on_tiny_heads():
     outlasts the chunk before it runs in natural order instead of waiting (a fallback), so
     pe-sh and full take no more cycles than dense (``make report``'s ``engine-report --only
     grids`` runs the same check up to 8x16x16). On the smaller heads every chunk after the
-    first falls back, at 2x4x4 some do (a pre-pass of 199 cycles against chunks of 130-230),
+    first falls back, at 2x4x4 some do (a pre-pass of 215 cycles against chunks of 130-230),
     from 2x4x8 on none."""
     from golden.numerics import PRESETS
     from kaleido_hw.reports.engine_report import slower_than_dense

@@ -250,19 +250,21 @@ def test_fallback_with_one_side_complete_under_stalls():
     schedulers' streams are stalled independently, so at a fallback one side's order of the
     chunk may already be complete while the other's is not. That side's OrderUnit must put
     the natural chunk into the complete order's banks (``abort`` replaces it): the run here
-    has two such fallbacks, and S, the work counters, the dropped pre-passes (the same on
-    both sides) and every order still agree with the model."""
+    (nine chunks; seed found by search) has two fallbacks, one of them such a replacement,
+    and S, the work counters, the dropped pre-passes (the same on both sides) and every order
+    still agree with the model."""
+    seed = 0xBEEF
     cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=32,
-                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
-                        sched_entries=32, engine_stall_seed=0x5A5A, sched_sides="qk")
+                        engine_max_head_dim=32, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=32, engine_stall_seed=seed, sched_sides="qk")
     grid = VideoGrid(3, 3, 2)
-    groups = ChannelGroups.from_sizes(5, 6, 5, directions=(1, 0, 2))
-    rng = np.random.default_rng(200 + 0x5A5A % 97)
-    base = rng.integers(-100, 100, (grid.n, 16))
-    q = np.clip(base + rng.integers(-6, 7, (grid.n, 16)), -128, 127).astype(np.int8)
-    k = np.clip(np.cumsum(rng.integers(-5, 6, (grid.n, 16)), 0), -128, 127).astype(np.int8)
+    groups = ChannelGroups.from_sizes(10, 12, 10, directions=(1, 0, 2))
+    rng = np.random.default_rng(200 + seed % 97)
+    base = rng.integers(-100, 100, (grid.n, 32))
+    q = np.clip(base + rng.integers(-6, 7, (grid.n, 32)), -128, 127).astype(np.int8)
+    k = np.clip(np.cumsum(rng.integers(-5, 6, (grid.n, 32)), 0), -128, 127).astype(np.int8)
     _, _, summary = check_dispatch_run(cfg, q, k, grid, groups, "full", "qk stalls")
-    assert summary["fallbacks"] == 2 and summary["replaced"] == 2
+    assert summary["fallbacks"] == 2 and summary["replaced"] == 1
 
 
 def test_engine_with_idle_arrays_and_empty_group():
@@ -408,8 +410,9 @@ def check_dispatch_run(cfg, q, k, grid, groups, variant, label):
     assert out["error"] == 0, label
     assert np.array_equal(out["S"], attention_scores(q, k, grid, groups)), f"{label}: S differs"
     got = out["counters"]
-    # Cycles lost between a chunk's pre-pass handshakes (0 unless injected stalls block them).
-    gaps = sum(c[-1] - c[0] + 1 - len(c) for tr in out["orders"].values()
+    # Cycles lost between a chunk's pre-pass handshakes, one per two cycles (0 unless
+    # injected stalls block them).
+    gaps = sum(c[-1] - c[0] - 2 * (len(c) - 1) for tr in out["orders"].values()
                for c in tr.input_cycles if c)
     # Under stall injection the chunks that fall back follow the run's own timing.
     natural = observed_fallbacks(out["orders"]) if cfg.engine_stall_seed else None
@@ -461,7 +464,7 @@ def test_dispatch_invariants_under_stalls(arrays, variant, seed, sides):
                                  else 0)
     assert (summary["slots"] > 0) == match
     stalls = sum(got[f"a{a}__stall"] for a in range(arrays))
-    # Without injection the pre-pass feeds one unit per cycle; with it, the injection must
+    # Without injection the pre-pass feeds one unit per two cycles; with it, the injection must
     # show: as lost cycles of the run when the matcher's streams are stalled, and as gaps in
     # the pre-pass when the scheduler's are (those the next chunk's work hides: pe-sh runs
     # may take no more cycles than the model, by design).
