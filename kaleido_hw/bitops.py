@@ -1,13 +1,14 @@
-"""Small bit helpers of the blocks: the width of a field, and (combinational) population count
-(a balanced adder tree), the index of the lowest set bit (a priority encoder) and the indices
-of the lowest few set bits (a rank select)."""
+"""Small bit helpers of the blocks: the width of a field, and (combinational) balanced
+reductions (population count, masked OR), the index of the lowest set bit (a priority
+encoder) and the indices of the lowest few set bits (a rank select)."""
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Mux, Signal, Value
 
 
-__all__ = ["bits_for", "popcount", "lowest_set", "rank_select", "onehot_or"]
+__all__ = ["bits_for", "tree", "popcount", "lowest_set", "rank_select", "masked_or",
+           "onehot_or"]
 
 
 def bits_for(value: int) -> int:
@@ -15,18 +16,22 @@ def bits_for(value: int) -> int:
     return max(1, int(value).bit_length())
 
 
+def tree(values, combine):
+    """``values`` reduced with ``combine(a, b)`` as a balanced tree (log depth, not a chain):
+    neighbours pair up level by level, an odd last value moving up unpaired."""
+    values = list(values)
+    while len(values) > 1:
+        values = [combine(values[j], values[j + 1]) for j in range(0, len(values) - 1, 2)] + (
+            [values[-1]] if len(values) % 2 else [])
+    return values[0]
+
+
 def popcount(value) -> Value:
     """Number of set bits of ``value``."""
     value = Value.cast(value)
-    terms = [value[j] for j in range(len(value))]
-    if not terms:
+    if not len(value):
         return Const(0, 1)
-    while len(terms) > 1:
-        nxt = [terms[j] + terms[j + 1] for j in range(0, len(terms) - 1, 2)]
-        if len(terms) % 2:
-            nxt.append(terms[-1])
-        terms = nxt
-    return terms[0]
+    return tree((value[j] for j in range(len(value))), lambda a, b: a + b)
 
 
 def lowest_set(m, value, name: str = "lowest") -> tuple[Value, Value]:
@@ -135,11 +140,13 @@ def rank_select(m, value, count: int, name: str = "rank", block: int = 8,
     return indices, rest, taken
 
 
+def masked_or(mask, values) -> Value:
+    """OR of the ``values`` whose bit of ``mask`` is set, as a balanced OR tree rather than a
+    chain."""
+    return tree((Mux(mask[j], v, 0) for j, v in enumerate(values)), lambda a, b: a | b)
+
+
 def onehot_or(onehot, values) -> Value:
-    """OR of the ``values`` selected by ``onehot`` (an AND-OR multiplexer: at most one bit of
-    ``onehot`` set), as a balanced OR tree rather than a chain."""
-    terms = [Mux(onehot[j], v, 0) for j, v in enumerate(values)]
-    while len(terms) > 1:
-        terms = [terms[j] | terms[j + 1] for j in range(0, len(terms) - 1, 2)] + (
-            [terms[-1]] if len(terms) % 2 else [])
-    return terms[0]
+    """The value selected by ``onehot`` (at most one bit set): an AND-OR multiplexer,
+    :func:`masked_or`."""
+    return masked_or(onehot, values)

@@ -14,7 +14,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from kaleido_hw.bitops import bits_for
+from kaleido_hw.bitops import bits_for, masked_or
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.layouts import Sel, index_width
 from kaleido_hw.dispatch.matcher import MergeMatcher
@@ -74,13 +74,6 @@ def _highest(bits):
         acc = acc | (acc >> shift)
         shift *= 2
     return bits & ~(acc >> 1)
-
-
-def _tree_or(values):
-    """OR of ``values`` as a balanced tree."""
-    while len(values) > 1:
-        values = [a | b for a, b in zip(values[::2], values[1::2])] + values[len(values) & ~1:]
-    return values[0]
 
 
 def _onehot_index(onehot):
@@ -265,7 +258,7 @@ class SlotUnit(wiring.Component):
         live = Signal(W)
         m.d.comb += live.eq(carried_r & work)
         keep = Signal(W)
-        m.d.comb += keep.eq(_tree_or([Mux(live[c], owner[c], 0) for c in range(W)]))
+        m.d.comb += keep.eq(masked_or(live, owner))
         merged_r = Signal(W)
         m.d.comb += merged_r.eq(Mux(rb, slot_merged[1], slot_merged[0]))
         m.d.comb += self.quad.ready.eq(~active & full.bit_select(rb, 1))

@@ -11,6 +11,7 @@ from amaranth.lib import fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.vector.softmax import EXP_ONE, RECIP_BITS
+from kaleido_hw.bitops import onehot_or, tree
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.vector.exp_lane import ExpLane
 from kaleido_hw.vector.layouts import (EXP_WIDTH, MULT_BITS, RECIP_WIDTH, SHIFT_BITS,
@@ -25,15 +26,6 @@ FREE, LOADED, SUMMING, SUMMED = 0, 1, 2, 3
 #: Output beats the P FIFO holds; more than the beats in flight in the output pipeline (4),
 #: so that a beat is issued every cycle while the consumer takes one every cycle.
 OUT_FIFO_DEPTH = 8
-
-
-def _tree(values, combine):
-    """Balanced reduction of ``values`` with ``combine(a, b)`` (log depth, not a chain)."""
-    values = list(values)
-    while len(values) > 1:
-        values = [combine(values[j], values[j + 1]) for j in range(0, len(values) - 1, 2)] + (
-            [values[-1]] if len(values) % 2 else [])
-    return values[0]
 
 
 class SoftmaxUnit(wiring.Component):
@@ -127,7 +119,7 @@ class SoftmaxUnit(wiring.Component):
 
         def pick(signals, index):
             """``signals[index]`` as an AND-OR multiplexer."""
-            return _tree([Mux(index == j, s, 0) for j, s in enumerate(signals)],
+            return tree([Mux(index == j, s, 0) for j, s in enumerate(signals)],
                          lambda a, b: a | b)
 
         # -- pass 1: input --------------------------------------------------------------
@@ -162,7 +154,7 @@ class SoftmaxUnit(wiring.Component):
         # The beat's maximum over its lanes is registered before it is folded into the row's
         # (the comparator tree and the fold would not fit one cycle of the arrays' clock).
         beat_max = Signal(signed(B))
-        m.d.sync += beat_max.eq(_tree(
+        m.d.sync += beat_max.eq(tree(
             [Mux(lane_ok[i], beat.scores[i], lowest) for i in range(L)],
             lambda a, b: Mux(a >= b, a, b)))
         mx_valid, mx_first, mx_keep, mx_last = Signal(), Signal(), Signal(), Signal()
@@ -266,8 +258,7 @@ class SoftmaxUnit(wiring.Component):
         # register output gets a buffer tree in the standard-cell flow.
         sum_sel = Signal(NB)
         m.d.sync += sum_sel.eq(Cat(*[sbuf[0] == j for j in range(NB)]))
-        m.d.comb += sum_word.eq(_tree([Mux(sum_sel[j], rports[j].data, 0) for j in range(NB)],
-                                      lambda a, b: a | b))
+        m.d.comb += sum_word.eq(onehot_or(sum_sel, [p.data for p in rports]))
         m.d.sync += sum_word2.eq(sum_word)                              # stage 1 -> 2
         lanes_e = []
         for i in range(L):
@@ -286,7 +277,7 @@ class SoftmaxUnit(wiring.Component):
         beat_sum = Signal((L * EXP_ONE).bit_length())
         acc_valid, acc_first, acc_last = Signal(), Signal(), Signal()
         acc_buf = Signal(range(NB))
-        m.d.sync += [beat_sum.eq(_tree(lanes_e, lambda a, b: a + b)), acc_valid.eq(sv[depth]),
+        m.d.sync += [beat_sum.eq(tree(lanes_e, lambda a, b: a + b)), acc_valid.eq(sv[depth]),
                      acc_first.eq(sfirst[depth]), acc_last.eq(slast[depth]),
                      acc_buf.eq(sbuf[depth])]
         row_sum = Signal(total_width)
@@ -351,8 +342,7 @@ class SoftmaxUnit(wiring.Component):
         out_word = Signal(L * B)
         out_sel = Signal(NB)
         m.d.sync += out_sel.eq(Cat(*[out_ptr == j for j in range(NB)]))
-        m.d.comb += out_word.eq(_tree([Mux(out_sel[j], rports[j].data, 0) for j in range(NB)],
-                                      lambda a, b: a | b))
+        m.d.comb += out_word.eq(onehot_or(out_sel, [p.data for p in rports]))
         o2_valid, o2_last, o2_tail = Signal(), Signal(), Signal(TW)
         o2_recip = Signal(RECIP_WIDTH)
         out_e = Signal(L * EXP_WIDTH)
