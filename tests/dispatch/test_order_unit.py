@@ -320,15 +320,21 @@ class _Port:
             await self.ctx.tick()
         raise AssertionError(f"avail never reached {n}")
 
+    def point(self, bank, addr, ibank, iaddr):
+        """Address the order read port at ``bank``/``addr``, the inverse's at
+        ``ibank``/``iaddr`` (their data is there after the next edge)."""
+        ctx, dut = self.ctx, self.dut
+        ctx.set(dut.ord_rd[0].bank, bank)
+        ctx.set(dut.ord_rd[0].addr, addr)
+        ctx.set(dut.inv_rd[0].bank, ibank)
+        ctx.set(dut.inv_rd[0].addr, iaddr)
+
     async def read(self, units, bank, ibank, release=True):
         """Order and inverse of ``units`` positions of ``bank`` / ``ibank``; then release."""
         ctx, dut = self.ctx, self.dut
         order, inv = [], []
         for a in range(units):
-            ctx.set(dut.ord_rd[0].bank, bank)
-            ctx.set(dut.ord_rd[0].addr, a)
-            ctx.set(dut.inv_rd[0].bank, ibank)
-            ctx.set(dut.inv_rd[0].addr, a)
+            self.point(bank, a, ibank, a)
             await ctx.tick()
             order.append(ctx.get(dut.ord_rd[0].data))
             inv.append(ctx.get(dut.inv_rd[0].data))
@@ -427,10 +433,7 @@ def test_abort_drops_the_chunk_in_progress_for_a_natural_one():
         # The fallback cycle: a unit offered is not taken; reads of B's banks already natural.
         ctx.set(dut.i.valid, 1)
         ctx.set(dut.i.payload.unit, E + 3)
-        ctx.set(dut.ord_rd[0].bank, 0)
-        ctx.set(dut.ord_rd[0].addr, 5)
-        ctx.set(dut.inv_rd[0].bank, 2)
-        ctx.set(dut.inv_rd[0].addr, 7)
+        t.point(0, 5, 2, 7)
         for s in (dut.abort, dut.natural, dut.release):
             ctx.set(s, 1)
         _, _, ready = await ctx.tick().sample(dut.i.ready)
@@ -471,10 +474,7 @@ def test_abort_replaces_a_complete_order():
     async def bench(ctx):
         t = _Port(ctx, dut)
         await t.open_run(chunk_a)                  # chunk 0 natural, A in banks 1
-        ctx.set(dut.ord_rd[0].bank, 1)
-        ctx.set(dut.ord_rd[0].addr, 3)
-        ctx.set(dut.inv_rd[0].bank, 1)
-        ctx.set(dut.inv_rd[0].addr, 4)
+        t.point(1, 3, 1, 4)
         await t.pulse(dut.abort, dut.natural, dut.release)
         same_cycle.append((ctx.get(dut.ord_rd[0].data), ctx.get(dut.inv_rd[0].data)))
         assert ctx.get(dut.avail) == 1 and ctx.get(dut.rbank) == 1

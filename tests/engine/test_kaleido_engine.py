@@ -90,6 +90,15 @@ def dispatch_monitor(cfg, orders: dict, slots: dict):
     return make
 
 
+def dispatch_qk(rng, n, d):
+    """Q near one common token (every code class occurs) and K a random walk over the
+    tokens (smooth neighbours): ``n`` tokens of ``d`` int8 channels each, from ``rng``."""
+    base = rng.integers(-100, 100, (n, d))
+    q = np.clip(base + rng.integers(-6, 7, (n, d)), -128, 127).astype(np.int8)
+    k = np.clip(np.cumsum(rng.integers(-5, 6, (n, d)), 0), -128, 127).astype(np.int8)
+    return q, k
+
+
 def run_engine(cfg, q, k, grid, groups, variant="pe", stall_every=0, ports=None, trace=False,
                max_cycles=100_000):
     """One run; ``trace``: also record the dispatcher probes (``out["orders"]``,
@@ -205,10 +214,7 @@ def test_dispatcher_wider_chunks(variant, sides):
     grid = VideoGrid(2, 3, 4)
     gmap = tuple(int(x) for x in np.random.default_rng(3).integers(0, 3, 16))
     groups = ChannelGroups(gmap, (2, 0, 1))
-    rng = np.random.default_rng(11)
-    base = rng.integers(-100, 100, (grid.n, 16))
-    q = np.clip(base + rng.integers(-6, 7, (grid.n, 16)), -128, 127).astype(np.int8)
-    k = np.clip(np.cumsum(rng.integers(-5, 6, (grid.n, 16)), 0), -128, 127).astype(np.int8)
+    q, k = dispatch_qk(np.random.default_rng(11), grid.n, 16)
     out = run_engine(cfg, q, k, grid, groups, variant, stall_every=2)
     assert out["error"] == 0
     assert np.array_equal(out["S"], attention_scores(q, k, grid, groups))
@@ -259,10 +265,7 @@ def test_fallback_with_one_side_complete_under_stalls():
                         sched_entries=32, engine_stall_seed=seed, sched_sides="qk")
     grid = VideoGrid(3, 3, 2)
     groups = ChannelGroups.from_sizes(10, 12, 10, directions=(1, 0, 2))
-    rng = np.random.default_rng(200 + seed % 97)
-    base = rng.integers(-100, 100, (grid.n, 32))
-    q = np.clip(base + rng.integers(-6, 7, (grid.n, 32)), -128, 127).astype(np.int8)
-    k = np.clip(np.cumsum(rng.integers(-5, 6, (grid.n, 32)), 0), -128, 127).astype(np.int8)
+    q, k = dispatch_qk(np.random.default_rng(200 + seed % 97), grid.n, 32)
     _, _, summary = check_dispatch_run(cfg, q, k, grid, groups, "full", "qk stalls")
     assert summary["fallbacks"] == 2 and summary["replaced"] == 1
 
@@ -450,10 +453,7 @@ def test_dispatch_invariants_under_stalls(arrays, variant, seed, sides):
                         sched_entries=4, engine_stall_seed=seed, sched_sides=sides)
     grid = VideoGrid(3, 3, 2)
     groups = ChannelGroups.from_sizes(5, 6, 5, directions=(1, 0, 2))
-    rng = np.random.default_rng(arrays * 100 + seed % 97)
-    base = rng.integers(-100, 100, (grid.n, 16))
-    q = np.clip(base + rng.integers(-6, 7, (grid.n, 16)), -128, 127).astype(np.int8)
-    k = np.clip(np.cumsum(rng.integers(-5, 6, (grid.n, 16)), 0), -128, 127).astype(np.int8)
+    q, k = dispatch_qk(np.random.default_rng(arrays * 100 + seed % 97), grid.n, 16)
     got, want, summary = check_dispatch_run(cfg, q, k, grid, groups, variant,
                                             f"P={arrays} {variant} seed={seed:#x}")
     sched, match = variant in ("pe-sh", "full"), variant in ("pe-m", "full")
