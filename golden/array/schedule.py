@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from golden.numerics import FULL, HALF, NONE, _as_groups, as_grid, effective_operand, reuse_masks
+from golden.window import window_masks
 
 
 __all__ = [
@@ -216,13 +217,32 @@ class GroupPlan:
     kc: np.ndarray
 
 
-def _plans(q, k, grid, groups, full_bits, half_bits, reuse):
+def linear_codes(x, grid, groups, full_bits, half_bits) -> np.ndarray:
+    """(N, d) codes of a linear block's activation: the window rule with windows of 2 along
+    each channel's group direction (``golden.window_masks``; its windows are the pairs of
+    ``golden.reuse_masks``, only FULL is decided differently)."""
+    groups = _as_groups(groups)
+    return window_masks(x, grid, groups.channel_directions(), 2, full_bits, half_bits)
+
+
+def operand_codes(q, k, grid, groups, full_bits, half_bits, linear=False):
+    """(N, d) reuse codes of the two operands: pairs on both sides for S
+    (``golden.reuse_masks``); for a linear block (``linear``: Q holds the activation X, K
+    the weight rows W^T) :func:`linear_codes` on X and none on W."""
+    grid, groups = as_grid(grid), _as_groups(groups)
+    if not linear:
+        return (reuse_masks(q, grid, groups, full_bits, half_bits),
+                reuse_masks(k, grid, groups, full_bits, half_bits))
+    return (linear_codes(q, grid, groups, full_bits, half_bits),
+            np.full(np.shape(k), NONE, np.uint8))
+
+
+def _plans(q, k, grid, groups, full_bits, half_bits, reuse, linear=False):
     grid, groups = as_grid(grid), _as_groups(groups)
     q = np.asarray(q)
     k = np.asarray(k)
     if reuse:
-        mq = reuse_masks(q, grid, groups, full_bits, half_bits)
-        mk = reuse_masks(k, grid, groups, full_bits, half_bits)
+        mq, mk = operand_codes(q, k, grid, groups, full_bits, half_bits, linear)
         q_eff = effective_operand(q, mq, grid, groups).astype(np.int64)
         k_eff = effective_operand(k, mk, grid, groups).astype(np.int64)
     else:

@@ -39,8 +39,9 @@ GROUPS_PER_WORD = 48
 #: LOAD / STRIDES ``side``: 0 Q (rows of S), 1 K (columns of S); 2, 3 reserved (V, later).
 SIDE_Q, SIDE_K = 0, 1
 SIDES = ("Q", "K")
-#: COMPUTE ``kind``: 0 S = Q K^T (this core); 1 linear layer and 2 P @ V are reserved codes
-#: (error 11, unsupported, until a core runs them); 3..15 malformed.
+#: COMPUTE ``kind``: 0 S = Q K^T; 1 a linear block Y = X_eff W (X in the Q bank, weight rows
+#: in the K bank); 2 P @ V is a reserved code (error 11, unsupported, until a core runs it);
+#: 3..15 malformed.
 KIND_S, KIND_LINEAR, KIND_PV = 0, 1, 2
 KINDS = ("S", "linear", "PV")
 
@@ -85,15 +86,18 @@ FIELDS: dict[str, tuple] = {
         ("origin_t", 8, 16, "box origin in the grid along t, a multiple of box_t"),
         ("origin_h", 24, 16, "box origin along y, a multiple of box_h"),
         ("origin_w", 40, 16, "box origin along x, a multiple of box_w"),
-        ("address", 64, 64, "byte address of the tensor's token (0, 0, 0)"),
+        ("rows", 56, 1, "1: box_tokens rows at address + j * token_stride instead of a box "
+                        "(weight rows of a linear block; origins 0, no padding)"),
+        ("address", 64, 64, "byte address of the tensor's token (0, 0, 0), or of row 0"),
     ),
     "COMPUTE": (
         ("q_bank", 4, 2, "Q bank (rows of the block)"),
         ("k_bank", 6, 2, "K bank (columns)"),
-        ("kind", 8, 4, "0 S = Q K^T; 1 linear, 2 P @ V reserved"),
+        ("kind", 8, 4, "0 S = Q K^T; 1 linear Y = X_eff W (X in Q, rows of W^T in K); "
+                       "2 P @ V reserved"),
     ),
     "STORE": (
-        ("address", 64, 64, "byte address of the S block (box_tokens^2 int32, row-major)"),
+        ("address", 64, 64, "byte address of the block (box_tokens^2 int32, row-major)"),
     ),
     "FENCE": (),
 }
@@ -113,9 +117,10 @@ ERROR_CODES: dict[int, tuple[str, str]] = {
     7: ("no_result", "STORE without an unstored COMPUTE result"),
     8: ("bad_strides", "strides that overlap tokens: token_stride < head_dim, y_stride < "
                        "grid_w * token_stride or t_stride < grid_h * y_stride"),
-    9: ("bad_origin", "LOAD origin not a multiple of the box extent, or outside the grid"),
+    9: ("bad_origin", "LOAD origin not a multiple of the box extent, or outside the grid; a "
+                      "rows LOAD with an origin other than 0"),
     10: ("result_pending", "COMPUTE or CONFIG while the last result is not stored"),
-    11: ("unsupported", "COMPUTE kind 1 (linear) or 2 (P @ V): reserved, not in this core"),
+    11: ("unsupported", "COMPUTE kind 2 (P @ V): reserved, not in this core"),
     12: ("out_of_range", "LOAD reads or STORE writes past the end of memory"),
 }
 
@@ -280,7 +285,9 @@ class Strides(Command):
 @dataclass(frozen=True)
 class Load(Command):
     """LOAD (opcode 4): the box of ``side`` at grid origin (t, y, x) into scratchpad ``bank``
-    from the tensor at ``address``; tokens outside the grid are zeros (padding)."""
+    from the tensor at ``address``; tokens outside the grid are zeros (padding). With
+    ``rows``: the bank's ``box_tokens`` tokens, in box-local order, are the rows at ``address
+    + j * token_stride`` (the weight rows of a linear block), every one read."""
     NAME, OPCODE = "LOAD", 4
     side: int
     bank: int
@@ -288,6 +295,7 @@ class Load(Command):
     origin_h: int
     origin_w: int
     address: int
+    rows: int = 0
 
     @property
     def origin(self) -> tuple[int, int, int]:
@@ -301,15 +309,16 @@ class Load(Command):
 
 @dataclass(frozen=True)
 class Compute(Command):
-    """COMPUTE (opcode 5): the block of ``kind`` (0: S = Q K^T) of the boxes in ``q_bank``
-    and ``k_bank``, with each box's own reuse codes; the result waits for a STORE."""
+    """COMPUTE (opcode 5): the block of ``kind`` (0: S = Q K^T, each box with its own reuse
+    codes; 1: a linear block X_eff W^T-rows, window codes on the Q box) of the banks
+    ``q_bank`` and ``k_bank``; the result waits for a STORE."""
     NAME, OPCODE = "COMPUTE", 5
     q_bank: int
     k_bank: int
     kind: int = KIND_S
 
     def check_encoding(self) -> None:
-        """Kinds 3..15 are malformed (1 and 2 decode; executing them is error 11)."""
+        """Kinds 3..15 are malformed (2 decodes; executing it is error 11)."""
         if self.kind >= len(KINDS):
             raise DecodeError(f"COMPUTE.kind must be 0 (S), 1 (linear) or 2 (PV); "
                               f"{self.kind} is reserved")
@@ -317,7 +326,7 @@ class Compute(Command):
 
 @dataclass(frozen=True)
 class Store(Command):
-    """STORE (opcode 6): the last COMPUTE's S block to ``address``: box_tokens^2 int32
+    """STORE (opcode 6): the last COMPUTE's block to ``address``: box_tokens^2 int32
     little-endian, row-major, rows and columns in box-local (t, y, x) token order."""
     NAME, OPCODE = "STORE", 6
     address: int

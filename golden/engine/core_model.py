@@ -281,7 +281,9 @@ def core_schedule(commands, result, memory: BenchMemory = BenchMemory()) -> list
             end = d + DECODE_CYCLES + ARITH_CYCLES
         elif name == "LOAD":
             coords = box_coords(c.origin, cfg.box)
-            real = tuple(bool(r) for r in (coords < np.asarray(cfg.grid)[None, :]).all(axis=1))
+            # A rows LOAD reads every token of the bank; a box's padding is not read.
+            real = tuple(bool(c.rows) or bool(r)
+                         for r in (coords < np.asarray(cfg.grid)[None, :]).all(axis=1))
             h = max(d + LOAD_ISSUE_CYCLES - 1, ld_end + 1)      # the hand-off cycle
             n = load_run_cycles(real, -(-cfg.head_dim // 8), memory.latency,
                                 memory.outstanding)

@@ -470,7 +470,8 @@ def _matched_pass3(qf, qc, kf, kc, params: EngineParams):
 
 
 def kaleido_engine(q, k, grid, groups, params: EngineParams = EngineParams(),
-                   variant: str = "full", full_bits: int = 5, half_bits: int = 3) -> np.ndarray:
+                   variant: str = "full", full_bits: int = 5, half_bits: int = 3, *,
+                   linear: bool = False) -> np.ndarray:
     """(N, N) int64 S computed the way the engine computes it.
 
     Per chunk: the unit orders (:func:`orders`), passes 0-3 of every (row, column) unit pair
@@ -480,10 +481,16 @@ def kaleido_engine(q, k, grid, groups, params: EngineParams = EngineParams(),
     chunks accumulate onto it with ``sched_sides = "q"``, a plane per chunk with ``"qk"``),
     and S read back as the sum of the planes through the inverse column orders. Equals
     ``golden.attention_scores`` (``q @ k.T`` for ``dense``) bit for bit.
+
+    ``linear``: a linear block instead (the core's COMPUTE kind 1): ``q`` is the activation X
+    on ``grid``, ``k`` holds weight rows (row j = column j of W), X's codes follow the window
+    rule with windows of 2 along each channel's group direction and the weights have none
+    (:func:`golden.array.schedule.operand_codes`); the result is ``golden.linear(q, k.T,
+    grid, directions, 2, full_bits, half_bits)`` (``q @ k.T`` for ``dense``).
     """
     q, k, grid, groups, (reuse, sched, matched) = _check_inputs(
         q, k, grid, groups, variant, full_bits, half_bits)
-    grid, plans = _plans(q, k, grid, groups, full_bits, half_bits, reuse)
+    grid, plans = _plans(q, k, grid, groups, full_bits, half_bits, reuse, linear)
     chunk_list = chunks(groups, params.width)
     ords = _orders(plans, chunk_list, params, sched)
     by_group = {pl.group: pl for pl in plans}
@@ -744,7 +751,7 @@ def plain_walk(groups) -> ChannelGroups:
 def engine_counters(q, k, grid, groups, params: EngineParams = EngineParams(),
                     variant: str = "full", full_bits: int = 5, half_bits: int = 3,
                     timing: EngineTiming | None = None, progress=None,
-                    natural=None) -> EngineCounters:
+                    natural=None, *, linear: bool = False) -> EngineCounters:
     """Every counter of one engine run, cycle-exact per ``docs/engine.md``.
 
     Vectorized: per chunk and pass, the issued channel count of every quad (rb, cb) is a sum
@@ -757,11 +764,12 @@ def engine_counters(q, k, grid, groups, params: EngineParams = EngineParams(),
     ``progress``: optional callable ``progress(done_chunks, total_chunks)``. ``natural``:
     None (the chunks that fall back follow from the timing, :class:`ChunkTimeline`) or the
     fallbacks observed in a run whose timing the model does not follow (stall injection).
+    ``linear``: the run computes a linear block (:func:`kaleido_engine`).
     """
     timing = timing or EngineTiming()
     q, k, grid, groups, (reuse, sched, matched) = _check_inputs(
         q, k, grid, groups, variant, full_bits, half_bits)
-    grid, plans = _plans(q, k, grid, groups, full_bits, half_bits, reuse)
+    grid, plans = _plans(q, k, grid, groups, full_bits, half_bits, reuse, linear)
     chunk_list = chunks(groups, params.width)
     tl = ChunkTimeline(plans, chunk_list, params, sched, timing, natural)
     by_group = {pl.group: pl for pl in plans}

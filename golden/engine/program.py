@@ -9,9 +9,14 @@ reads), but what every command sees is what the commands before it left.
 A COMPUTE of kind S computes the block ``S = Q_eff,box K_eff,box^T`` of one (Q box, K box)
 pair, each box being a grid of its own (``box_t x box_h x box_w`` tokens, zero-padded past
 the grid's edge) with its own reuse codes (``golden.numerics``): exactly what the existing
-engine computes for a whole grid of that size. With ``engine=True`` the block and its cycle
-counters come from ``golden.engine.model.kaleido_engine`` / ``engine_counters`` on the box
-pair (slower; bit-identical S, which the tests check).
+engine computes for a whole grid of that size. A COMPUTE of kind linear computes the block
+``Y = X_eff,box W_rows^T`` of a linear layer: the Q bank holds a box of the activation X,
+whose codes follow the window rule with windows of 2 along each channel's group direction
+(``golden.window_masks`` on the box grid), and the K bank holds ``box_tokens`` weight rows
+(row j = output feature j's weights, loaded by a ``rows`` LOAD), never reused; dense: ``X
+W_rows^T``. With ``engine=True`` the block and its cycle counters come from
+``golden.engine.model.kaleido_engine`` / ``engine_counters`` on the box pair (slower;
+bit-identical blocks, which the tests check).
 
 Plain numpy; no hardware imports.
 """
@@ -23,7 +28,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from golden.checks import check_int
-from golden.engine.commands import (ALIGN, ERROR_CODES, KIND_S, KINDS, SIDE_K, SIDE_Q, SIDES,
+from golden.array.schedule import linear_codes
+from golden.engine.commands import (ALIGN, ERROR_CODES, KIND_LINEAR, KIND_S, KINDS, SIDE_K,
+                                    SIDE_Q, SIDES,
                                     Command, Compute, Config, DecodeError, FieldError, Groups,
                                     Load, Store, Strides, decode)
 from golden.engine.model import (VARIANTS, EngineCounters, EngineParams, engine_counters,
@@ -163,15 +170,17 @@ def box_coords(origin, box) -> np.ndarray:
 
 @dataclass
 class BoxData:
-    """One loaded bank: its side, box origin, (box_tokens, d) int8 tokens (zeros where
-    padded) and which tokens lie inside the grid (``real``)."""
+    """One loaded bank: its side, box origin (``None`` for a ``rows`` LOAD), (box_tokens, d)
+    int8 tokens (zeros where padded) and which tokens lie inside the grid (``real``; every
+    row of a ``rows`` LOAD)."""
     side: int
-    origin: tuple
+    origin: tuple | None
     x: np.ndarray
     real: np.ndarray
     eff: np.ndarray = field(default=None, repr=False)      # effective operand (cached)
     counts: tuple = field(default=None, repr=False)         # code counts: all, real tokens
     groups_version: int = -1
+    kind: int = -1                                          # COMPUTE kind of the cache
 
 
 @dataclass
@@ -327,31 +336,50 @@ class _Core:
         if c.side not in self.strides:
             self.fail(3, f"LOAD of side {SIDES[c.side]} before its STRIDES")
         self.check_aligned("LOAD address", c.address)
-        for axis, o, b, g in zip("thw", c.origin, cfg.box, cfg.grid):
-            if o % b or o >= g:
-                self.fail(9, f"origin_{axis} must be a multiple of box_{axis} = {b} below "
-                             f"grid_{axis} = {g}, got {o}")
+        if c.rows:
+            if any(c.origin):
+                self.fail(9, f"a rows LOAD takes no origin (origin_t, origin_h, origin_w must "
+                             f"be 0), got {c.origin}")
+        else:
+            for axis, o, b, g in zip("thw", c.origin, cfg.box, cfg.grid):
+                if o % b or o >= g:
+                    self.fail(9, f"origin_{axis} must be a multiple of box_{axis} = {b} below "
+                                 f"grid_{axis} = {g}, got {o}")
         st = self.strides[c.side]
-        coords = box_coords(c.origin, cfg.box)
-        real = (coords < np.asarray(cfg.grid)[None, :]).all(axis=1)
-        rows = c.address + _token_offsets(coords[real], (st.token_stride, st.y_stride,
-                                                         st.t_stride))
+        n = box_tokens(cfg.box)
+        if c.rows:
+            real = np.ones(n, bool)
+            rows = c.address + np.arange(n, dtype=np.int64) * st.token_stride
+            what = f"{n} rows at {c.address}"
+        else:
+            coords = box_coords(c.origin, cfg.box)
+            real = (coords < np.asarray(cfg.grid)[None, :]).all(axis=1)
+            rows = c.address + _token_offsets(coords[real], (st.token_stride, st.y_stride,
+                                                             st.t_stride))
+            what = f"box at {c.origin}"
         end = int(rows.max()) + cfg.head_dim
         if end > self.memory.size:
-            self.fail(12, f"LOAD of the {SIDES[c.side]} box at {c.origin} reads up to byte "
+            self.fail(12, f"LOAD of the {SIDES[c.side]} {what} reads up to byte "
                           f"{end - 1}; memory has {self.memory.size} bytes")
-        x = np.zeros((coords.shape[0], cfg.head_dim), np.int8)
+        x = np.zeros((n, cfg.head_dim), np.int8)
         x[real] = self.memory.data[rows[:, None] + np.arange(cfg.head_dim)].view(np.int8)
-        self.banks[(c.side, c.bank)] = BoxData(c.side, c.origin, x, real)
+        self.banks[(c.side, c.bank)] = BoxData(c.side, None if c.rows else c.origin, x, real)
         self.c["loads"][SIDES[c.side]] += 1
         self.c["bytes_loaded"] += int(real.sum()) * cfg.head_dim
 
-    def _prepare(self, box: BoxData):
-        """Reuse codes and effective operand of a box as a grid of its own (cached)."""
-        if box.groups_version != self.groups_version:
+    def _prepare(self, box: BoxData, kind: int):
+        """Reuse codes and effective operand of a box as a grid of its own, for a COMPUTE of
+        ``kind`` (cached): pairs for S; for a linear block the window rule on the Q box and
+        no codes on the K bank's weight rows (``golden.array.schedule.operand_codes``)."""
+        if box.groups_version != self.groups_version or box.kind != kind:
             cfg, groups = self.config, self.groups
             grid = VideoGrid(*cfg.box)
-            m = reuse_masks(box.x, grid, groups, cfg.full_bits, cfg.half_bits)
+            if kind == KIND_LINEAR and box.side == SIDE_K:
+                m = np.full(box.x.shape, 2, np.uint8)          # weights: never reused (NONE)
+            elif kind == KIND_LINEAR:
+                m = linear_codes(box.x, grid, groups, cfg.full_bits, cfg.half_bits)
+            else:
+                m = reuse_masks(box.x, grid, groups, cfg.full_bits, cfg.half_bits)
             if self.variant == "dense":
                 box.eff = box.x
                 m = np.full_like(m, 2)
@@ -360,14 +388,14 @@ class _Core:
                 box.eff = _effective(box.x.reshape(shape), m.reshape(shape), grid,
                                      groups).reshape(box.x.shape)
             box.counts = (code_counts(m), code_counts(m[box.real]))
-            box.groups_version = self.groups_version
+            box.groups_version, box.kind = self.groups_version, kind
         return box
 
     def COMPUTE(self, c: Compute):
         cfg = self.need_config("COMPUTE")
-        if c.kind != KIND_S:
+        if c.kind not in (KIND_S, KIND_LINEAR):
             self.fail(11, f"COMPUTE kind {c.kind} ({KINDS[c.kind]}) is reserved; this core "
-                          f"computes kind {KIND_S} (S) only")
+                          f"computes kinds {KIND_S} (S) and {KIND_LINEAR} (linear)")
         for name, bank, side in (("q_bank", c.q_bank, SIDE_Q), ("k_bank", c.k_bank, SIDE_K)):
             self.check_bank(f"COMPUTE {name}", bank)
             if (side, bank) not in self.banks:
@@ -379,16 +407,18 @@ class _Core:
         if self.pending is not None:
             self.fail(10, f"COMPUTE while the result of the COMPUTE at command "
                           f"{self.pending.index} is not stored")
-        qb = self._prepare(self.banks[(SIDE_Q, c.q_bank)])
-        kb = self._prepare(self.banks[(SIDE_K, c.k_bank)])
+        # A bank's codes follow the COMPUTE's kind (the same box may serve both kinds).
+        qb = self._prepare(self.banks[(SIDE_Q, c.q_bank)], c.kind)
+        kb = self._prepare(self.banks[(SIDE_K, c.k_bank)], c.kind)
         counters = None
         if self.engine:
             box = VideoGrid(*cfg.box)
             rest = (self.limits.params, self.variant, cfg.full_bits, cfg.half_bits)
-            s = kaleido_engine(qb.x, kb.x, box, self.groups, *rest)
+            linear = c.kind == KIND_LINEAR
+            s = kaleido_engine(qb.x, kb.x, box, self.groups, *rest, linear=linear)
             # A plain core's engine walks all channels as one group along x (S is the same).
             walk = plain_walk(self.groups) if self.limits.plain else self.groups
-            counters = engine_counters(qb.x, kb.x, box, walk, *rest)
+            counters = engine_counters(qb.x, kb.x, box, walk, *rest, linear=linear)
             self.c["cycles"] += int(counters.cycles)
         else:
             s = exact_matmul(qb.eff, kb.eff.T)

@@ -559,8 +559,13 @@ class ArraySequencer(wiring.Component):
         for cu, hold, data_in, pq in ((qcu, q_hold, self._q_word, pend_q),
                                       (kcu, k_hold, self._k_word, pend_k)):
             m.d.comb += [cu.anchor.eq(hold), cu.follower.eq(data_in), cu.present.eq(pq[1]),
-                         cu.reuse.eq(cfg.reuse), cu.full_mask.eq(cfg.full_mask),
-                         cu.half_mask.eq(cfg.half_mask)]
+                         cu.full_mask.eq(cfg.full_mask), cu.half_mask.eq(cfg.half_mask)]
+        # A linear block (cfg.linear): the window rule on X (rows), no codes on W (columns;
+        # their window input is then unused, but driven alike: one module for both units).
+        q_reuse, k_reuse = Signal(), Signal()
+        m.d.comb += [q_reuse.eq(cfg.reuse), k_reuse.eq(cfg.reuse & ~cfg.linear),
+                     qcu.reuse.eq(q_reuse), kcu.reuse.eq(k_reuse),
+                     qcu.window.eq(cfg.linear), kcu.window.eq(cfg.linear)]
         with m.If(pend & ~pend_phase):
             m.d.sync += [q_hold.eq(self._q_word), k_hold.eq(self._k_word)]
         for n, words, fwords, los, his, sets, cu, data_in, pv in (

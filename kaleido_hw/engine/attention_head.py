@@ -64,6 +64,10 @@ def check_head_config(config: KaleidoConfig) -> None:
             f"engine_max_tokens = {config.engine_max_tokens}")
 
 
+#: Engine configuration bits this top ties off: S only (a linear block has no softmax).
+_ENGINE_CFG_TIED = ("linear",)
+
+
 def _port_docs() -> dict:
     """The engine's and P @ V's port meanings under this top's names, and its own."""
     docs = {}
@@ -71,7 +75,7 @@ def _port_docs() -> dict:
         group, _, rest = name.partition("__")
         if group == "wr":
             docs[name] = text
-        elif group in ("cfg", "cnt"):
+        elif group == "cnt" or (group == "cfg" and rest not in _ENGINE_CFG_TIED):
             docs[f"{group}__s__{rest}"] = "S (engine): " + text
     for name, text in PvEngine.PORT_DOCS.items():
         group, _, rest = name.partition("__")
@@ -147,7 +151,9 @@ class AttentionHead(wiring.Component):
             "wr": eng["wr"],
             "v_in": In(stream.Signature(pv_v_word_layout(config))),
             "cfg": In(wiring.Signature({
-                "s": Out(eng["cfg"].signature.flip()),
+                "s": Out(wiring.Signature({
+                    name: member for name, member in eng["cfg"].signature.flip().members.items()
+                    if name not in _ENGINE_CFG_TIED})),
                 "v": Out(wiring.Signature({name: Out(pv_cfg[name].shape) for name in
                                            ("axis", "window", "reuse", "full_bits",
                                             "half_bits")})),
@@ -181,7 +187,9 @@ class AttentionHead(wiring.Component):
         wiring.connect(m, sm.p, tr.p)
         wiring.connect(m, tr.o, pv.p_in)
         wiring.connect(m, pv.o, wiring.flipped(self.o))
-        wiring.connect(m, wiring.flipped(cfg.s), eng.cfg)
+        for name in eng.cfg.signature.members:
+            m.d.comb += getattr(eng.cfg, name).eq(
+                0 if name in _ENGINE_CFG_TIED else getattr(cfg.s, name))
         wiring.connect(m, eng.cnt, wiring.flipped(self.cnt.s))
         wiring.connect(m, pv.cnt, wiring.flipped(self.cnt.pv))
 

@@ -4,7 +4,10 @@ skipping"; codes: ``docs/numerics.md``).
 :class:`CodeUnit` compares a follower token's word with its anchor's word, all channels at
 once: the follower is FULL at a channel when the top ``1 + full_bits`` bits of the two int8
 values agree, else HALF when the top ``1 + half_bits`` bits agree, else NONE; with the XOR
-of the two bytes that is ``(a ^ f) & mask == 0`` for the masks ``0xFF << (7 - bits)``. It
+of the two bytes that is ``(a ^ f) & mask == 0`` for the masks ``0xFF << (7 - bits)``. For a
+linear block (``window``) FULL is the window rule of ``docs/numerics.md`` section 8 with
+windows of 2: ``|a - f| < 2^(8 - full_bits)`` (for two values the rule's ``w*S2 - S1^2 <
+(w*theta1)^2`` is ``(a - f)^2 < (2*theta1)^2``); HALF is the same test in both rules. It
 also forms the effective follower (the anchor's value where FULL). :func:`work_bitmap` tells,
 per channel, whether any PE of a tile quad has work in a pass, from the sets of codes that
 occur among the quad's row units and among its column units.
@@ -35,11 +38,16 @@ class CodeUnit(wiring.Component):
     ----------
     lanes : int
         Channels per word (int8 each).
+    codes : bool
+        Build the code planes and the effective word (the sequencers); without them only
+        ``full`` (the scheduler's pre-pass, whose pattern bits are the channels not FULL).
 
     Inputs: ``anchor``, ``follower`` (``8*lanes`` bits, channel c at bits ``8c..8c+7``),
     ``present`` (the unit has a follower; else every code is ABSENT), ``reuse`` (0: every
-    present follower is NONE, the dense baseline), ``full_mask``/``half_mask``
-    (:func:`code_mask` of full_bits/half_bits). Outputs, one bit per channel: the code as
+    present follower is NONE, the dense baseline), ``window`` (FULL by the window rule of a
+    linear block instead of the top bits), ``full_mask``/``half_mask``
+    (:func:`code_mask` of full_bits/half_bits). Outputs, one bit per channel: ``full`` (the
+    follower is FULL: present, reuse on and the rule met); with ``codes``, the code as
     two bit planes ``code_lo``/``code_hi`` (code = ``2*hi + lo``: 0 FULL, 1 HALF, 2 NONE,
     3 ABSENT) and one-hot planes ``is_code[v]`` (bit c set iff channel c has code v), which
     the sequencer ORs into a quad's code sets; and ``effective``, the follower word with FULL
@@ -47,54 +55,91 @@ class CodeUnit(wiring.Component):
 
     The compare is done on whole words: XOR, AND with the byte mask repeated per channel,
     then an OR of each byte's bits folded into its bit 0 by three shifts (shifting right by
-    at most 7 never carries a higher byte into bit 0 of a byte).
+    at most 7 never carries a higher byte into bit 0 of a byte). The window rule's distance
+    too: on the offset-binary bytes ``x = a ^ 0x80``, ``y = f ^ 0x80``, the byte-wise
+    differences ``x - y`` and ``y - x`` modulo 256 come from one word subtraction each with
+    every byte's top bit forced (``((x | H) - (y & ~H)) ^ ((x ^ ~y) & H)``, ``H`` = 0x80 per
+    byte: no borrow crosses a byte, and the forced bits are constants that synthesis folds
+    into per-byte subtractors), with each byte's borrow ``(~x & y) | ((~x | y) & r)`` at its
+    top bit; ``|a - f| < 2^s`` iff one of the two differences has no borrow and no bit at
+    or above ``s`` (the mask ``full_mask << 1``).
     """
 
-    def __init__(self, lanes: int):
-        self.lanes = lanes
+    def __init__(self, lanes: int, codes: bool = True):
+        self.lanes, self.codes = lanes, codes
+        outputs = {"full": Out(lanes)}
+        if codes:
+            outputs.update({"code_lo": Out(lanes), "code_hi": Out(lanes),
+                            "is_code": Out(data.ArrayLayout(lanes, 4)),
+                            "effective": Out(8 * lanes)})
         super().__init__({
             "anchor": In(8 * lanes),
             "follower": In(8 * lanes),
             "present": In(1),
             "reuse": In(1),
+            "window": In(1),
             "full_mask": In(8),
             "half_mask": In(8),
-            "code_lo": Out(lanes),
-            "code_hi": Out(lanes),
-            "is_code": Out(data.ArrayLayout(lanes, 4)),
-            "effective": Out(8 * lanes),
+            **outputs,
         })
 
     def elaborate(self, platform):
         m = Module()
         n = self.lanes
-        diff = Signal(8 * n)
-        m.d.comb += diff.eq(self.anchor ^ self.follower)
 
-        def differs(mask, name):
-            """Lane c set iff the bytes differ somewhere under ``mask``."""
-            x = Signal(8 * n, name=f"{name}_x")
-            y = Signal(8 * n, name=f"{name}_y")
-            z = Signal(8 * n, name=f"{name}_z")
-            w = Signal(8 * n, name=f"{name}_w")
+        def word(name, value):
+            # Every word operation through a signal: a slice of an expression is emitted
+            # as the whole expression.
+            sig = Signal(8 * n, name=name)
+            m.d.comb += sig.eq(value)
+            return sig
+
+        def fold(value, name):
+            """Bit 0 of each byte: the OR of the byte's bits (bits 1..7 are don't-care)."""
+            f4 = word(f"{name}_f4", value | (value >> 4))
+            f2 = word(f"{name}_f2", f4 | (f4 >> 2))
+            return word(f"{name}_f1", f2 | (f2 >> 1))
+
+        def lanes(value, name):
+            """The lane bits (bit 0 of every byte) of a folded word."""
             out = Signal(n, name=name)
-            m.d.comb += [
-                x.eq(diff & Cat(*[mask] * n)),
-                y.eq(x | (x >> 4)),
-                z.eq(y | (y >> 2)),
-                w.eq(z | (z >> 1)),
-                out.eq(Cat(*(w[8 * c] for c in range(n)))),
-            ]
+            m.d.comb += out.eq(Cat(*(value[8 * c] for c in range(n))))
             return out
 
-        full_diff = differs(self.full_mask, "full_differs")
-        half_diff = differs(self.half_mask, "half_differs")
+        diff = word("diff", self.anchor ^ self.follower)
+        full_masks = word("full_masks", Cat(*[self.full_mask] * n))
+        full_far = fold(diff & full_masks, "full_differs")
+
+        # Window rule: |a - f| < 2^s, s = 8 - full_bits, byte-wise on whole words. The byte
+        # tops come from a register that never changes (synthesis folds it into the
+        # constant): with a constant operand Amaranth emits every word operation below slice
+        # by slice, about 10 kB of Verilog each.
+        top8 = Signal(8, init=0x80)
+        m.d.sync += top8.eq(top8)
+        top = word("top", Cat(*[top8] * n))
+        # Per byte full_mask << 1 (bit 7 of full_mask is always set: drop what it carries).
+        far_mask = word("far_mask", (full_masks << 1) & ~(top >> 7))
+        x = word("x", self.anchor ^ top)
+        y = word("y", self.follower ^ top)
+
+        def too_far(u, v, name):
+            """Byte-wise u - v negative or at least 2^s: folded (bit 0 of each byte)."""
+            r = word(f"{name}_r", ((u | top) - (v & ~top)) ^ ((u ^ ~v) & top))
+            return fold((((~u & v) | ((~u | v) & r)) & top) | (r & far_mask), name)
+
+        window_far = word("window_far", too_far(x, y, "above") & too_far(y, x, "below"))
+        not_full = lanes(word("not_full_w", Mux(self.window, window_far, full_far)), "not_full")
         on = Signal(n)
-        full, half, none, absent = (Signal(n, name=v) for v in ("full", "half", "none", "absent"))
+        m.d.comb += [on.eq(Mux(self.present & self.reuse, (1 << n) - 1, 0)),
+                     self.full.eq(on & ~not_full)]
+        if not self.codes:
+            return m
+        full = self.full
+        half_diff = lanes(fold(diff & Cat(*[self.half_mask] * n), "half_differs"),
+                          "half_differs")
+        half, none, absent = (Signal(n, name=v) for v in ("half", "none", "absent"))
         m.d.comb += [
-            on.eq(Mux(self.present & self.reuse, (1 << n) - 1, 0)),
-            full.eq(on & ~full_diff),
-            half.eq(on & full_diff & ~half_diff),
+            half.eq(on & not_full & ~half_diff),
             absent.eq(Mux(self.present, 0, (1 << n) - 1)),
             none.eq(~full & ~half & ~absent),
             self.code_lo.eq(half | absent),

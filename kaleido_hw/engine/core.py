@@ -11,8 +11,10 @@ the commands of :mod:`golden.engine.commands` in order:
 * LOAD walks the box's tokens into the named bank, in the load unit: a request walker asks
   the DMA for ``head_dim / 8`` beats per token inside the grid, a write walker moves the
   returned beats into the engine's Q or K memory (padding tokens outside the grid are
-  written as zeros, never fetched);
-* COMPUTE starts the engine on the loaded pair and adds its counters to the core's;
+  written as zeros, never fetched); a ``rows`` LOAD walks ``box_tokens`` consecutive rows
+  instead (the weight rows of a linear block);
+* COMPUTE starts the engine on the loaded pair (kind S, or kind linear: the engine's
+  ``cfg.linear``) and adds its counters to the core's;
 * STORE streams the S block (``box_tokens**2`` int32, row-major, two per 64-bit beat) to
   memory through one DMA write, forwarding the engine's read-out beats;
 * FENCE waits until the load unit is idle and the DMA has no transfer in flight.
@@ -157,6 +159,7 @@ class CoreController(wiring.Component):
         head_dim = Signal(t.dim_width)
         dirs, full_bits, half_bits = Signal(6), Signal(3), Signal(3)
         reuse, schedule, match = Signal(), Signal(), Signal()
+        cmp_linear = Signal()                 # the COMPUTE is a linear block (kind 1)
         group_map = Signal(2 * D)
         assigned = Signal(D)                  # channel has a group since CONFIG
         # Strides per side: token (x), y, t; in bytes.
@@ -176,6 +179,7 @@ class CoreController(wiring.Component):
         m.d.comb += [c.t.eq(box[0]), c.h.eq(box[1]), c.w.eq(box[2]), c.head_dim.eq(head_dim),
                      c.group_map.eq(group_map), c.directions.eq(dirs),
                      c.full_bits.eq(full_bits), c.half_bits.eq(half_bits), c.reuse.eq(reuse),
+                     c.linear.eq(cmp_linear),
                      c.schedule.eq(schedule), c.match.eq(match)]
 
         # -- sequential arithmetic: products by shift-and-add, remainders by restoring division,
@@ -205,12 +209,13 @@ class CoreController(wiring.Component):
         bank = Signal(range(B))               # bank of the LOAD being decoded
         addr_high = Signal()                  # LOAD address beyond axi_addr_width
         origin = [Signal(G, name=f"origin_{a}") for a in "thw"]
+        rows = Signal()                       # the LOAD being decoded reads rows, not a box
         lim_next = [Signal(sw, name=f"lim_next_{a}") for a in "thw"]
         for i in range(3):
             room = grid[i] - origin[i]
-            m.d.sync += lim_next[i].eq(Mux(room < box[i], room, box[i]))
+            m.d.sync += lim_next[i].eq(Mux((room < box[i]) & ~rows, room, box[i]))
         ld_busy = Signal()                    # the load unit walks a box
-        ld_side, ld_bank = Signal(), Signal(range(B))
+        ld_side, ld_bank, ld_rows = Signal(), Signal(range(B)), Signal()
         ld_index = Signal(32)                 # its LOAD's command index
         ld_err = Signal()                     # a DMA error ended the load unit's LOAD
         lim = [Signal(sw, name=f"lim_{a}") for a in "thw"]
@@ -373,7 +378,7 @@ class CoreController(wiring.Component):
 
                     def start_load():
                         m.d.sync += [side.eq(sd), bank.eq(f["bank"]), step.eq(0), addr_high.eq(
-                                     high_bits(f["address"])),
+                                     high_bits(f["address"])), rows.eq(f["rows"]),
                                      acc[0].eq(f["address"][:aw])]
                         for i in range(3):
                             m.d.sync += [origin[i].eq(org[i]), mul_c[i].eq(org[i]),
@@ -395,13 +400,14 @@ class CoreController(wiring.Component):
                     f = fc
 
                     def start_compute():
-                        m.d.sync += [cmp_bank[0].eq(f["q_bank"]), cmp_bank[1].eq(f["k_bank"])]
+                        m.d.sync += [cmp_bank[0].eq(f["q_bank"]), cmp_bank[1].eq(f["k_bank"]),
+                                     cmp_linear.eq(f["kind"] == cmds.KIND_LINEAR)]
                         goto("CMP_START")
                     check([
                         (word & ~cmds.used_mask("COMPUTE") != 0, E["malformed"]),
                         (f["kind"] > 2, E["malformed"]),
                         (~configured, E["not_configured"]),
-                        (f["kind"] != cmds.KIND_S, E["unsupported"]),
+                        (f["kind"] == cmds.KIND_PV, E["unsupported"]),
                         (f["q_bank"] >= B, E["bad_bank"]),
                         ((loaded & bank_bit(0, f["q_bank"])) == 0, E["bank_empty"]),
                         (f["k_bank"] >= B, E["bad_bank"]),
@@ -462,7 +468,9 @@ class CoreController(wiring.Component):
             m.d.sync += arith
             m.d.sync += acc[0].eq(acc[0] + term[0] + term[1] + term[2])
             with m.If(step == G):
-                bad = Cat(*((rem[i] != 0) | (origin[i] >= grid[i]) for i in range(3))).any()
+                # A rows LOAD takes no origin: the box's checks do not apply to it.
+                bad = Mux(rows, Cat(*origin).any(),
+                          Cat(*((rem[i] != 0) | (origin[i] >= grid[i]) for i in range(3))).any())
                 with m.If(bad):
                     m.d.comb += [fail.eq(1), fail_code.eq(E["bad_origin"])]
                 with m.Elif(addr_high):
@@ -477,6 +485,7 @@ class CoreController(wiring.Component):
             with m.If(~ld_busy & self.dma_idle):
                 m.d.sync += [*req.start(acc[0][:aw]), *wrw.start(), lane.eq(0),
                              ld_busy.eq(1), ld_side.eq(side), ld_bank.eq(bank),
+                             ld_rows.eq(rows),
                              ld_index.eq(cmd_index), loaded.eq(loaded | bank_bit(side, bank))]
                 m.d.sync += [lim[i].eq(lim_next[i]) for i in range(3)]
                 m.d.sync += state.eq(ST["IDLE"])
@@ -557,9 +566,9 @@ class CoreController(wiring.Component):
                 with m.If(req.inside):
                     m.d.comb += self.rd_req.valid.eq(1)
                     with m.If(self.rd_req.ready):
-                        req.advance(side_strides)
+                        req.advance(side_strides, ld_rows)
                 with m.Else():
-                    req.advance(side_strides)
+                    req.advance(side_strides, ld_rows)
             wr = eng.wr
             take = Signal()
             m.d.comb += [wr.sel.eq(ld_side), wr.token.eq(wrw.tok), wr.lane.eq(lane),

@@ -9,12 +9,13 @@ box-local coordinates against the limits ``min(bt, T - t0)`` etc., computed once
 so that no per-token comparison needs the global coordinates. Addresses advance by adding
 strides (no multiplier per token): ``x`` adds the token stride, a new row restarts from the
 row's first token plus the y stride, a new plane from the plane's first token plus the t
-stride.
+stride. A ``rows`` walk (the weight rows of a linear block) reads the bank's tokens as
+consecutive rows: every token is inside and every step adds the token stride.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 
 __all__ = ["BoxWalker"]
 
@@ -68,25 +69,29 @@ class BoxWalker:
                     self.plane.eq(origin_addr)]
         return out
 
-    def advance(self, strides=None):
+    def advance(self, strides=None, rows=None):
         """Add, under the caller's ``If``, the step to the next token (``strides``: the
-        token, y and t strides in bytes); ``done`` after the last."""
+        token, y and t strides in bytes; ``rows``: a signal, 1 for a walk of consecutive rows,
+        each one token stride after the one before); ``done`` after the last."""
         m = self.m
         bt, bh, bw = self.box
         m.d.sync += self.tok.eq(self.tok + 1)
+        if self.addr_width:
+            step = Signal(self.addr_width, name=f"{self.addr.name}_step")
+            m.d.comb += step.eq(self.addr + strides[0])
         with m.If(self.lx + 1 < bw):
             m.d.sync += self.lx.eq(self.lx + 1)
             if self.addr_width:
-                m.d.sync += self.addr.eq(self.addr + strides[0])
+                m.d.sync += self.addr.eq(step)
         with m.Elif(self.ly + 1 < bh):
             m.d.sync += [self.lx.eq(0), self.ly.eq(self.ly + 1)]
             if self.addr_width:
-                nxt = self.row + strides[1]
+                nxt = Mux(rows, step, self.row + strides[1])
                 m.d.sync += [self.row.eq(nxt), self.addr.eq(nxt)]
         with m.Elif(self.lt + 1 < bt):
             m.d.sync += [self.lx.eq(0), self.ly.eq(0), self.lt.eq(self.lt + 1)]
             if self.addr_width:
-                nxt = self.plane + strides[2]
+                nxt = Mux(rows, step, self.plane + strides[2])
                 m.d.sync += [self.plane.eq(nxt), self.row.eq(nxt), self.addr.eq(nxt)]
         with m.Else():
             m.d.sync += self.done.eq(1)

@@ -163,6 +163,7 @@ def engine_run_layout(geo: KaleidoGeometry) -> data.StructLayout:
         "full_mask": unsigned(8),
         "half_mask": unsigned(8),
         "reuse": unsigned(1),
+        "linear": unsigned(1),
         "schedule": unsigned(1),
         "match": unsigned(1),
     })

@@ -1,16 +1,24 @@
 """Host library of the streaming engine core (``docs/engine.md``, "Command stream"): turns
-"compute S of this head at these addresses" into a command program.
+"compute S of this head" or "compute this linear layer" at these addresses into a command
+program.
 
-- :func:`choose_box`: the box (``box_t x box_h x box_w`` tokens) the head is cut into: at
+- :func:`choose_box`: the box (``box_t x box_h x box_w`` tokens) the grid is cut into: at
   most the core's ``engine_max_tokens``, and along every reuse axis even (or the whole axis)
-  so that no reuse pair of the grid is cut by a box border; then S assembled from the boxes
-  equals the whole-grid S bit for bit. Edge boxes are zero-padded by the core.
-- :func:`command_order`: (Q box, K box) pairs, Q boxes outer and K boxes inner in serpentine
-  order (the K box at the end of one Q row starts the next, so it is not loaded again), new
-  boxes alternating between the banks so each load can overlap the compute before it.
-- :func:`plan_head` -> :class:`HeadPlan` (box, addresses, program); :func:`plan_counts`;
+  so that no reuse pair (window of 2) of the grid is cut by a box border; then the blocks
+  assembled from the boxes equal the whole-grid result bit for bit. Edge boxes are
+  zero-padded by the core.
+- :func:`command_order`: (Q box, K operand) pairs, Q boxes outer and K operands inner in
+  serpentine order (the K operand that ends one Q row starts the next, so it is not loaded
+  again), new operands alternating between the banks so each load can overlap the compute
+  before it.
+- Attention scores: :func:`plan_head` -> :class:`HeadPlan` (box, addresses, program);
   :func:`write_operands`; :func:`assemble_s` / :func:`read_s`; :func:`run_head` end to end
-  through ``golden.engine.program.run_program``.
+  through ``golden.engine.program.run_program``; :func:`whole_grid_s`.
+- Linear layers ``Y = X_eff W`` (COMPUTE kind 1): :func:`plan_linear` -> :class:`LinearPlan`,
+  the Q side boxes of the activation X (codes by the window rule), the K side blocks of
+  ``box_tokens`` weight rows (rows of W^T, read by ``rows`` LOADs);
+  :func:`write_linear_operands`; :func:`read_y`; :func:`run_linear`; :func:`whole_grid_y`.
+- :func:`plan_counts` of either plan.
 """
 
 from __future__ import annotations
@@ -20,22 +28,33 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from golden.engine.commands import (ALIGN, SIDE_K, SIDE_Q, Compute, Config, Fence, Load, Store,
-                                    Strides, groups_commands)
+from golden.engine.commands import (ALIGN, KIND_LINEAR, KIND_S, SIDE_K, SIDE_Q, Compute,
+                                    Config, Fence, Load, Store, Strides, groups_commands)
 from golden.engine.program import (CoreLimits, Memory, ProgramResult, box_coords, box_tokens,
                                    run_program)
 from golden.numerics import ChannelGroups, VideoGrid, _as_groups, as_grid, attention_scores
 from golden.engine.model import variant_flags
+from golden.window import linear
 from kaleido_hw.config import ConfigError, KaleidoConfig
 
 
 __all__ = ["reuse_axes", "split_axes", "choose_box", "box_counts", "Step", "command_order",
            "HeadAddrs", "HeadPlan", "plan_head", "plan_counts", "write_operands",
-           "assemble_s", "read_s", "HeadRun", "run_head", "whole_grid_s"]
+           "assemble_s", "read_s", "HeadRun", "run_head", "whole_grid_s",
+           "LinearAddrs", "LinearPlan", "plan_linear", "write_linear_operands", "read_y",
+           "LinearRun", "run_linear", "whole_grid_y"]
+
+_AXES = ("t", "y", "x")
 
 
 def _align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
+
+
+def _positive(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def reuse_axes(groups) -> tuple:
@@ -47,7 +66,8 @@ def reuse_axes(groups) -> tuple:
 def split_axes(grid, groups, box) -> tuple:
     """Reuse axes along which ``box`` cuts pairs of the grid: the box extent is odd and
     smaller than the grid's (a pair (2i, 2i+1) then straddles some box border, and inside
-    the box the pairing differs from the grid's). Empty: S from boxes equals the grid's."""
+    the box the pairing differs from the grid's). Empty: S from boxes equals the grid's.
+    The windows of 2 of a linear layer's activation are these pairs too."""
     grid = as_grid(grid)
     return tuple(a for a in reuse_axes(groups)
                  if box[a] % 2 and box[a] < grid.shape[a])
@@ -70,9 +90,7 @@ def choose_box(grid, groups, max_tokens: int) -> tuple:
     contiguous memory bursts).
     """
     grid, groups = as_grid(grid), _as_groups(groups)
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) \
-            or max_tokens < 1:
-        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    max_tokens = _positive("max_tokens", max_tokens)
     axes = reuse_axes(groups)
     options = []
     for a, g in enumerate(grid.shape):
@@ -91,15 +109,15 @@ def choose_box(grid, groups, max_tokens: int) -> tuple:
         need = [2 if a in axes and grid.shape[a] > 1 else 1 for a in range(3)]
         raise ValueError(
             f"no box of at most max_tokens = {max_tokens} tokens keeps the reuse pairs of grid "
-            f"{grid} whole (reuse axes {[('t', 'y', 'x')[a] for a in axes]} need even extents: "
+            f"{grid} whole (reuse axes {[_AXES[a] for a in axes]} need even extents: "
             f"at least {need[0]}x{need[1]}x{need[2]} = {int(np.prod(need))} tokens)")
     return best[1]
 
 
 @dataclass(frozen=True)
 class Step:
-    """One (Q box, K box) block of the order: box indices ``qi``, ``ki``, the banks they are
-    in, and whether this step's boxes are new (to be loaded) or already in their bank."""
+    """One (Q box, K operand) block of the order: indices ``qi``, ``ki``, the banks they are
+    in, and whether this step's operands are new (to be loaded) or already in their bank."""
     qi: int
     ki: int
     q_bank: int
@@ -108,29 +126,43 @@ class Step:
     load_k: bool
 
 
-def command_order(n_boxes: int, banks: int = 2) -> list:
-    """The :class:`Step` s of an ``n_boxes x n_boxes`` head: Q boxes outer; K boxes inner in
-    serpentine order (forward for even Q rows, backward for odd ones), so the K box that ends
-    one row starts the next and stays in its bank; every new box goes to the next bank of
-    its side (round robin), so it never overwrites the box the step before it reads."""
-    if isinstance(n_boxes, bool) or not isinstance(n_boxes, (int, np.integer)) or n_boxes < 1:
-        raise ValueError(f"n_boxes must be a positive integer, got {n_boxes!r}")
-    if isinstance(banks, bool) or not isinstance(banks, (int, np.integer)) or banks < 1:
-        raise ValueError(f"banks must be a positive integer, got {banks!r}")
+def command_order(n_boxes: int, banks: int = 2, n_k: int | None = None) -> list:
+    """The :class:`Step` s of an ``n_boxes x n_k`` block grid (``n_k`` default ``n_boxes``:
+    a head's Q and K boxes; a linear layer has ``n_k`` weight blocks): Q boxes outer; K
+    operands inner in serpentine order (forward for even Q rows, backward for odd ones), so
+    the K operand that ends one row starts the next and stays in its bank; every new operand
+    goes to the next bank of its side (round robin), so it never overwrites the one the step
+    before it reads."""
+    n_q = _positive("n_boxes", n_boxes)
+    banks = _positive("banks", banks)
+    n_k = n_q if n_k is None else _positive("n_k", n_k)
     steps = []
-    held = {SIDE_Q: None, SIDE_K: None}       # box in the side's current bank
+    held = {SIDE_Q: None, SIDE_K: None}       # operand in the side's current bank
     bank = {SIDE_Q: banks - 1, SIDE_K: banks - 1}
-    for qi in range(n_boxes):
-        ks = range(n_boxes) if qi % 2 == 0 else range(n_boxes - 1, -1, -1)
+    for qi in range(n_q):
+        ks = range(n_k) if qi % 2 == 0 else range(n_k - 1, -1, -1)
         for ki in ks:
             new = {}
-            for side, box in ((SIDE_Q, qi), (SIDE_K, ki)):
-                new[side] = held[side] != box
+            for side, index in ((SIDE_Q, qi), (SIDE_K, ki)):
+                new[side] = held[side] != index
                 if new[side]:
                     bank[side] = (bank[side] + 1) % banks
-                    held[side] = box
+                    held[side] = index
             steps.append(Step(qi, ki, bank[SIDE_Q], bank[SIDE_K], new[SIDE_Q], new[SIDE_K]))
     return steps
+
+
+def _tensor_layout(grid: VideoGrid, channels: int) -> tuple:
+    """Packed strides ``(token, y, t)`` of an (N, channels) tensor on ``grid`` (tokens
+    rounded up to the 16-byte beat, rows and frames without gaps) and its bytes, aligned."""
+    ts = _align(channels)
+    return (ts, grid.w * ts, grid.h * grid.w * ts), _align(grid.n * ts)
+
+
+def _tensor_end(address: int, grid: VideoGrid, strides, channels: int) -> int:
+    """First byte after the last token of a tensor at ``address``."""
+    last = sum((g - 1) * s for g, s in zip((grid.w, grid.h, grid.t), strides))
+    return address + last + channels
 
 
 @dataclass(frozen=True)
@@ -155,21 +187,119 @@ class HeadAddrs:
     def packed(cls, grid, head_dim: int, base: int = 0) -> "HeadAddrs":
         """Q, K and S back to back from ``base`` (aligned), tokens ``head_dim`` bytes rounded
         up to the 16-byte beat, rows and frames without gaps."""
-        grid = as_grid(grid)
-        ts = _align(head_dim)
-        ys, tt = grid.w * ts, grid.h * grid.w * ts
+        strides, nbytes = _tensor_layout(as_grid(grid), head_dim)
         q = _align(base)
-        k = q + _align(grid.n * ts)
-        s = k + _align(grid.n * ts)
-        return cls(q, k, s, ts, ys, tt)
+        k = q + nbytes
+        return cls(q, k, k + nbytes, *strides)
 
     def s_end(self, n_blocks: int, block_bytes: int) -> int:
         """First byte after the S region."""
         return self.s + n_blocks * block_bytes
 
 
+@dataclass(frozen=True)
+class LinearAddrs:
+    """Byte addresses of one linear layer ``Y = X_eff W`` in memory.
+
+    x : int            the activation X, token (0, 0, 0), with byte strides ``token_stride``,
+                       ``y_stride``, ``t_stride`` (as a head's Q)
+    w : int            the weight rows: row f (f = 0 .. rows - 1) is output feature f's
+                       ``c_in`` weights (column f of W) at ``w + f * w_stride``; a plan reads
+                       whole blocks of ``box_tokens`` rows, so rows past ``c_out`` must exist
+                       (zeros: :func:`write_linear_operands`)
+    y : int            the Y region: block (qi, ki) at ``y + (qi * n_k + ki) * pitch``
+                       (:meth:`LinearPlan.y_address`)
+    w_stride : int     bytes from one weight row to the next, a multiple of 16, >= c_in
+    """
+    x: int
+    w: int
+    y: int
+    token_stride: int
+    y_stride: int
+    t_stride: int
+    w_stride: int
+
+    @property
+    def strides(self) -> tuple:
+        """X's ``(token_stride, y_stride, t_stride)``."""
+        return (self.token_stride, self.y_stride, self.t_stride)
+
+    def w_strides(self, grid) -> tuple:
+        """The K side's STRIDES for weight rows on ``grid``: token stride ``w_stride`` (the
+        only one a ``rows`` LOAD uses); y and t strides the smallest the core's overlap check
+        takes (``grid_w * w_stride``, ``grid_h * y_stride``)."""
+        grid = as_grid(grid)
+        return (self.w_stride, grid.w * self.w_stride, grid.h * grid.w * self.w_stride)
+
+    @classmethod
+    def packed(cls, grid, c_in: int, c_out_rows: int, base: int = 0) -> "LinearAddrs":
+        """X, the weight rows and Y back to back from ``base`` (aligned): X packed as a
+        head's Q (:meth:`HeadAddrs.packed`), then ``c_out_rows`` weight rows (c_out rounded up
+        to whole blocks: :attr:`LinearPlan.w_rows`) of ``c_in`` bytes rounded up to 16."""
+        strides, nbytes = _tensor_layout(as_grid(grid), c_in)
+        x = _align(base)
+        w = x + nbytes
+        return cls(x, w, w + _align(c_out_rows * strides[0]), *strides, strides[0])
+
+
+class _BlockPlan:
+    """What the plans of heads and linear layers share: the Q side is the boxes of the grid
+    (rows of every block), the K side ``n_k`` operands; one block per :class:`Step`, stored
+    row-major as ``box_tokens**2`` int32 back to back, block (qi, ki) at
+    ``blocks + (qi * n_k + ki) * block_pitch``. A plan defines ``KIND`` (COMPUTE kind),
+    ``n_k``, ``_blocks`` (address of block (0, 0)), ``_strides`` (STRIDES of both sides),
+    ``_load`` (the LOAD of one operand), ``_loaded_tokens`` and ``_operand_ends``."""
+    KIND = KIND_S
+
+    @property
+    def n_q(self) -> int:
+        """Q boxes: boxes of the grid."""
+        return int(np.prod(self.boxes))
+
+    @property
+    def box_tokens(self) -> int:
+        """Tokens per box."""
+        return box_tokens(self.box)
+
+    @property
+    def block_bytes(self) -> int:
+        """Bytes of one stored block (box_tokens^2 int32)."""
+        return self.box_tokens ** 2 * 4
+
+    @property
+    def block_pitch(self) -> int:
+        """Bytes from one block's address to the next: :attr:`block_bytes` rounded up to
+        the 16-byte alignment a STORE address needs (an odd ``box_tokens**2`` also ends with
+        a half-empty 64-bit beat, which the pitch covers)."""
+        return _align(self.block_bytes)
+
+    @property
+    def memory_size(self) -> int:
+        """Bytes of memory the plan touches: the end of its last region (the blocks, with
+        the packed addresses)."""
+        return max(self._blocks + self.n_q * self.n_k * self.block_pitch,
+                   *self._operand_ends())
+
+    def origin(self, i: int) -> tuple:
+        """Grid origin of box ``i`` (boxes in t-major, x-fastest order)."""
+        it, ih, iw = np.unravel_index(i, self.boxes)
+        return (int(it) * self.box[0], int(ih) * self.box[1], int(iw) * self.box[2])
+
+    def block_address(self, qi: int, ki: int) -> int:
+        """Address of block (qi, ki)."""
+        return self._blocks + (qi * self.n_k + ki) * self.block_pitch
+
+    def _real(self, i: int) -> np.ndarray:
+        """Which tokens of box ``i`` (box-local order) lie inside the grid."""
+        coords = box_coords(self.origin(i), self.box)
+        return (coords < np.asarray(self.grid.shape)[None, :]).all(axis=1)
+
+    def _box_load(self, side: int, bank: int, i: int, address: int) -> Load:
+        return Load(side, bank, *self.origin(i), address)
+
+
 @dataclass
-class HeadPlan:
+class HeadPlan(_BlockPlan):
     """A head's program: grid, groups, box, boxes per axis, the steps, the addresses, the
     core limits and variant, and the commands."""
     grid: VideoGrid
@@ -187,38 +317,94 @@ class HeadPlan:
     @property
     def n_boxes(self) -> int:
         """Boxes of one side."""
-        return int(np.prod(self.boxes))
+        return self.n_q
 
     @property
-    def box_tokens(self) -> int:
-        """Tokens per box."""
-        return box_tokens(self.box)
-
-    @property
-    def block_bytes(self) -> int:
-        """Bytes of one stored S block (box_tokens^2 int32)."""
-        return self.box_tokens ** 2 * 4
-
-    @property
-    def block_pitch(self) -> int:
-        """Bytes from one S block's address to the next: :attr:`block_bytes` rounded up to
-        the 16-byte alignment a STORE address needs (an odd ``box_tokens**2`` also ends with
-        a half-empty 64-bit beat, which the pitch covers)."""
-        return _align(self.block_bytes)
-
-    @property
-    def memory_size(self) -> int:
-        """Bytes of memory the plan touches (end of the S region)."""
-        return self.addrs.s_end(self.n_boxes ** 2, self.block_pitch)
-
-    def origin(self, i: int) -> tuple:
-        """Grid origin of box ``i`` (boxes in t-major, x-fastest order)."""
-        it, ih, iw = np.unravel_index(i, self.boxes)
-        return (int(it) * self.box[0], int(ih) * self.box[1], int(iw) * self.box[2])
+    def n_k(self) -> int:
+        """K boxes: :attr:`n_boxes`."""
+        return self.n_q
 
     def s_address(self, qi: int, ki: int) -> int:
         """Address of S block (qi, ki)."""
-        return self.addrs.s + (qi * self.n_boxes + ki) * self.block_pitch
+        return self.block_address(qi, ki)
+
+    @property
+    def _blocks(self) -> int:
+        return self.addrs.s
+
+    def _strides(self) -> list:
+        return [Strides(side, *self.addrs.strides) for side in (SIDE_Q, SIDE_K)]
+
+    def _load(self, side: int, bank: int, i: int) -> Load:
+        return self._box_load(side, bank, i, self.addrs.q if side == SIDE_Q else self.addrs.k)
+
+    def _loaded_tokens(self, side: int, i: int) -> int:
+        return int(self._real(i).sum())
+
+    def _operand_ends(self) -> tuple:
+        d = self.groups.head_dim
+        return tuple(_tensor_end(a, self.grid, self.addrs.strides, d)
+                     for a in (self.addrs.q, self.addrs.k))
+
+
+@dataclass
+class LinearPlan(_BlockPlan):
+    """A linear layer's program ``Y = X_eff W`` (X (N, c_in) on ``grid``, W (c_in, c_out)):
+    grid, channel groups of X (each channel's window direction), box, boxes per axis,
+    ``c_in``, ``c_out``, the steps (Q boxes x weight blocks), the addresses, the core limits
+    and variant, the thresholds and the commands. Block (qi, ki) is Y on the tokens of Q box
+    ``qi`` (rows) and features ``ki * box_tokens + j`` (columns j)."""
+    KIND = KIND_LINEAR
+    grid: VideoGrid
+    groups: ChannelGroups
+    box: tuple
+    boxes: tuple
+    c_in: int
+    c_out: int
+    steps: list
+    addrs: LinearAddrs
+    limits: CoreLimits
+    variant: str
+    full_bits: int
+    half_bits: int
+    commands: list
+
+    @property
+    def n_k(self) -> int:
+        """Weight blocks: ``ceil(c_out / box_tokens)``."""
+        return -(-self.c_out // self.box_tokens)
+
+    @property
+    def w_rows(self) -> int:
+        """Weight rows the program reads: c_out rounded up to whole blocks (the rows past
+        c_out give columns :func:`read_y` drops)."""
+        return self.n_k * self.box_tokens
+
+    def y_address(self, qi: int, ki: int) -> int:
+        """Address of Y block (qi, ki)."""
+        return self.block_address(qi, ki)
+
+    @property
+    def _blocks(self) -> int:
+        return self.addrs.y
+
+    def _strides(self) -> list:
+        return [Strides(SIDE_Q, *self.addrs.strides),
+                Strides(SIDE_K, *self.addrs.w_strides(self.grid))]
+
+    def _load(self, side: int, bank: int, i: int) -> Load:
+        if side == SIDE_Q:
+            return self._box_load(side, bank, i, self.addrs.x)
+        rows = self.addrs.w + i * self.box_tokens * self.addrs.w_stride
+        return Load(SIDE_K, bank, 0, 0, 0, rows, rows=1)
+
+    def _loaded_tokens(self, side: int, i: int) -> int:
+        return int(self._real(i).sum()) if side == SIDE_Q else self.box_tokens
+
+    def _operand_ends(self) -> tuple:
+        a = self.addrs
+        return (_tensor_end(a.x, self.grid, a.strides, self.c_in),
+                a.w + (self.w_rows - 1) * a.w_stride + self.c_in)
 
 
 def _variant(limits: CoreLimits, variant):
@@ -229,6 +415,44 @@ def _variant(limits: CoreLimits, variant):
         raise ValueError(f"variant must be one the core runs ({', '.join(limits.variants)}), "
                          f"got {variant!r}")
     return variant
+
+
+def _check_cfg(cfg) -> None:
+    if not isinstance(cfg, KaleidoConfig):
+        raise ConfigError(f"cfg must be a KaleidoConfig, got {type(cfg).__name__}")
+
+
+def _core(cfg: KaleidoConfig, channels: int, name: str, banks, variant, full_bits,
+          half_bits) -> tuple:
+    """``(limits, variant, full_bits, half_bits)`` of a program on the core of ``cfg`` whose
+    tokens have ``channels`` channels (``name`` in the error if the core holds fewer)."""
+    limits = CoreLimits.from_config(cfg, banks)
+    if channels > limits.max_head_dim:
+        raise ValueError(f"{name} must be at most engine_max_head_dim = "
+                         f"{limits.max_head_dim}, got {channels}")
+    variant = _variant(limits, variant)
+    fb = cfg.full_bits if full_bits is None else full_bits
+    hb = cfg.half_bits if half_bits is None else half_bits
+    return limits, variant, fb, hb
+
+
+def _plan_box(grid: VideoGrid, groups: ChannelGroups, box, limits: CoreLimits, unit: str,
+              allow_cut: bool = False, hint: str = "") -> tuple:
+    """``box`` checked against the core (default :func:`choose_box`); a box that cuts reuse
+    ``unit`` (pairs, windows) is refused unless ``allow_cut`` (``hint`` names how)."""
+    if box is None:
+        return choose_box(grid, groups, limits.max_box_tokens)
+    box = tuple(int(b) for b in box)
+    if len(box) != 3 or min(box) < 1 or max(box) > 255:
+        raise ValueError(f"box must be three extents in [1, 255], got {box!r}")
+    if box_tokens(box) > limits.max_box_tokens:
+        raise ValueError(f"box {box} has {box_tokens(box)} tokens; engine_max_tokens is "
+                         f"{limits.max_box_tokens}")
+    cut = split_axes(grid, groups, box)
+    if cut and not allow_cut:
+        raise ValueError(f"box {box} cuts reuse {unit} along {[_AXES[a] for a in cut]} (odd "
+                         f"extent below the grid's); use even extents there{hint}")
+    return box
 
 
 def plan_head(cfg: KaleidoConfig, grid, head_dim: int, groups=None, box=None, addrs=None,
@@ -245,58 +469,85 @@ def plan_head(cfg: KaleidoConfig, grid, head_dim: int, groups=None, box=None, ad
     thresholds default to ``cfg``'s; ``banks``: scratchpad banks per side, default the
     core's ``core_banks`` (1 gives a program without prefetch).
     """
-    if not isinstance(cfg, KaleidoConfig):
-        raise ConfigError(f"cfg must be a KaleidoConfig, got {type(cfg).__name__}")
+    _check_cfg(cfg)
     grid = as_grid(grid)
     groups = _as_groups(groups if groups is not None else cfg.preset)
     if groups.head_dim != head_dim:
         raise ValueError(f"head_dim {head_dim} does not match the channel groups "
                          f"{groups.name!r} ({groups.head_dim} channels); pass groups=")
-    limits = CoreLimits.from_config(cfg, banks)
-    if head_dim > limits.max_head_dim:
-        raise ValueError(f"head_dim must be at most engine_max_head_dim = "
-                         f"{limits.max_head_dim}, got {head_dim}")
-    variant = _variant(limits, variant)
-    fb = cfg.full_bits if full_bits is None else full_bits
-    hb = cfg.half_bits if half_bits is None else half_bits
-    if box is None:
-        box = choose_box(grid, groups, limits.max_box_tokens)
-    else:
-        box = tuple(int(b) for b in box)
-        if len(box) != 3 or min(box) < 1 or max(box) > 255:
-            raise ValueError(f"box must be three extents in [1, 255], got {box!r}")
-        if box_tokens(box) > limits.max_box_tokens:
-            raise ValueError(f"box {box} has {box_tokens(box)} tokens; engine_max_tokens is "
-                             f"{limits.max_box_tokens}")
-        cut = split_axes(grid, groups, box)
-        if cut and not split_pairs:
-            raise ValueError(
-                f"box {box} cuts reuse pairs along {[('t', 'y', 'x')[a] for a in cut]} (odd "
-                f"extent below the grid's); use even extents there, or split_pairs=True")
+    limits, variant, fb, hb = _core(cfg, head_dim, "head_dim", banks, variant, full_bits,
+                                    half_bits)
+    box = _plan_box(grid, groups, box, limits, "pairs", split_pairs, ", or split_pairs=True")
     boxes = box_counts(grid, box)
-    nb = int(np.prod(boxes))
     if addrs is None:
         addrs = HeadAddrs.packed(grid, head_dim, base)
-    steps = command_order(nb, limits.banks)
+    steps = command_order(int(np.prod(boxes)), limits.banks)
     plan = HeadPlan(grid, groups, box, boxes, steps, addrs, limits, variant, fb, hb, [])
     plan.commands = _commands(plan)
     return plan
 
 
-def _commands(plan: HeadPlan) -> list:
+def _linear_groups(c_in: int) -> ChannelGroups:
+    """The window rule's default: every channel in group t, reused along t."""
+    return ChannelGroups((0,) * c_in, (0, 1, 2), f"all-t-{c_in}")
+
+
+def plan_linear(cfg: KaleidoConfig, grid, c_in: int, c_out: int, groups=None, box=None,
+                addrs=None, variant: str | None = None, full_bits: int | None = None,
+                half_bits: int | None = None, banks: int | None = None,
+                base: int = 0) -> LinearPlan:
+    """The program that computes the linear layer ``Y = X_eff W`` of an activation X
+    ((N, c_in) int8 on ``grid``) and weights W ((c_in, c_out) int8) on the core of ``cfg``.
+
+    X is cut into boxes as a head's Q (the Q side; reuse codes by the window rule, windows
+    of 2 along each channel's group direction, ``golden.window.linear``); W^T into
+    ``ceil(c_out / box_tokens)`` blocks of ``box_tokens`` weight rows (the K side, ``rows``
+    LOADs, never reused). Each (Q box, weight block) step is one COMPUTE of kind linear and
+    one STORE; Q boxes outer, weight blocks inner in serpentine order (:func:`command_order`).
+    The whole layer must fit one COMPUTE per block: ``c_in`` at most ``engine_max_head_dim``.
+
+    ``groups``: a ``ChannelGroups`` (or preset name) with ``c_in`` channels; default every
+    channel in group t reused along t (the window rule's default direction). ``box``:
+    default :func:`choose_box`; an explicit box must not cut windows (:func:`split_axes`).
+    ``addrs``: default :meth:`LinearAddrs.packed` from ``base``. ``variant``, thresholds and
+    ``banks`` as in :func:`plan_head`.
+    """
+    _check_cfg(cfg)
+    grid = as_grid(grid)
+    c_in, c_out = _positive("c_in", c_in), _positive("c_out", c_out)
+    groups = _linear_groups(c_in) if groups is None else _as_groups(groups)
+    if groups.head_dim != c_in:
+        raise ValueError(f"c_in {c_in} does not match the channel groups {groups.name!r} "
+                         f"({groups.head_dim} channels); pass groups= with {c_in} channels")
+    limits, variant, fb, hb = _core(cfg, c_in, "c_in", banks, variant, full_bits, half_bits)
+    box = _plan_box(grid, groups, box, limits, "windows")
+    boxes = box_counts(grid, box)
+    n_q, n_k = int(np.prod(boxes)), -(-c_out // box_tokens(box))
+    if addrs is None:
+        addrs = LinearAddrs.packed(grid, c_in, n_k * box_tokens(box), base)
+    steps = command_order(n_q, limits.banks, n_k)
+    plan = LinearPlan(grid, groups, box, boxes, c_in, c_out, steps, addrs, limits, variant,
+                      fb, hb, [])
+    plan.commands = _commands(plan)
+    return plan
+
+
+def _commands(plan: _BlockPlan) -> list:
+    """CONFIG, GROUPS, both sides' STRIDES; per step its LOADs, COMPUTE of the plan's kind
+    and STORE; FENCE."""
     reuse, sched, match = variant_flags(plan.variant)
-    g, a = plan.grid, plan.addrs
+    g = plan.grid
     out = [Config(*plan.box, plan.groups.head_dim, *plan.groups.directions, plan.full_bits,
                   plan.half_bits, int(reuse), int(sched), int(match), g.t, g.h, g.w)]
     out += groups_commands(plan.groups.group_of)
-    out += [Strides(side, *a.strides) for side in (SIDE_Q, SIDE_K)]
+    out += plan._strides()
 
     def loads(step):
         cmds = []
         if step.load_q:
-            cmds.append(Load(SIDE_Q, step.q_bank, *plan.origin(step.qi), a.q))
+            cmds.append(plan._load(SIDE_Q, step.q_bank, step.qi))
         if step.load_k:
-            cmds.append(Load(SIDE_K, step.k_bank, *plan.origin(step.ki), a.k))
+            cmds.append(plan._load(SIDE_K, step.k_bank, step.ki))
         return cmds
 
     prefetch = plan.limits.banks >= 2
@@ -306,78 +557,115 @@ def _commands(plan: HeadPlan) -> list:
         if not prefetch and i:
             out += loads(step)
         if prefetch and i + 1 < len(steps):
-            # The next step's new box goes to the other bank, so it can load while this
+            # The next step's new operand goes to the other bank, so it can load while this
             # step computes (issued first so an in-order core starts the DMA early).
             nxt = steps[i + 1]
             assert not (nxt.load_q and nxt.q_bank == step.q_bank)
             assert not (nxt.load_k and nxt.k_bank == step.k_bank)
             out += loads(nxt)
-        out.append(Compute(step.q_bank, step.k_bank))
-        out.append(Store(plan.s_address(step.qi, step.ki)))
+        out.append(Compute(step.q_bank, step.k_bank, plan.KIND))
+        out.append(Store(plan.block_address(step.qi, step.ki)))
     out.append(Fence())
     return out
 
 
-def plan_counts(plan: HeadPlan) -> dict:
-    """What the plan's program does, without running it: ``commands`` (total) and
-    ``per_opcode``, ``loads`` per side, ``loads_saved`` (K loads the serpentine order
-    saves over reloading each row), ``bytes_loaded`` (grid tokens x head_dim per load;
-    padding is not read), ``bytes_stored``, ``bytes_moved`` (both), ``blocks``."""
+def plan_counts(plan) -> dict:
+    """What a :class:`HeadPlan`'s or :class:`LinearPlan`'s program does, without running it:
+    ``commands`` (total) and ``per_opcode``, ``loads`` per side, ``loads_saved`` (K loads
+    the serpentine order saves over reloading each row), ``bytes_loaded`` (tokens read x
+    channels: a box's grid tokens, its padding is not read; a weight block's every row),
+    ``bytes_stored``, ``bytes_moved`` (both), ``blocks``."""
     per = {}
     for c in plan.commands:
         per[c.NAME] = per.get(c.NAME, 0) + 1
-    real = [int(_real(plan, i).sum()) for i in range(plan.n_boxes)]
-    d = plan.groups.head_dim
     lq = [s.qi for s in plan.steps if s.load_q]
     lk = [s.ki for s in plan.steps if s.load_k]
-    loaded = (sum(real[i] for i in lq) + sum(real[i] for i in lk)) * d
+    tokens = sum(plan._loaded_tokens(SIDE_Q, i) for i in lq) \
+        + sum(plan._loaded_tokens(SIDE_K, i) for i in lk)
+    loaded = tokens * plan.groups.head_dim
     blocks = len(plan.steps)
     stored = blocks * plan.block_bytes
     return {"commands": len(plan.commands), "per_opcode": per,
             "loads": {"Q": len(lq), "K": len(lk)},
-            "loads_saved": plan.n_boxes * plan.n_boxes - len(lk),
+            "loads_saved": blocks - len(lk),
             "bytes_loaded": loaded, "bytes_stored": stored, "bytes_moved": loaded + stored,
             "blocks": blocks}
 
 
-def _real(plan: HeadPlan, i: int) -> np.ndarray:
-    coords = box_coords(plan.origin(i), plan.box)
-    return (coords < np.asarray(plan.grid.shape)[None, :]).all(axis=1)
+def _check_tensor(name: str, x, grid: VideoGrid, channels: str, token_stride: int):
+    x = np.asarray(x)
+    if x.dtype != np.int8 or x.ndim != 2 or x.shape[0] != grid.n:
+        raise ValueError(f"{name} must be an int8 array of shape ({grid.n}, {channels}) for "
+                         f"grid {grid}, got {x.dtype} {x.shape}")
+    if x.shape[1] > token_stride:
+        raise ValueError(f"{name} has {x.shape[1]} channels; token_stride is "
+                         f"{token_stride} bytes")
+    return x
 
 
 def write_operands(memory: Memory, q, k, addrs: HeadAddrs, grid) -> None:
     """Write the (N, d) int8 Q and K of ``grid`` into ``memory`` at ``addrs``."""
     grid = as_grid(grid)
     for name, x, at in (("q", q, addrs.q), ("k", k, addrs.k)):
-        x = np.asarray(x)
-        if x.dtype != np.int8 or x.ndim != 2 or x.shape[0] != grid.n:
-            raise ValueError(f"{name} must be an int8 array of shape ({grid.n}, d) for grid "
-                             f"{grid}, got {x.dtype} {x.shape}")
-        if x.shape[1] > addrs.token_stride:
-            raise ValueError(f"{name} has {x.shape[1]} channels; token_stride is "
-                             f"{addrs.token_stride} bytes")
+        x = _check_tensor(name, x, grid, "d", addrs.token_stride)
         memory.write_tensor(at, x, grid, addrs.strides)
+
+
+def write_linear_operands(memory: Memory, x, w, addrs: LinearAddrs, grid,
+                          rows: int | None = None) -> None:
+    """Write a linear layer's operands into ``memory`` at ``addrs``: the (N, c_in) int8
+    activation ``x`` of ``grid`` as a tensor, and the (c_in, c_out) int8 weights ``w`` as
+    rows of W^T (row f = ``w[:, f]``, ``c_in`` bytes, ``w_stride`` apart; the bytes between
+    rows untouched), then zero rows up to ``rows`` (default c_out; a plan reads
+    :attr:`LinearPlan.w_rows`, which :func:`run_linear` passes)."""
+    grid = as_grid(grid)
+    x = _check_tensor("x", x, grid, "c_in", addrs.token_stride)
+    c_in = x.shape[1]
+    w = np.asarray(w)
+    if w.dtype != np.int8 or w.ndim != 2 or w.shape[0] != c_in or w.shape[1] < 1:
+        raise ValueError(f"w must be an int8 array of shape (c_in, c_out) = ({c_in}, c_out) "
+                         f"(c_in the channels of x), got {w.dtype} {w.shape}")
+    if c_in > addrs.w_stride:
+        raise ValueError(f"w has {c_in} input channels; w_stride is {addrs.w_stride} bytes")
+    c_out = w.shape[1]
+    rows = c_out if rows is None else int(rows)
+    if rows < c_out:
+        raise ValueError(f"rows must be at least c_out = {c_out}, got {rows}")
+    wt = np.zeros((rows, c_in), np.int8)
+    wt[:c_out] = w.T
+    memory.write_tensor(addrs.x, x, grid, addrs.strides)
+    # The rows as tokens of a 1 x 1 x rows grid: row f at w + f * w_stride.
+    ws = addrs.w_stride
+    memory.write_tensor(addrs.w, wt, VideoGrid(1, 1, rows), (ws, rows * ws, rows * ws))
+
+
+def _on_grid(origin, box, grid: VideoGrid) -> tuple:
+    """``(tokens, real)``: the grid token indices of a box's tokens inside the grid, and
+    which box-local tokens those are."""
+    c = box_coords(origin, box)
+    real = (c < np.asarray(grid.shape)[None, :]).all(axis=1)
+    return np.ravel_multi_index(c[real].T, grid.shape), real
+
+
+def _place(blocks, shape: tuple, what: str) -> np.ndarray:
+    """A ``shape`` int64 matrix from ``[((rows, keep_r), (cols, keep_c), block)]``: the kept
+    block entries at (rows, cols); every entry covered exactly once (else ``ValueError``
+    naming ``what`` the entries are)."""
+    out = np.zeros(shape, np.int64)
+    hits = np.zeros(shape, np.int16)
+    for (gr, kr), (gc, kc), blk in blocks:
+        out[np.ix_(gr, gc)] = blk[np.ix_(kr, kc)]
+        hits[np.ix_(gr, gc)] += 1
+    if hits.min() != 1 or hits.max() != 1:
+        raise ValueError(f"the blocks cover {int((hits == 0).sum())} {what} never and "
+                         f"{int((hits > 1).sum())} more than once")
+    return out
 
 
 def _assemble(blocks, grid: VideoGrid, box) -> np.ndarray:
     """S (N, N) int64 from ``[(q_origin, k_origin, block)]``; every grid pair exactly once."""
-    N = grid.n
-    s = np.zeros((N, N), np.int64)
-    hits = np.zeros((N, N), np.int16)
-    gshape = np.asarray(grid.shape)
-    for qo, ko, blk in blocks:
-        idx = []
-        for o in (qo, ko):
-            c = box_coords(o, box)
-            real = (c < gshape[None, :]).all(axis=1)
-            idx.append((np.ravel_multi_index(c[real].T, grid.shape), real))
-        (gq, rq), (gk, rk) = idx
-        s[np.ix_(gq, gk)] = blk[np.ix_(rq, rk)]
-        hits[np.ix_(gq, gk)] += 1
-    if hits.min() != 1 or hits.max() != 1:
-        raise ValueError(f"the blocks cover {int((hits == 0).sum())} token pairs of grid "
-                         f"{grid} never and {int((hits > 1).sum())} more than once")
-    return s
+    return _place([(_on_grid(qo, box, grid), _on_grid(ko, box, grid), blk)
+                   for qo, ko, blk in blocks], (grid.n, grid.n), f"token pairs of grid {grid}")
 
 
 def assemble_s(result: ProgramResult) -> np.ndarray:
@@ -388,15 +676,36 @@ def assemble_s(result: ProgramResult) -> np.ndarray:
                      result.box)
 
 
+def _read_blocks(memory: Memory, plan: _BlockPlan):
+    """``(step, block)`` of every step: the stored int32 block as (box_tokens, box_tokens)
+    int64."""
+    n = plan.box_tokens
+    for st in plan.steps:
+        blk = memory.read(plan.block_address(st.qi, st.ki), n * n, np.int32)
+        yield st, blk.reshape(n, n).astype(np.int64)
+
+
 def read_s(memory: Memory, plan: HeadPlan) -> np.ndarray:
     """The (N, N) int64 S as the host sees it: the plan's stored int32 blocks read back from
     ``memory`` and assembled."""
+    return _assemble([(plan.origin(st.qi), plan.origin(st.ki), blk)
+                      for st, blk in _read_blocks(memory, plan)], plan.grid, plan.box)
+
+
+def read_y(memory: Memory, plan: LinearPlan) -> np.ndarray:
+    """The (N, c_out) int64 Y as the host sees it: every stored block read back from
+    ``memory``, its rows on the grid tokens of its Q box (padding rows dropped), its column
+    j on feature ``ki * box_tokens + j`` (features past c_out, from the zero weight rows,
+    dropped); every (token, feature) covered exactly once (else ``ValueError``)."""
     n = plan.box_tokens
     blocks = []
-    for st in plan.steps:
-        blk = memory.read(plan.s_address(st.qi, st.ki), n * n, np.int32).reshape(n, n)
-        blocks.append((plan.origin(st.qi), plan.origin(st.ki), blk.astype(np.int64)))
-    return _assemble(blocks, plan.grid, plan.box)
+    for st, blk in _read_blocks(memory, plan):
+        feats = st.ki * n + np.arange(n)
+        keep = feats < plan.c_out
+        blocks.append((_on_grid(plan.origin(st.qi), plan.box, plan.grid), (feats[keep], keep),
+                       blk))
+    return _place(blocks, (plan.grid.n, plan.c_out),
+                  f"(token, feature) pairs of grid {plan.grid} x {plan.c_out} features")
 
 
 @dataclass
@@ -425,9 +734,46 @@ def run_head(cfg: KaleidoConfig, q, k, grid, groups=None, engine: bool = False,
     return HeadRun(read_s(memory, plan), plan, result, memory)
 
 
+@dataclass
+class LinearRun:
+    """One linear layer run end to end: Y read back from memory, the plan, the program's
+    result (blocks and counters) and the memory."""
+    y: np.ndarray
+    plan: LinearPlan
+    result: ProgramResult
+    memory: Memory
+
+
+def run_linear(cfg: KaleidoConfig, x, w, grid, groups=None, engine: bool = False,
+               **plan_args) -> LinearRun:
+    """Plan the linear layer ``Y = X_eff W`` (:func:`plan_linear`, ``plan_args`` passed on),
+    write X and the weight rows to a fresh memory, run the program (``engine=True``: every
+    block through the engine model, with its counters) and read Y back (:func:`read_y`)."""
+    grid = as_grid(grid)
+    x, w = np.asarray(x), np.asarray(w)
+    if x.ndim != 2:
+        raise ValueError(f"x must be an (N, c_in) int8 array, got shape {x.shape}")
+    if w.ndim != 2:
+        raise ValueError(f"w must be a (c_in, c_out) int8 array, got shape {w.shape}")
+    plan = plan_linear(cfg, grid, x.shape[1], w.shape[1], groups, **plan_args)
+    memory = Memory(plan.memory_size)
+    write_linear_operands(memory, x, w, plan.addrs, grid, plan.w_rows)
+    result = run_program(plan.commands, memory, plan.limits, engine=engine)
+    return LinearRun(read_y(memory, plan), plan, result, memory)
+
+
 def whole_grid_s(q, k, grid, groups, full_bits: int, half_bits: int, variant: str):
     """The whole-grid golden S a head run must equal (dense: ``q @ k.T``)."""
     if not variant_flags(variant)[0]:
         return np.asarray(q, np.int64) @ np.asarray(k, np.int64).T
     return attention_scores(q, k, grid, groups, full_bits, half_bits)
 
+
+def whole_grid_y(x, w, grid, groups, full_bits: int, half_bits: int, variant: str):
+    """The whole-grid golden Y a linear run must equal: ``golden.window.linear`` with windows
+    of 2 along each channel's group direction (``groups`` None: every channel along t), or
+    ``x @ w`` for the dense variant."""
+    if not variant_flags(variant)[0]:
+        return np.asarray(x, np.int64) @ np.asarray(w, np.int64)
+    groups = _linear_groups(np.shape(x)[1]) if groups is None else _as_groups(groups)
+    return linear(x, w, grid, groups.channel_directions(), 2, full_bits, half_bits)

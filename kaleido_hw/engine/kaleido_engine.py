@@ -147,7 +147,7 @@ def _config_signature(geo: KaleidoGeometry) -> wiring.Signature:
         "group_map": Out(2 * t.max_dim),
         "directions": Out(6),
         "full_bits": Out(3), "half_bits": Out(3),
-        "reuse": Out(1), "schedule": Out(1), "match": Out(1),
+        "reuse": Out(1), "linear": Out(1), "schedule": Out(1), "match": Out(1),
     })
 
 
@@ -182,6 +182,9 @@ def _port_docs() -> dict:
         "cfg__full_bits": "FULL threshold: the top 1+full_bits bits agree (4..7)",
         "cfg__half_bits": "HALF threshold: the top 1+half_bits bits agree (3..6, < full_bits)",
         "cfg__reuse": "1: channel-wise reuse; 0: dense, exact Q @ K^T (the baseline)",
+        "cfg__linear": ("1: a linear block: Q holds the activation X, K weight rows (row j = "
+                        "column j of W); X's codes by the window rule (windows of 2), none "
+                        "on W; S = X_eff @ W"),
         "cfg__schedule": ("1: cluster units with the scheduler (with reuse; rejected if "
                           "engine_dispatcher built no scheduler)"),
         "cfg__match": ("1: merge pass-3 channels with the matcher (with reuse; rejected if "
@@ -367,7 +370,7 @@ class KaleidoEngine(wiring.Component):
                     run.t.eq(cfg.t), run.h.eq(cfg.h), run.w.eq(cfg.w), run.hw.eq(hw),
                     run.n.eq(n),
                     # reuse and the threshold masks feed the CodeUnits: a plain build has none
-                    *([] if plain else [run.reuse.eq(cfg.reuse)]),
+                    *([] if plain else [run.reuse.eq(cfg.reuse), run.linear.eq(cfg.linear)]),
                     run.match.eq(cfg.reuse & cfg.match & Const(int(matcher))),
                     run.schedule.eq(cfg.reuse & cfg.schedule & Const(int(scheduler))),
                     *([] if plain else [
@@ -690,13 +693,13 @@ class KaleidoEngine(wiring.Component):
             # Codes over all D channels, then the pattern bits picked at the chunk's channels:
             # one bit per chunk channel is cheaper here than compacting both words first
             # (one unit per two cycles: no slot registers to save).
-            cu = CodeUnit(D)
+            cu = CodeUnit(D, codes=False)
             m.submodules[f"{side}_pre_codes"] = cu
             m.d.comb += [cu.anchor.eq(anchor_word), cu.follower.eq(rd.data),
-                         cu.present.eq(s_key.hasf), cu.reuse.eq(1),
+                         cu.present.eq(s_key.hasf), cu.reuse.eq(1), cu.window.eq(run.linear),
                          cu.full_mask.eq(run.full_mask), cu.half_mask.eq(run.half_mask)]
             hn = Signal(D, name=f"{side}_pre_hn")          # HALF or NONE per channel
-            m.d.comb += hn.eq(cu.code_lo ^ cu.code_hi)
+            m.d.comb += hn.eq(Mux(s_key.hasf, ~cu.full, 0))
             m.d.comb += [
                 ou.start.eq(accept),
                 ou.natural.eq(run.schedule & kick | fallback),
@@ -733,6 +736,8 @@ def _plain_port_docs() -> dict:
                        "error bit reuse)"),
         "cfg__schedule": "no scheduler in a plain engine: 0 (ignored with cfg__reuse = 0)",
         "cfg__match": "no matcher in a plain engine: 0 (ignored with cfg__reuse = 0)",
+        "cfg__linear": ("a linear block (Q the activation X, K weight rows): changes nothing "
+                        "in a plain engine, whose products are exact (S = X @ W)"),
         "cfg__directions": ("pairing axis per group, 2 bits each (group g at [2g, 2g+2)): "
                             "checked only (3 is rejected), as cfg__full_bits; the plain engine "
                             "walks all channels as one group along x, into one accumulation plane"),
@@ -790,14 +795,16 @@ def check_engine_run(config: KaleidoConfig, grid, groups, full_bits: int = 5,
 
 
 def engine_ports(config: KaleidoConfig, grid, groups, full_bits: int = 5, half_bits: int = 3,
-                 variant: str = "pe") -> dict:
+                 variant: str = "pe", *, linear: bool = False) -> dict:
     """Values of the ``cfg__*`` ports for one run (after :func:`check_engine_run`): the
     shared encoding (:func:`kaleido_hw.engine.host_port.engine_ports`) plus the dispatcher
-    bits of ``variant``."""
+    bits of ``variant`` and ``cfg__linear`` (a linear block: Q the activation, K weight
+    rows)."""
     check_engine_run(config, grid, groups, full_bits, half_bits, variant)
     reuse, schedule, match = VARIANTS[variant]
     ports = tile_ports(config, grid, groups, full_bits, half_bits, reuse=bool(reuse))
-    ports.update({"cfg__schedule": schedule, "cfg__match": match})
+    ports.update({"cfg__schedule": schedule, "cfg__match": match,
+                  "cfg__linear": int(bool(linear))})
     return ports
 
 
@@ -827,17 +834,18 @@ def counters_from_model(model, arrays: int) -> dict:
 
 
 def model_counters(config: KaleidoConfig, q, k, grid, groups, variant: str = "dense",
-                   full_bits: int = 5, half_bits: int = 3, *, natural=None) -> dict:
+                   full_bits: int = 5, half_bits: int = 3, *, natural=None,
+                   linear: bool = False) -> dict:
     """What the ``cnt__*`` ports of a build from ``config`` must show after a run of
     ``variant``: ``golden.engine.model.engine_counters`` under the ports' names
     (:func:`counters_from_model`); a plain build walks every group along x
     (``plain_walk``). ``natural``: the chunks that fell back to natural order in a run with
     stall injection (observed on the probes: the model cannot follow its timing), else the
-    model's own."""
+    model's own. ``linear``: a linear block (``cfg__linear``)."""
     from golden.engine.model import EngineParams, engine_counters, plain_walk
 
     if config.engine_pe == "plain":
         groups = plain_walk(groups)
     c = engine_counters(q, k, grid, groups, EngineParams.from_config(config), variant,
-                        full_bits, half_bits, natural=natural)
+                        full_bits, half_bits, natural=natural, linear=linear)
     return counters_from_model(c, config.engine_arrays)

@@ -107,7 +107,10 @@ def _job(rng, config, grid, groups, variant, axis, window, scale):
     reuse = variant != "dense"
     pv = {"axis": axis, "window": window, "reuse": int(reuse), "full_bits": 5, "half_bits": 3}
     return {"q": q, "k": k, "v": v, "grid": grid, "groups": groups, "variant": variant,
-            "ports": engine_ports(config, grid, groups, variant=variant), "pv": pv,
+            "ports": {name: value for name, value in
+                      engine_ports(config, grid, groups, variant=variant).items()
+                      if name != "cfg__linear"},       # the head's engine runs S only
+            "pv": pv,
             "scale": softmax_scale(scale)}
 
 

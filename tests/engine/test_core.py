@@ -19,12 +19,13 @@ import pytest
 from core_harness import run_core
 
 from golden import ChannelGroups
-from golden.engine.commands import (ERROR_CODES, Compute, Fence, Groups, Load, Store,
-                                    Strides)
+from golden.engine.commands import (ERROR_CODES, Compute, Config, Fence, Groups, Load, Store,
+                                    Strides, groups_commands)
 from golden.engine.core_model import (BenchMemory, core_counters, core_cycles, core_schedule,
                                      load_run_cycles)
-from golden.engine.program import Memory, ProgramError, run_program
+from golden.engine.program import CoreLimits, Memory, ProgramError, box_coords, run_program
 from golden.numerics import VideoGrid
+from golden.window import linear
 from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.core import CoreController, check_core_config
 from kaleido_hw.engine.host import plan_head, read_s, whole_grid_s, write_operands
@@ -82,6 +83,71 @@ def test_core_head(cfg, grid, variant, kw):
     assert got == want
     c = out.counters
     assert c["cycles"] == c["compute"] + c["mem_wait"] and c["mem_wait"] > 0
+
+
+def _linear_program(variant_bits, c_out, seed):
+    """A linear layer by hand on TINY's box (2x2x4 = 16 tokens): X on a 2x3x4 grid (two Q
+    boxes, the second padded), C_out = ``c_out`` weight rows in blocks of 16 (``rows``
+    LOADs, the last block's rows past ``c_out`` zero), the four blocks in serpentine order
+    with each next LOAD issued before the COMPUTE it overlaps; the memory, X, W, the
+    commands and where block (qi, ki) is stored."""
+    grid, box, n, d = (2, 3, 4), (2, 2, 4), 16, G16.head_dim
+    x = _head(grid, d, seed)[0]
+    w = np.random.default_rng(seed).integers(-128, 128, (d, c_out)).astype(np.int8)
+    xs = (16, 4 * 16, 12 * 16)
+    waddr, yaddr = 24 * 16, 24 * 16 + 2 * n * 16
+    mem = Memory(yaddr + 4 * n * n * 4)
+    mem.write_tensor(0, x, grid, xs)
+    rows = np.zeros((2 * n, d), np.int8)
+    rows[:c_out] = w.T
+    mem.write(waddr, rows)
+    y = {}
+
+    def st(qi, ki):
+        y[(qi, ki)] = yaddr + len(y) * n * n * 4
+        return Store(y[(qi, ki)])
+    cmds = [Config(*box, d, *G16.directions, 5, 3, *variant_bits, *grid),
+            *groups_commands(G16.group_of), Strides(0, *xs), Strides(1, *xs),
+            Load(0, 0, 0, 0, 0, 0), Load(1, 0, 0, 0, 0, waddr, rows=1),
+            Load(1, 1, 0, 0, 0, waddr + n * 16, rows=1), Compute(0, 0, 1), st(0, 0),
+            Load(0, 1, 0, 2, 0, 0), Compute(0, 1, 1), st(0, 1),
+            Compute(1, 1, 1), st(1, 1), Compute(1, 0, 1), st(1, 0), Fence()]
+    return mem, x, w, cmds, y
+
+
+@pytest.mark.parametrize("cfg, bits, kw", [
+    (dataclasses.replace(TINY, engine_arrays=2, engine_dispatcher="full"), (1, 1, 1),
+     dict(gap=0.2, stall=0.2, latency=3, outstanding=2, seed=4)),
+    (TINY, (1, 0, 0), dict(seed=5)),
+], ids=["full-P2-gaps", "pe-exact-cycles"])
+def test_core_linear_layer(cfg, bits, kw):
+    """COMPUTE kind 1 with ``rows`` LOADs of the weights, loads under computes: the memory
+    the RTL leaves equals the interpreter's byte for byte, the blocks hold the whole grid's
+    ``golden.linear`` (windows of 2 along each channel's group direction) on real tokens
+    and features, every exact counter equals ``core_counters``; without command gaps or
+    back-pressure ``cycles`` and ``mem_wait`` equal ``core_cycles`` for the bench memory."""
+    mem, x, w, cmds, y = _linear_program(bits, 21, kw["seed"])
+    gold = Memory(mem.size)
+    gold.data[:] = mem.data
+    result = run_program(cmds, gold, CoreLimits.from_config(cfg), engine=True)
+    out, data = _run_rtl(cfg, cmds, mem, **kw)
+    assert out.error == 0 and out.accepted == len(cmds)
+    assert np.array_equal(data, gold.data)
+    want_y = linear(x, w, (2, 3, 4), G16.channel_directions(), 2)
+    mem.data[:] = data
+    for (qi, ki), at in y.items():
+        blk = mem.read(at, 256, np.int32).reshape(16, 16).astype(np.int64)
+        coords = box_coords((0, 2 * qi, 0), (2, 2, 4))
+        real = (coords < np.asarray((2, 3, 4))).all(axis=1)
+        tok = np.ravel_multi_index(coords[real].T, (2, 3, 4))
+        feats = np.arange(16 * ki, min(16 * ki + 16, 21))
+        assert np.array_equal(blk[np.ix_(real, feats - 16 * ki)], want_y[np.ix_(tok, feats)])
+    assert not np.array_equal(want_y, x.astype(np.int64) @ w.astype(np.int64))
+    want = core_counters(result)
+    assert {n: out.counters[n] for n in want} == want
+    if "gap" not in kw:
+        cycles = core_cycles(cmds, result, BenchMemory(3, 4))     # run_core's defaults
+        assert {n: out.counters[n] for n in cycles} == cycles
 
 
 _PADDED = ((2, 3, 5), None, "pe", 5, 4)            # padded boxes
@@ -275,8 +341,9 @@ def _error_programs():
         "no_result": base[:i_cmp] + [st],
         "bad_strides": [cfg, Strides(1, 16, 32, 4096)],
         "bad_origin": base[:i_load] + [rep(ld, origin_w=1)],
+        "bad_origin-rows": base[:i_load] + [rep(ld, rows=1, origin_t=1)],
         "result_pending": base[:i_cmp + 1] + [base[i_cmp]],
-        "unsupported": base[:i_cmp] + [Compute(0, 0, 1)],
+        "unsupported": base[:i_cmp] + [Compute(0, 0, 2)],
         "out_of_range-address": base[:i_load] + [rep(ld, address=1 << 40)],
     }
     return progs, mem, plan, base

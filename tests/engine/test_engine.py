@@ -18,6 +18,7 @@ from amaranth.sim import Simulator
 
 from golden.array.schedule import ABSENT, DECODE, Op, Sel, Split, _contributions, tile_counters
 from golden.numerics import FULL, HALF, NONE, ChannelGroups, VideoGrid, reuse_masks
+from golden.window import window_masks
 from golden.pe.model import Op as MOp
 from golden.pe.model import Part as MPart
 from golden.pe.model import PECtrl
@@ -165,6 +166,51 @@ def test_code_unit_against_reuse_masks():
             for c in range(lanes):
                 assert [(planes[v] >> c) & 1 for v in range(4)] == \
                     [int(got[c] == v) for v in range(4)]
+
+    simulate(dut, bench, clock=False)
+
+
+def test_code_unit_window_rule_every_byte_pair():
+    """With ``window`` (a linear block) the CodeUnit's codes equal golden.window_masks with
+    windows of 2 for every (anchor, follower) byte pair and every threshold pair, and the
+    effective word takes the anchor's value where FULL; ``window`` = 0 keeps the top-bits rule
+    on the same words (pairs that only one of the rules calls FULL occur at every threshold)."""
+    lanes = 128
+    dut = CodeUnit(lanes)
+    values = np.arange(-128, 128)
+    # Token 0 the anchors, token 1 the followers: one channel per byte pair, paired along x.
+    x = np.stack(np.meshgrid(values, values, indexing="ij"), -1).reshape(-1, 2).T.astype(np.int8)
+    grid = VideoGrid(1, 1, 2)
+    groups = ChannelGroups((0,) * x.shape[1], (2, 2, 2))
+    # Every full_bits (the window distance depends on it alone), each with one half_bits.
+    thresholds = [(4, 3), (5, 3), (6, 4), (7, 6)]
+
+    def bits(value):
+        return np.unpackbits(np.frombuffer(value.to_bytes(lanes // 8, "little"), np.uint8),
+                             bitorder="little")
+
+    async def bench(ctx):
+        ctx.set(dut.present, 1)
+        ctx.set(dut.reuse, 1)
+        for full_bits, half_bits in thresholds:
+            ctx.set(dut.full_mask, code_mask(full_bits))
+            ctx.set(dut.half_mask, code_mask(half_bits))
+            wants = {1: window_masks(x, grid, 2, 2, full_bits, half_bits)[1],
+                     0: reuse_masks(x, grid, groups, full_bits, half_bits)[1]}
+            assert np.count_nonzero((wants[1] == FULL) != (wants[0] == FULL)) > 0
+            for i, start in enumerate(range(0, x.shape[1], lanes)):
+                a, f = x[0, start:start + lanes], x[1, start:start + lanes]
+                ctx.set(dut.anchor, int.from_bytes(a.tobytes(), "little"))
+                ctx.set(dut.follower, int.from_bytes(f.tobytes(), "little"))
+                # The top-bits rule on every eighth word (its own test covers it in full).
+                for window in ((1, 0) if i % 8 == 0 else (1,)):
+                    ctx.set(dut.window, window)
+                    await ctx.delay(1e-9)
+                    got = bits(ctx.get(dut.code_lo)) | bits(ctx.get(dut.code_hi)) << 1
+                    want = wants[window][start:start + lanes]
+                    assert np.array_equal(got, want), (full_bits, half_bits, window, start)
+                    eff = ctx.get(dut.effective).to_bytes(lanes, "little")
+                    assert eff == np.where(want == FULL, a, f).astype(np.int8).tobytes()
 
     simulate(dut, bench, clock=False)
 

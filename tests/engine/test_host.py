@@ -1,6 +1,7 @@
 """Host library of the streaming engine core (``kaleido_hw/engine/host.py``): box choice,
 serpentine double-buffered order, plan counts, and S assembled from boxes equal to the
-whole-grid golden S bit for bit (the reuse counters that differ, and why)."""
+whole-grid golden S bit for bit (the reuse counters that differ, and why); linear layers
+(Y from Q boxes x weight blocks equal to the whole-grid ``golden.window.linear``)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ import numpy as np
 import pytest
 
 from golden import ChannelGroups, attention_scores, make_qkv, oracle_ops, reuse_masks
-from golden.engine.commands import Compute, Load
-from golden.engine.program import Memory, box_coords, run_program
+from golden.engine.commands import KIND_LINEAR, SIDE_K, SIDE_Q, Compute, Load, Store, Strides
+from golden.engine.model import VARIANTS
+from golden.engine.program import CoreLimits, Memory, box_coords, run_program
 from golden.numerics import VideoGrid
+from golden.window import linear
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.engine.host import (HeadAddrs, assemble_s, box_counts, choose_box,
-                                    command_order, plan_counts, plan_head, read_s, reuse_axes,
-                                    run_head, split_axes, whole_grid_s, write_operands)
+from kaleido_hw.engine.host import (HeadAddrs, LinearAddrs, assemble_s, box_counts, choose_box,
+                                    command_order, plan_counts, plan_head, plan_linear, read_s,
+                                    read_y, reuse_axes, run_head, run_linear, split_axes,
+                                    whole_grid_s, whole_grid_y, write_linear_operands,
+                                    write_operands)
 from token_data import smooth_tokens as _smooth
 
 
@@ -242,3 +247,172 @@ def test_plan_errors():
         plan_head(SMALL, (2, 4, 4), 16, G16, box=(2, 4, 4))
     assert plan_head(CFG.replace(engine_pe="plain", engine_dispatcher="none"),
                      (2, 4, 4), 16, G16).variant == "dense"
+
+
+# -- linear layers ----------------------------------------------------------------------------
+
+G3 = ChannelGroups((0, 2, 1, 0, 2, 1, 1, 2, 0, 0, 1, 2), (1, 2, 0))    # 12 channels, t y x
+
+
+def _xw(grid, c_in, c_out, seed):
+    """A random-walk activation (neighbours close: windows reuse) and random weights."""
+    rng = np.random.default_rng(seed)
+    x = _smooth(rng, VideoGrid(*grid).n, c_in)
+    return x, rng.integers(-128, 128, (c_in, c_out)).astype(np.int8)
+
+
+def test_rectangular_serpentine_order():
+    """n_q Q boxes x n_k weight blocks: Q outer, K serpentine, one K load saved per turn."""
+    steps = command_order(3, n_k=4)
+    assert [(s.qi, s.ki) for s in steps] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 3), (1, 2),
+                                             (1, 1), (1, 0), (2, 0), (2, 1), (2, 2), (2, 3)]
+    assert sum(s.load_q for s in steps) == 3 and sum(s.load_k for s in steps) == 12 - 2
+    assert command_order(3, n_k=3) == command_order(3)
+    assert [s.ki for s in command_order(2, n_k=1)] == [0, 0]
+    with pytest.raises(ValueError, match="n_k must be a positive integer, got 0"):
+        command_order(3, n_k=0)
+
+
+@pytest.mark.parametrize("groups", [G16, G3], ids=["G16", "G3"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_linear_from_boxes_equals_whole_grid(groups, variant):
+    """An odd grid in padded boxes, c_out not a multiple of box_tokens, channels along all
+    three axes: Y equals the whole grid's bit for bit, with and without prefetch (the same
+    program memory after both), and reuse changes Y (so the check can fail)."""
+    grid, c_out = (3, 5, 7), 37
+    assert variant in CoreLimits.from_config(SMALL).variants
+    x, w = _xw(grid, groups.head_dim, c_out, seed=5)
+    runs = [run_linear(SMALL, x, w, grid, groups, variant=variant, banks=b) for b in (1, 2)]
+    plan = runs[1].plan
+    assert any(n * b > g for n, b, g in zip(plan.boxes, plan.box, grid))     # padded boxes
+    assert plan.n_q > 1 and plan.n_k > 1 and c_out % plan.box_tokens
+    want = whole_grid_y(x, w, grid, groups, SMALL.full_bits, SMALL.half_bits, variant)
+    for run in runs:
+        assert run.y.dtype == np.int64 and np.array_equal(run.y, want)
+    assert np.array_equal(runs[0].memory.data, runs[1].memory.data)
+    dense = x.astype(np.int64) @ w.astype(np.int64)
+    if variant == "dense":
+        assert np.array_equal(want, dense)
+    else:
+        assert np.array_equal(want, linear(x, w, grid, groups.channel_directions(), 2))
+        assert not np.array_equal(want, dense)                   # reuse bites
+
+
+def test_linear_default_groups_reuse_along_t():
+    """Without groups every channel is in group t, reused along t (the window rule's
+    default): the box may take any extent along y and x, and Y is ``golden.linear``."""
+    grid = (4, 3, 5)
+    x, w = _xw(grid, 20, 9, seed=2)
+    run = run_linear(SMALL, x, w, grid)
+    assert run.plan.groups.group_of == (0,) * 20 and run.plan.groups.directions[0] == 0
+    assert run.plan.box[0] % 2 == 0 and run.plan.n_k == 1
+    assert np.array_equal(run.y, linear(x, w, grid))
+    assert np.array_equal(run.y, whole_grid_y(x, w, grid, None, 5, 3, "full"))
+    assert not np.array_equal(run.y, x.astype(np.int64) @ w.astype(np.int64))
+
+
+def test_linear_engine_model_path_equals_fast_path():
+    grid = (2, 3, 4)
+    x, w = _xw(grid, 16, 20, seed=9)
+    cfg = SMALL.replace(rows=2, cols=2, engine_arrays=2)
+    fast = run_linear(cfg, x, w, grid, G16)
+    run = run_linear(cfg, x, w, grid, G16, engine=True)
+    assert run.plan.n_q > 1 and run.plan.n_k > 1
+    assert np.array_equal(run.y, fast.y)
+    assert np.array_equal(run.y, whole_grid_y(x, w, grid, G16, 5, 3, run.plan.variant))
+    assert all(b.engine is not None for b in run.result.blocks)
+    assert run.result.counters["cycles"] == sum(int(b.engine.cycles) for b in run.result.blocks)
+
+
+def test_linear_program():
+    """n_q Q box loads in order, the weight blocks' rows LOADs in serpentine order (origin
+    0, rows=1), n_q x n_k COMPUTEs of kind linear each stored at its block, the next step's
+    load issued before each COMPUTE; the K STRIDES the weight row pitch; counts as run."""
+    grid, c_in, c_out = (3, 5, 7), 16, 30
+    plan = plan_linear(SMALL, grid, c_in, c_out, G16)
+    n, a = plan.box_tokens, plan.addrs
+    assert (plan.n_k, plan.w_rows, a.w_stride) == (-(-c_out // n), plan.n_k * n, 16)
+    cmds = plan.commands
+    assert Strides(SIDE_K, 16, 7 * 16, 5 * 7 * 16) in cmds
+    assert Strides(SIDE_Q, *a.strides) in cmds
+    loads = [c for c in cmds if isinstance(c, Load)]
+    q_loads = [c for c in loads if c.side == SIDE_Q]
+    assert [(c.origin, c.rows, c.address) for c in q_loads] == \
+        [(plan.origin(i), 0, a.x) for i in range(plan.n_q)]
+    serpentine = []
+    for qi in range(plan.n_q):
+        for ki in (range(plan.n_k) if qi % 2 == 0 else reversed(range(plan.n_k))):
+            if not serpentine or serpentine[-1] != ki:
+                serpentine.append(ki)
+    k_loads = [c for c in loads if c.side == SIDE_K]
+    assert [c.address for c in k_loads] == [a.w + ki * n * a.w_stride for ki in serpentine]
+    assert all(c.rows == 1 and c.origin == (0, 0, 0) for c in k_loads)
+    computes = [i for i, c in enumerate(cmds) if isinstance(c, Compute)]
+    stores = [c.address for c in cmds if isinstance(c, Store)]
+    assert len(computes) == len(stores) == plan.n_q * plan.n_k
+    assert all(cmds[i].kind == KIND_LINEAR for i in computes)
+    assert stores == [plan.y_address(s.qi, s.ki) for s in plan.steps]
+    loads_of = [int(s.load_q) + int(s.load_k) for s in plan.steps]
+    for j, at in enumerate(computes):
+        assert sum(isinstance(c, Load) for c in cmds[:at]) == sum(loads_of[:j + 2])
+    x, w = _xw(grid, c_in, c_out, seed=3)
+    run = run_linear(SMALL, x, w, grid, G16)
+    pc, c = plan_counts(run.plan), run.result.counters
+    assert pc["per_opcode"] == c["commands"] and pc["loads"] == c["loads"]
+    assert pc["bytes_loaded"] == c["bytes_loaded"] == (grid[0] * grid[1] * grid[2]
+                                                      + len(serpentine) * n) * c_in
+    assert pc["bytes_stored"] == c["bytes_stored"] and pc["blocks"] == c["computes"]
+    assert pc["loads_saved"] == plan.n_q - 1
+
+
+def test_linear_custom_addresses():
+    """X with gaps between rows, weight rows 48 bytes apart after Y, an offset base: Y as
+    the whole grid's; the rows past c_out are zeros and the bytes between rows untouched."""
+    grid, c_out = (2, 3, 5), 10
+    x, w = _xw(grid, 12, c_out, seed=6)
+    addrs = LinearAddrs(x=4096, w=1 << 16, y=8192, token_stride=32, y_stride=5 * 32 + 16,
+                        t_stride=3 * (5 * 32 + 16), w_stride=48)
+    plan = plan_linear(SMALL, grid, 12, c_out, G3, addrs=addrs)
+    assert plan.memory_size == addrs.w + (plan.w_rows - 1) * 48 + 12   # W is the last region
+    assert addrs.y + plan.n_q * plan.n_k * plan.block_pitch <= addrs.w
+    mem = Memory(plan.memory_size + 48)
+    mem.data[:] = 0x5A
+    write_linear_operands(mem, x, w, addrs, grid, rows=plan.w_rows)
+    rows = mem.data[addrs.w + np.arange(plan.w_rows)[:, None] * 48 + np.arange(48)]
+    assert np.array_equal(rows[:c_out, :12].view(np.int8), w.T)
+    assert not rows[c_out:, :12].any() and (rows[:, 12:] == 0x5A).all()
+    run_program(plan.commands, mem, plan.limits)
+    assert np.array_equal(read_y(mem, plan), whole_grid_y(x, w, grid, G3, 5, 3, "full"))
+
+
+def test_linear_errors():
+    grid = (2, 4, 4)
+    x, w = _xw(grid, 16, 8, seed=0)
+    with pytest.raises(ValueError, match="c_in must be at most engine_max_head_dim = 32, "
+                                         "got 48"):
+        plan_linear(SMALL, grid, 48, 8)
+    with pytest.raises(ValueError, match=r"c_in 16 does not match the channel groups "
+                                         r"'custom' \(12 channels\)"):
+        plan_linear(SMALL, grid, 16, 8, G3)
+    with pytest.raises(ValueError, match="c_out must be a positive integer, got 0"):
+        plan_linear(SMALL, grid, 16, 0)
+    with pytest.raises(ValueError, match=r"w must be an int8 array of shape \(c_in, c_out\) "
+                                         r"= \(16, c_out\)"):
+        run_linear(SMALL, x, w[:15], grid, G16)
+    with pytest.raises(ValueError, match=r"w must be an int8 array .* got int16 \(16, 8\)"):
+        run_linear(SMALL, x, w.astype(np.int16), grid, G16)
+    with pytest.raises(ValueError, match=r"w must be a \(c_in, c_out\) int8 array"):
+        run_linear(SMALL, x, w[:, 0], grid, G16)
+    with pytest.raises(ValueError, match=r"x must be an int8 array of shape \(32, c_in\)"):
+        run_linear(SMALL, x[:-1], w, grid, G16)
+    with pytest.raises(ValueError, match=r"cuts reuse windows along \['t'\] .* use even "
+                                         r"extents there$"):
+        plan_linear(SMALL, (3, 4, 4), 16, 8, box=(1, 4, 4))        # default groups: t only
+    with pytest.raises(ValueError, match=r"cuts reuse windows along \['x'\]"):
+        plan_linear(SMALL, (1, 2, 6), 8, 8, ChannelGroups.from_sizes(0, 0, 8, (2, 2, 2)),
+                    box=(1, 2, 3))
+    with pytest.raises(ValueError, match="variant must be one the core runs"):
+        plan_linear(SMALL.replace(engine_dispatcher="none"), grid, 16, 8, variant="full")
+    addrs = plan_linear(SMALL, grid, 16, 8).addrs
+    with pytest.raises(ValueError, match="rows must be at least c_out = 8, got 4"):
+        write_linear_operands(Memory(1 << 16), x, w, addrs, grid, rows=4)

@@ -23,6 +23,7 @@ from golden.engine.model import EngineParams, chunks, engine_counters
 from golden.engine.trace import (OrderTrace, SlotTrace, check_counters, check_trace, decode_block,
                                  decode_sel, expected_trace, observed_fallbacks)
 from golden.numerics import ChannelGroups, VideoGrid, attention_scores
+from golden.window import linear
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, engine_run_layout, max_chunks,
                                               walk_constants_layout, walk_layout)
@@ -180,6 +181,41 @@ def test_small_engine_runs(arrays, sides):
         assert np.array_equal(out["S"], want_s), f"{variant}: S differs"
         want = model_counters(cfg, q, k, grid, groups, variant)
         assert out["counters"] == want, f"{variant}:\n rtl   {out['counters']}\n model {want}"
+
+
+def test_linear_blocks():
+    """``cfg__linear``: Q holds an activation X, K weight rows (row j = column j of W, the
+    rows past C_out zero), P = 2 arrays of 2 x 2 on an odd grid, channels along all three
+    axes: S = golden.linear(X, W, window 2) bit-exact (X @ W for dense), every counter equal
+    to the cycle model with ``linear``, S read out under back-pressure. X is smooth, so
+    windows the window rule calls FULL and the top-bits rule does not (and the reverse) occur,
+    and W repeats itself along the tokens, so the attention rule would reuse K codes: either
+    rule in the wrong place gives another S."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=32,
+                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=4)
+    grid = VideoGrid(3, 3, 2)
+    groups = ChannelGroups.from_sizes(5, 6, 5, directions=(1, 0, 2))
+    rng = np.random.default_rng(21)
+    x, _ = smooth(grid, 16, rng)
+    c_out = 13
+    w = rng.integers(-128, 128, (16, c_out)).astype(np.int8)
+    k = np.zeros((grid.n, 16), np.int8)
+    k[:c_out] = w.T
+    k[1:c_out:2] = k[0:c_out - 1:2]                     # neighbours equal: K would reuse
+    w = k[:c_out].T
+    axes = np.asarray(groups.directions)[np.asarray(groups.group_of)]
+    want = linear(x, w, grid, axes, 2)
+    assert not np.array_equal(want, attention_scores(x, k, grid, groups)[:, :c_out])
+    for variant in ("full", "pe", "dense"):
+        ports = engine_ports(cfg, grid, groups, variant=variant, linear=True)
+        out = run_engine(cfg, x, k, grid, groups, variant, stall_every=3, ports=ports)
+        assert out["error"] == 0
+        ref = want if variant != "dense" else x.astype(np.int64) @ w.astype(np.int64)
+        assert np.array_equal(out["S"][:, :c_out], ref), f"{variant}: Y differs"
+        assert not out["S"][:, c_out:].any()
+        model = model_counters(cfg, x, k, grid, groups, variant, linear=True)
+        assert out["counters"] == model, f"{variant}:\n rtl   {out['counters']}\n model {model}"
 
 
 def test_odd_token_counts_read_out():

@@ -14,6 +14,7 @@ from golden.engine.model import VARIANTS, EngineParams, engine_counters, plain_w
 from golden.engine.program import (CoreLimits, Memory, ProgramError, box_coords, run_program,
                                    variant_of)
 from golden.numerics import VideoGrid, oracle_ops, reuse_masks
+from golden.window import linear
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.kaleido_engine import built_variants
 from token_data import smooth_tokens as _smooth
@@ -53,6 +54,62 @@ def _box_eff_s(q, k, grid, groups, qo, ko, box):
         b[real] = x[np.ravel_multi_index(c[real].T, grid.shape)]
         xs.append(b)
     return attention_scores(xs[0], xs[1], VideoGrid(*box), groups)
+
+
+def test_linear_blocks_are_golden_linear():
+    """COMPUTE kind 1: the Q bank a box of the activation X, the K bank box_tokens weight
+    rows from a ``rows`` LOAD (every row read, no padding): each stored block is the box's
+    rows of the whole grid's ``golden.linear`` (windows of 2 along each channel's group
+    direction; the box's even extents never cut a window) on the block's features, the same
+    through the engine model (with its counters); the same banks computed as S give another
+    block (the rules differ), and the dense variant gives X @ W."""
+    grid, box = (3, 5, 4), (2, 4, 2)
+    mem, x, _, kaddr, pre = _setup(grid, box)
+    n, c_out = 16, 21
+    rng = np.random.default_rng(3)
+    w = rng.integers(-128, 128, (D, c_out)).astype(np.int8)
+    rows = np.zeros((2 * n, D), np.int8)
+    rows[:c_out] = w.T
+    waddr = 40 << 10
+    mem.write(waddr, rows)
+    want = linear(x, w, grid, GROUPS.channel_directions(), 2)
+    gshape = np.asarray(grid)
+    for variant, flags in (("pe", (1, 0, 0)), ("dense", (0, 0, 0))):
+        cfg = [Config(*box, D, *GROUPS.directions, 5, 3, *flags, *grid)] + pre[1:]
+        prog = cfg + [Load(SIDE_Q, 0, 2, 0, 2, 0)]
+        for kb in range(2):
+            prog += [Load(SIDE_K, kb, 0, 0, 0, waddr + kb * n * D, rows=1),
+                     Compute(0, kb, 1), Store(8192 + kb * 1024)]
+        results = [run_program(prog, mem, engine=engine) for engine in (False, True)]
+        c = box_coords((2, 0, 2), box)
+        real = (c < gshape).all(axis=1)
+        tok = np.ravel_multi_index(c[real].T, grid)
+        ref = want if variant == "pe" else x.astype(np.int64) @ w.astype(np.int64)
+        for kb in range(2):
+            blk = mem.read(8192 + kb * 1024, n * n, np.int32).reshape(n, n)
+            feats = np.arange(kb * n, min((kb + 1) * n, c_out))
+            assert np.array_equal(blk[np.ix_(real, feats - kb * n)], ref[np.ix_(tok, feats)])
+            assert not blk[:, feats.size:].any()    # zero rows (padding rows may reuse)
+            for r in results:
+                assert np.array_equal(r.blocks[kb].s, blk) and r.blocks[kb].k_origin is None
+        eng = results[1].blocks[0].engine
+        model = engine_counters(_box(x, grid, (2, 0, 2), box), rows[:n], VideoGrid(*box),
+                                GROUPS, EngineParams(), variant, linear=True)
+        assert eng.cycles == model.cycles
+        assert np.array_equal(eng.busy_pe_cycles, model.busy_pe_cycles)
+        assert results[0].counters["bytes_loaded"] == (int(real.sum()) + 2 * n) * D
+        if variant == "pe":
+            s_blk = run_program(prog[:-2] + [Compute(0, 1, 0)], mem).blocks[-1].s
+            assert not np.array_equal(s_blk, results[0].blocks[-1].s)
+
+
+def _box(x, grid, origin, box):
+    """The box of ``x`` at ``origin`` (zeros past the grid's edge), box-local order."""
+    c = box_coords(origin, box)
+    real = (c < np.asarray(grid)).all(axis=1)
+    out = np.zeros((c.shape[0], x.shape[1]), np.int8)
+    out[real] = x[np.ravel_multi_index(c[real].T, grid)]
+    return out
 
 
 def test_memory_round_trip_and_range():
@@ -226,16 +283,18 @@ def _error_programs():
             (lambda pre, ka: pre + [Strides(SIDE_Q, 16, 64, 128)],
              r"t_stride must be at least grid_h \* y_stride = 3 \* 64 = 192")],
         9: [(lambda pre, ka: pre + [Load(SIDE_Q, 0, 0, 1, 0, 0)], "origin_h must be a multiple of box_h = 2"),
-            (lambda pre, ka: pre + [Load(SIDE_Q, 0, 0, 0, 4, 0)], "below grid_w = 4, got 4")],
+            (lambda pre, ka: pre + [Load(SIDE_Q, 0, 0, 0, 4, 0)], "below grid_w = 4, got 4"),
+            (lambda pre, ka: pre + [Load(SIDE_K, 0, 0, 0, 2, ka, rows=1)],
+             r"a rows LOAD takes no origin .* got \(0, 0, 2\)")],
         10: [(lambda pre, ka: pre + [ld_q, Load(SIDE_K, 0, 0, 0, 0, ka), Compute(0, 0),
                                      Compute(0, 0)], "COMPUTE while the result"),
              (lambda pre, ka: pre + [ld_q, Load(SIDE_K, 0, 0, 0, 0, ka), Compute(0, 0)] + pre[:1],
               "CONFIG while the result")],
-        11: [(lambda pre, ka: pre + [ld_q, Load(SIDE_K, 0, 0, 0, 0, ka), Compute(0, 0, 1)],
-              r"kind 1 \(linear\) is reserved"),
-             (lambda pre, ka: pre + [ld_q, Load(SIDE_K, 0, 0, 0, 0, ka), Compute(0, 0, 2)],
-              r"kind 2 \(PV\)")],
+        11: [(lambda pre, ka: pre + [ld_q, Load(SIDE_K, 0, 0, 0, 0, ka), Compute(0, 0, 2)],
+              r"kind 2 \(PV\) is reserved")],
         12: [(lambda pre, ka: pre + [Load(SIDE_Q, 0, 0, 0, 0, 1 << 20)], "reads up to byte"),
+             (lambda pre, ka: pre + [Load(SIDE_K, 1, 0, 0, 0, 1 << 20, rows=1)],
+              "LOAD of the K .* rows at 1048576 reads up to byte"),
              (lambda pre, ka: pre + [ld_q, Load(SIDE_K, 0, 0, 0, 0, ka), Compute(0, 0),
                                      Store(1 << 20)], "ends past the memory")],
     }

@@ -1,6 +1,7 @@
 """cocotb bench of ``kaleido_core`` (``docs/engine.md``, "Engine core"): the command stream
 and the AXI4 memory port of the streaming engine core, against
-``golden.engine.program.run_program`` and ``golden.engine.core_model``.
+``golden.engine.program.run_program`` and ``golden.engine.core_model``: heads of S blocks,
+their timing, a linear layer (COMPUTE kind 1), errors and reset.
 
 The memory is a ``cocotbext-axi`` ``AxiRam`` with random pauses on every AXI channel (read
 and write latency and back-pressure); the commands come from the host library
@@ -38,7 +39,8 @@ from golden import ChannelGroups, make_qkv
 from golden.numerics import _as_groups
 from golden.engine.core_model import CORE_COUNTERS, BenchMemory, core_counters, core_cycles
 from golden.engine.program import Memory, ProgramError, run_program
-from kaleido_hw.engine.host import plan_head, write_operands
+from kaleido_hw.engine.host import (plan_head, plan_linear, read_y, whole_grid_y,
+                                    write_linear_operands, write_operands)
 
 CFG = load_config()
 AXI_PREFIX = "axi_"          # AxiBus joins prefix and name with "_": axi__araddr
@@ -221,6 +223,35 @@ async def test_timing(dut):
                       f"counters equal to the model: " + ", ".join(
                           f"{n} {c[n]}" for n in ("cycles", "compute", "mem_wait",
                                                   "engine_cycles", "busy_pe_cycles")))
+
+
+@cocotb.test()
+async def test_linear_layer(dut):
+    """A linear layer ``Y = X_eff W`` through the AXI memory (COMPUTE kind 1, the weight rows
+    by ``rows`` LOADs; X the preset head's Q on the grid, windows of 2 along each channel's
+    group direction; C_out not a multiple of the box): memory equal to the interpreter's,
+    Y equal to the whole grid's ``golden.linear``, counters equal to the models."""
+    rng = random.Random(11)
+    groups = _groups()
+    d = groups.head_dim
+    x = make_qkv(CFG.preset, GRID, seed=3).q[:, :d].copy()
+    plan = plan_linear(CFG, GRID, d, CFG.engine_max_tokens + 5, groups=groups,
+                       variant=os.environ.get("KALEIDO_CORE_VARIANT") or None)
+    w = np.random.default_rng(11).integers(-128, 128, (d, plan.c_out)).astype(np.int8)
+    mem = Memory(plan.memory_size)
+    write_linear_operands(mem, x, w, plan.addrs, plan.grid, rows=plan.w_rows)
+    ram = _ram(dut, plan.memory_size, rng)
+    result, c, cycles = await _run_head(dut, ram, plan, mem, rng=rng)
+    want = core_counters(result)
+    assert {n: c[n] for n in want} == want
+    assert c["cycles"] == c["compute"] + c["mem_wait"]
+    mem.data[:] = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
+    y = read_y(mem, plan)
+    assert np.array_equal(y, whole_grid_y(x, w, plan.grid, groups, plan.full_bits,
+                                          plan.half_bits, plan.variant))
+    dut._log.info(f"linear layer on grid {GRID}, C_in {d}, C_out {plan.c_out}, box {plan.box}, "
+                  f"variant {plan.variant}: {len(plan.commands)} commands, {cycles} cycles, "
+                  f"compute {c['compute']}, mem_wait {c['mem_wait']}; Y equal to golden.linear")
 
 
 @cocotb.test()

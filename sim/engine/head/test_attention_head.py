@@ -123,8 +123,10 @@ class HeadHost:
         await write_operand(dut, 1, k)
         await self.v_src.send(cb | kk << CBW | word << (CBW + KW)
                               for cb, kk, word in pv_v_words(v, C))
+        # The head computes S only: its engine's cfg.linear is tied off, not a port.
         ports = {name[5:]: value
-                 for name, value in engine_ports(CFG, grid, groups, variant=variant).items()}
+                 for name, value in engine_ports(CFG, grid, groups, variant=variant).items()
+                 if name != "cfg__linear"}
         for name, value in {**ports, **(s_override or {})}.items():
             getattr(dut, f"cfg__s__{name}").value = value
         pv = {"axis": v_axis, "window": window, "reuse": int(variant != "dense"),
