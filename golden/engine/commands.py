@@ -95,6 +95,8 @@ FIELDS: dict[str, tuple] = {
         ("k_bank", 6, 2, "K bank (columns)"),
         ("kind", 8, 4, "0 S = Q K^T; 1 linear Y = X_eff W (X in Q, rows of W^T in K); "
                        "2 P @ V reserved"),
+        ("acc", 12, 1, "1: add the block onto the unstored result (input channels in slices; "
+                       "same channel groups); 0: a new result"),
     ),
     "STORE": (
         ("address", 64, 64, "byte address of the block (box_tokens^2 int32, row-major)"),
@@ -108,18 +110,20 @@ ERROR_CODES: dict[int, tuple[str, str]] = {
                      "(side 2-3, kind 3-15, GROUPS count 0 or > 48)"),
     2: ("bad_config", "CONFIG outside the core: zero extent, box tokens or head_dim over the "
                       "limit, thresholds, direction 3, reuse/schedule/match not built; GROUPS "
-                      "group 3 or channels past head_dim"),
+                      "group 3 or channels past head_dim; COMPUTE of a channel group larger, "
+                      "summed over the results it adds onto, than acc_width sums exactly"),
     3: ("not_configured", "GROUPS, STRIDES, LOAD, COMPUTE or STORE before CONFIG; LOAD of a "
                           "side before its STRIDES; COMPUTE before every channel has a group"),
     4: ("bad_bank", "LOAD or COMPUTE names a bank >= banks"),
     5: ("bank_empty", "COMPUTE reads a bank that holds no box of its side since CONFIG"),
     6: ("misaligned", f"LOAD/STORE address or a stride not a multiple of {ALIGN} bytes"),
-    7: ("no_result", "STORE without an unstored COMPUTE result"),
+    7: ("no_result", "STORE, or COMPUTE with acc, without an unstored COMPUTE result"),
     8: ("bad_strides", "strides that overlap tokens: token_stride < head_dim, y_stride < "
                        "grid_w * token_stride or t_stride < grid_h * y_stride"),
     9: ("bad_origin", "LOAD origin not a multiple of the box extent, or outside the grid; a "
                       "rows LOAD with an origin other than 0"),
-    10: ("result_pending", "COMPUTE or CONFIG while the last result is not stored"),
+    10: ("result_pending", "COMPUTE without acc, or CONFIG, while the last result is not "
+                           "stored; COMPUTE with acc after GROUPS changed the channel groups"),
     11: ("unsupported", "COMPUTE kind 2 (P @ V): reserved, not in this core"),
     12: ("out_of_range", "LOAD reads or STORE writes past the end of memory"),
 }
@@ -311,11 +315,13 @@ class Load(Command):
 class Compute(Command):
     """COMPUTE (opcode 5): the block of ``kind`` (0: S = Q K^T, each box with its own reuse
     codes; 1: a linear block X_eff W^T-rows, window codes on the Q box) of the banks
-    ``q_bank`` and ``k_bank``; the result waits for a STORE."""
+    ``q_bank`` and ``k_bank``; the result waits for a STORE. With ``acc`` the block is added
+    onto the unstored result (a layer's input channels in slices of head_dim)."""
     NAME, OPCODE = "COMPUTE", 5
     q_bank: int
     k_bank: int
     kind: int = KIND_S
+    acc: int = 0
 
     def check_encoding(self) -> None:
         """Kinds 3..15 are malformed (2 decodes; executing it is error 11)."""

@@ -122,6 +122,9 @@ class CoreLimits:
     plain : bool           a plain build (BaselinePEs): its engine walks all channels as one
                            group along x (``golden.engine.model.plain_walk``), which its
                            counters follow
+    group_channels : int   most channels of one group whose products the accumulators sum
+                           exactly (``acc_width``: 511 at 24 bits), over a COMPUTE and the
+                           results it adds onto (``acc``)
     """
     max_box_tokens: int = 64
     max_head_dim: int = 128
@@ -130,12 +133,14 @@ class CoreLimits:
     params: EngineParams = EngineParams()
     min_half_bits: int = 3
     plain: bool = False
+    group_channels: int = 511
 
     def __post_init__(self):
         check_int("max_box_tokens", self.max_box_tokens, 1, 255 ** 3)
         check_int("max_head_dim", self.max_head_dim, 1, 511)
         check_int("banks", self.banks, 1, 4)
         check_int("min_half_bits", self.min_half_bits, 0, 6)
+        check_int("group_channels", self.group_channels, 1, 1 << 40)
         bad = [v for v in self.variants if v not in VARIANTS]
         if bad or not self.variants:
             raise ValueError(f"variants must be a non-empty subset of {', '.join(VARIANTS)}, "
@@ -155,7 +160,18 @@ class CoreLimits:
             variants = ("dense", "pe") + (("pe-sh",) if d in ("scheduler", "full") else ()) \
                 + (("pe-m",) if d in ("matcher", "full") else ()) + (("full",) if d == "full" else ())
         return cls(config.engine_max_tokens, config.engine_max_head_dim, banks, variants,
-                   EngineParams.from_config(config), plain=config.engine_pe == "plain")
+                   EngineParams.from_config(config), plain=config.engine_pe == "plain",
+                   group_channels=group_channels(config.acc_width))
+
+
+#: Largest |product| of two int8 values: (-128) * (-128).
+MAX_PRODUCT = 1 << 14
+
+
+def group_channels(acc_width: int) -> int:
+    """Most products of int8 values a signed ``acc_width``-bit accumulator sums exactly:
+    ``n * 2^14 < 2^(acc_width - 1)``."""
+    return ((1 << (acc_width - 1)) - 1) // MAX_PRODUCT
 
 
 def box_tokens(box) -> int:
@@ -185,10 +201,12 @@ class BoxData:
 
 @dataclass
 class BlockResult:
-    """One COMPUTE: its command index, box origins of Q and K, S (box_tokens^2, int64), the
-    STORE address (None until stored), the oracle reuse counts of the pair over all box
-    tokens (``reuse``) and over the grid's tokens only (``reuse_real``), both as
-    ``golden.oracle_from_counts`` dicts, and the engine's counters (``engine=True``)."""
+    """One COMPUTE: its command index, box origins of Q and K, its block (box_tokens^2,
+    int64: with ``acc``, what it adds onto the result before it), the STORE address of the
+    result (None until stored; with ``acc`` on its last COMPUTE), the oracle reuse counts of
+    the pair over all box tokens (``reuse``) and over the grid's tokens only
+    (``reuse_real``), both as ``golden.oracle_from_counts`` dicts, and the engine's counters
+    (``engine=True``)."""
     index: int
     q_origin: tuple
     k_origin: tuple
@@ -197,6 +215,7 @@ class BlockResult:
     reuse_real: dict
     engine: EngineCounters | None = None
     address: int | None = None
+    acc: bool = False
 
 
 @dataclass
@@ -236,7 +255,10 @@ class _Core:
         self.groups_version = 0
         self.strides = {}
         self.banks = {}
-        self.pending = None
+        self.pending = None           # the last COMPUTE of the unstored result
+        self.pending_sum = None       # the unstored result (its COMPUTEs' blocks summed)
+        self.pending_groups = -1      # groups_version of its COMPUTEs
+        self.acc_sizes = None         # channels per group summed over its COMPUTEs
         self.blocks = []
         self.c = {"commands": {}, "loads": {s: 0 for s in SIDES}, "bytes_loaded": 0,
                   "bytes_stored": 0, "computes": 0, "stores": 0, "products": 0,
@@ -404,9 +426,28 @@ class _Core:
             missing = np.flatnonzero(self.group_of < 0)
             self.fail(3, f"COMPUTE before every channel has a group (GROUPS): channels "
                          f"{missing[:8].tolist()}{' ...' if missing.size > 8 else ''} have none")
-        if self.pending is not None:
+        if c.acc and self.pending is None:
+            self.fail(7, "COMPUTE with acc without an unstored result to add onto")
+        if not c.acc and self.pending is not None:
             self.fail(10, f"COMPUTE while the result of the COMPUTE at command "
-                          f"{self.pending.index} is not stored")
+                          f"{self.pending.index} is not stored (acc = 1 adds onto it)")
+        if c.acc and self.groups_version != self.pending_groups:
+            self.fail(10, f"COMPUTE with acc after GROUPS changed the channel groups of the "
+                          f"result of the COMPUTE at command {self.pending.index}")
+        # Exact sums: per group over the COMPUTEs of the result (the engine's planes), and
+        # over all of them (the int32 result).
+        walk = plain_walk(self.groups) if self.limits.plain else self.groups
+        sizes = np.asarray(walk.sizes, np.int64) + (self.acc_sizes if c.acc else 0)
+        lim = self.limits.group_channels
+        if sizes.max() > lim:
+            g = int(sizes.argmax())
+            self.fail(2, f"channel group {'tyx'[g]} has {int(sizes[g])} channels summed over "
+                         f"this COMPUTE and the results it adds onto; acc_width sums at most "
+                         f"{lim} exactly (a wider acc_width holds more)")
+        if sizes.sum() * MAX_PRODUCT >= 1 << 31:
+            self.fail(2, f"{int(sizes.sum())} channels summed over this COMPUTE and the results "
+                         f"it adds onto may overflow the int32 result (at most "
+                         f"{((1 << 31) - 1) // MAX_PRODUCT})")
         # A bank's codes follow the COMPUTE's kind (the same box may serve both kinds).
         qb = self._prepare(self.banks[(SIDE_Q, c.q_bank)], c.kind)
         kb = self._prepare(self.banks[(SIDE_K, c.k_bank)], c.kind)
@@ -425,7 +466,9 @@ class _Core:
         reuse = oracle_from_counts(qb.counts[0], kb.counts[0])
         reuse_real = oracle_from_counts(qb.counts[1], kb.counts[1])
         self.pending = BlockResult(self.index, qb.origin, kb.origin, s, reuse, reuse_real,
-                                   counters)
+                                   counters, acc=bool(c.acc))
+        self.pending_sum = s + self.pending_sum if c.acc else s
+        self.pending_groups, self.acc_sizes = self.groups_version, sizes
         self.blocks.append(self.pending)
         self.c["computes"] += 1
         self.c["products"] += reuse["dense"]
@@ -439,12 +482,12 @@ class _Core:
         self.check_aligned("STORE address", c.address)
         if self.pending is None:
             self.fail(7, "STORE without an unstored COMPUTE result")
-        s = self.pending.s
+        s = self.pending_sum
         nbytes = s.size * 4
         if c.address + nbytes > self.memory.size:
             self.fail(12, f"STORE of {nbytes} bytes at {c.address} ends past the memory "
                           f"({self.memory.size} bytes)")
-        assert np.abs(s).max(initial=0) < 1 << 31     # |S| <= 16384 * 511: int32 always holds it
+        assert np.abs(s).max(initial=0) < 1 << 31     # the channel bounds of COMPUTE
         self.memory.write(c.address, s.astype(np.int32))
         self.pending.address = c.address
         self.pending = None

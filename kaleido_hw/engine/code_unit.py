@@ -56,13 +56,13 @@ class CodeUnit(wiring.Component):
     The compare is done on whole words: XOR, AND with the byte mask repeated per channel,
     then an OR of each byte's bits folded into its bit 0 by three shifts (shifting right by
     at most 7 never carries a higher byte into bit 0 of a byte). The window rule's distance
-    too: on the offset-binary bytes ``x = a ^ 0x80``, ``y = f ^ 0x80``, the byte-wise
-    differences ``x - y`` and ``y - x`` modulo 256 come from one word subtraction each with
-    every byte's top bit forced (``((x | H) - (y & ~H)) ^ ((x ^ ~y) & H)``, ``H`` = 0x80 per
-    byte: no borrow crosses a byte, and the forced bits are constants that synthesis folds
-    into per-byte subtractors), with each byte's borrow ``(~x & y) | ((~x | y) & r)`` at its
-    top bit; ``|a - f| < 2^s`` iff one of the two differences has no borrow and no bit at
-    or above ``s`` (the mask ``full_mask << 1``).
+    too, without a borrow chain through the high bits: on the offset-binary bytes ``x = a ^
+    0x80``, ``y = f ^ 0x80`` split at bit ``s`` (high parts X, Y; low parts), ``|x - y| <
+    2^s`` iff X = Y, or X = Y + 1 and x's low part is below y's, or Y = X + 1 and the reverse.
+    X and Y are adjacent iff their XOR ``d`` is one run of bits starting at bit ``s`` (no
+    hole: no bit of ``d`` above a clear one) and the larger one holds exactly the run's top
+    bit; the low parts (at most 4 bits) are compared by a subtraction with the byte's top bit
+    forced, so that no borrow crosses a byte.
     """
 
     def __init__(self, lanes: int, codes: bool = True):
@@ -110,24 +110,37 @@ class CodeUnit(wiring.Component):
         full_masks = word("full_masks", Cat(*[self.full_mask] * n))
         full_far = fold(diff & full_masks, "full_differs")
 
-        # Window rule: |a - f| < 2^s, s = 8 - full_bits, byte-wise on whole words. The byte
-        # tops come from a register that never changes (synthesis folds it into the
-        # constant): with a constant operand Amaranth emits every word operation below slice
-        # by slice, about 10 kB of Verilog each.
+        # Window rule: |a - f| < 2^s, s = 8 - full_bits (1..4), byte-wise on whole words
+        # and without a borrow chain through the high bits: on the offset-binary bytes x, y
+        # the high parts (bits >= s) are equal, or adjacent with the low parts (bits < s)
+        # ordered the other way. The byte constants come from a register that never changes
+        # (synthesis folds it): with a constant operand Amaranth emits every word operation
+        # below slice by slice, about 10 kB of Verilog each.
         top8 = Signal(8, init=0x80)
         m.d.sync += top8.eq(top8)
-        top = word("top", Cat(*[top8] * n))
-        # Per byte full_mask << 1 (bit 7 of full_mask is always set: drop what it carries).
-        far_mask = word("far_mask", (full_masks << 1) & ~(top >> 7))
+        top = word("top", Cat(*[top8] * n))                      # 0x80 per byte
+        one = word("one", top >> 7)                               # 0x01 per byte
+        # Bits >= s per byte: full_mask << 1 (bits 4..7 always, bit 0 never: s is 1..4).
+        high = word("high", ((full_masks << 1) | top | (top >> 1) | (top >> 2) | (top >> 3))
+                    & ~one)
+        low = word("low", ~high & ~top)                           # bits < s
         x = word("x", self.anchor ^ top)
         y = word("y", self.follower ^ top)
-
-        def too_far(u, v, name):
-            """Byte-wise u - v negative or at least 2^s: folded (bit 0 of each byte)."""
-            r = word(f"{name}_r", ((u | top) - (v & ~top)) ^ ((u ^ ~v) & top))
-            return fold((((~u & v) | ((~u | v) & r)) & top) | (r & far_mask), name)
-
-        window_far = word("window_far", too_far(x, y, "above") & too_far(y, x, "below"))
+        d = word("d", diff & high)                                # where the high parts differ
+        # Adjacent high parts (X = Y + 1 or Y = X + 1): d is one run of bits from bit s up,
+        # and the larger one has exactly the run's top bit.
+        d_down = word("d_down", (d >> 1) & ~top)                  # bit i: d[i + 1]
+        hole = word("hole", d_down & ~d & high)
+        lowest = word("lowest", high & ~((high << 1) & ~one))     # bit s
+        run_top = word("run_top", d & ~d_down)
+        starts = fold(d & lowest, "starts")
+        x_low_less = word("x_low_less", ~(((x & low) | top) - (y & low)) >> 7)
+        y_low_less = word("y_low_less", ~(((y & low) | top) - (x & low)) >> 7)
+        x_above = word("x_above", starts & ~fold(hole | ((x & d) ^ run_top), "x_run")
+                       & x_low_less)
+        y_above = word("y_above", starts & ~fold(hole | ((y & d) ^ run_top), "y_run")
+                       & y_low_less)
+        window_far = word("window_far", fold(d, "high_differs") & ~x_above & ~y_above)
         not_full = lanes(word("not_full_w", Mux(self.window, window_far, full_far)), "not_full")
         on = Signal(n)
         m.d.comb += [on.eq(Mux(self.present & self.reuse, (1 << n) - 1, 0)),

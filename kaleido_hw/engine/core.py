@@ -14,7 +14,8 @@ the commands of :mod:`golden.engine.commands` in order:
   written as zeros, never fetched); a ``rows`` LOAD walks ``box_tokens`` consecutive rows
   instead (the weight rows of a linear block);
 * COMPUTE starts the engine on the loaded pair (kind S, or kind linear: the engine's
-  ``cfg.linear``) and adds its counters to the core's;
+  ``cfg.linear``; with ``acc`` adding onto the unstored result) and adds its counters to the
+  core's;
 * STORE streams the S block (``box_tokens**2`` int32, row-major, two per 64-bit beat) to
   memory through one DMA write, forwarding the engine's read-out beats;
 * FENCE waits until the load unit is idle and the DMA has no transfer in flight.
@@ -160,6 +161,8 @@ class CoreController(wiring.Component):
         dirs, full_bits, half_bits = Signal(6), Signal(3), Signal(3)
         reuse, schedule, match = Signal(), Signal(), Signal()
         cmp_linear = Signal()                 # the COMPUTE is a linear block (kind 1)
+        cmp_acc = Signal()                    # ... and adds onto the unstored result
+        regrouped = Signal()                  # a GROUPS ran since the last COMPUTE
         group_map = Signal(2 * D)
         assigned = Signal(D)                  # channel has a group since CONFIG
         # Strides per side: token (x), y, t; in bytes.
@@ -338,7 +341,7 @@ class CoreController(wiring.Component):
 
                     def start_groups():
                         m.d.sync += [g_first.eq(f["first"]), g_count.eq(n),
-                                     g_bits.eq(f["groups"]), g_i.eq(0)]
+                                     g_bits.eq(f["groups"]), g_i.eq(0), regrouped.eq(1)]
                         m.d.sync += state.eq(ST["GROUPS"])
                     check([
                         (word & ~cmds.used_mask("GROUPS") != 0, E["malformed"]),
@@ -401,7 +404,8 @@ class CoreController(wiring.Component):
 
                     def start_compute():
                         m.d.sync += [cmp_bank[0].eq(f["q_bank"]), cmp_bank[1].eq(f["k_bank"]),
-                                     cmp_linear.eq(f["kind"] == cmds.KIND_LINEAR)]
+                                     cmp_linear.eq(f["kind"] == cmds.KIND_LINEAR),
+                                     cmp_acc.eq(f["acc"]), regrouped.eq(0)]
                         goto("CMP_START")
                     check([
                         (word & ~cmds.used_mask("COMPUTE") != 0, E["malformed"]),
@@ -413,7 +417,9 @@ class CoreController(wiring.Component):
                         (f["k_bank"] >= B, E["bad_bank"]),
                         ((loaded & bank_bit(1, f["k_bank"])) == 0, E["bank_empty"]),
                         ((assigned | ~in_head) != (1 << D) - 1, E["not_configured"]),
-                        (pending, E["result_pending"]),
+                        (f["acc"] & ~pending, E["no_result"]),
+                        (~f["acc"] & pending, E["result_pending"]),
+                        (f["acc"] & regrouped, E["result_pending"]),
                     ], start_compute)
                 with m.Elif(op == OPCODES["STORE"]):
                     f = _fields(word, "STORE")
@@ -492,7 +498,7 @@ class CoreController(wiring.Component):
             stop_on_fail()
 
         with m.Elif(state == ST["CMP_START"]):
-            m.d.comb += eng.start.eq(1)
+            m.d.comb += [eng.start.eq(1), eng.accumulate.eq(cmp_acc)]
             m.d.sync += state.eq(ST["CMP_WAIT"])
 
         with m.Elif(state == ST["CMP_WAIT"]):

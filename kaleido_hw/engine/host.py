@@ -10,13 +10,15 @@ program.
 - :func:`command_order`: (Q box, K operand) pairs, Q boxes outer and K operands inner in
   serpentine order (the K operand that ends one Q row starts the next, so it is not loaded
   again), new operands alternating between the banks so each load can overlap the compute
-  before it.
+  before it; with ``slices`` each pair's input-channel slices back to back.
 - Attention scores: :func:`plan_head` -> :class:`HeadPlan` (box, addresses, program);
   :func:`write_operands`; :func:`assemble_s` / :func:`read_s`; :func:`run_head` end to end
   through ``golden.engine.program.run_program``; :func:`whole_grid_s`.
 - Linear layers ``Y = X_eff W`` (COMPUTE kind 1): :func:`plan_linear` -> :class:`LinearPlan`,
   the Q side boxes of the activation X (codes by the window rule), the K side blocks of
-  ``box_tokens`` weight rows (rows of W^T, read by ``rows`` LOADs);
+  ``box_tokens`` weight rows (rows of W^T, read by ``rows`` LOADs); ``c_in`` above
+  ``engine_max_head_dim`` in :func:`linear_slices` of ``head_dim`` channels, one COMPUTE per
+  slice adding onto the one before (``acc``), one STORE per block;
   :func:`write_linear_operands`; :func:`read_y`; :func:`run_linear`; :func:`whole_grid_y`.
 - :func:`plan_counts` of either plan.
 """
@@ -30,10 +32,10 @@ import numpy as np
 
 from golden.engine.commands import (ALIGN, KIND_LINEAR, KIND_S, SIDE_K, SIDE_Q, Compute,
                                     Config, Fence, Load, Store, Strides, groups_commands)
-from golden.engine.program import (CoreLimits, Memory, ProgramResult, box_coords, box_tokens,
-                                   run_program)
+from golden.engine.program import (MAX_PRODUCT, CoreLimits, Memory, ProgramResult, box_coords,
+                                   box_tokens, group_channels, run_program)
 from golden.numerics import ChannelGroups, VideoGrid, _as_groups, as_grid, attention_scores
-from golden.engine.model import variant_flags
+from golden.engine.model import plain_walk, variant_flags
 from golden.window import linear
 from kaleido_hw.config import ConfigError, KaleidoConfig
 
@@ -41,8 +43,8 @@ from kaleido_hw.config import ConfigError, KaleidoConfig
 __all__ = ["reuse_axes", "split_axes", "choose_box", "box_counts", "Step", "command_order",
            "HeadAddrs", "HeadPlan", "plan_head", "plan_counts", "write_operands",
            "assemble_s", "read_s", "HeadRun", "run_head", "whole_grid_s",
-           "LinearAddrs", "LinearPlan", "plan_linear", "write_linear_operands", "read_y",
-           "LinearRun", "run_linear", "whole_grid_y"]
+           "LinearAddrs", "LinearPlan", "linear_slices", "plan_linear", "write_linear_operands",
+           "read_y", "LinearRun", "run_linear", "whole_grid_y"]
 
 _AXES = ("t", "y", "x")
 
@@ -116,39 +118,53 @@ def choose_box(grid, groups, max_tokens: int) -> tuple:
 
 @dataclass(frozen=True)
 class Step:
-    """One (Q box, K operand) block of the order: indices ``qi``, ``ki``, the banks they are
-    in, and whether this step's operands are new (to be loaded) or already in their bank."""
+    """One COMPUTE of the order: block (Q box, K operand) indices ``qi``, ``ki``, the banks
+    its operands are in, whether they are new (to be loaded) or already in their bank, and
+    the input-channel ``slice`` it computes (0 unless the order has slices: a block's slices
+    are consecutive steps, each adding onto the one before)."""
     qi: int
     ki: int
     q_bank: int
     k_bank: int
     load_q: bool
     load_k: bool
+    slice: int = 0
 
 
-def command_order(n_boxes: int, banks: int = 2, n_k: int | None = None) -> list:
+def command_order(n_boxes: int, banks: int = 2, n_k: int | None = None,
+                  slices: int = 1) -> list:
     """The :class:`Step` s of an ``n_boxes x n_k`` block grid (``n_k`` default ``n_boxes``:
     a head's Q and K boxes; a linear layer has ``n_k`` weight blocks): Q boxes outer; K
     operands inner in serpentine order (forward for even Q rows, backward for odd ones), so
     the K operand that ends one row starts the next and stays in its bank; every new operand
     goes to the next bank of its side (round robin), so it never overwrites the one the step
-    before it reads."""
+    before it reads.
+
+    ``slices`` > 1: every block is that many consecutive steps, one per input-channel slice
+    (operands (qi, slice) and (ki, slice)), in serpentine order too (forward in even blocks,
+    backward in odd ones), so the slice that ends one block starts the next and the operand
+    the two blocks share (the Q slice within a row, the K slice at a row's turn) stays in its
+    bank. ``slices`` 1 gives the steps of the plain order (``slice`` 0)."""
     n_q = _positive("n_boxes", n_boxes)
     banks = _positive("banks", banks)
     n_k = n_q if n_k is None else _positive("n_k", n_k)
+    n_s = _positive("slices", slices)
     steps = []
     held = {SIDE_Q: None, SIDE_K: None}       # operand in the side's current bank
     bank = {SIDE_Q: banks - 1, SIDE_K: banks - 1}
     for qi in range(n_q):
         ks = range(n_k) if qi % 2 == 0 else range(n_k - 1, -1, -1)
         for ki in ks:
-            new = {}
-            for side, index in ((SIDE_Q, qi), (SIDE_K, ki)):
-                new[side] = held[side] != index
-                if new[side]:
-                    bank[side] = (bank[side] + 1) % banks
-                    held[side] = index
-            steps.append(Step(qi, ki, bank[SIDE_Q], bank[SIDE_K], new[SIDE_Q], new[SIDE_K]))
+            forward = len(steps) // n_s % 2 == 0
+            for s in (range(n_s) if forward else range(n_s - 1, -1, -1)):
+                new = {}
+                for side, operand in ((SIDE_Q, (qi, s)), (SIDE_K, (ki, s))):
+                    new[side] = held[side] != operand
+                    if new[side]:
+                        bank[side] = (bank[side] + 1) % banks
+                        held[side] = operand
+                steps.append(Step(qi, ki, bank[SIDE_Q], bank[SIDE_K], new[SIDE_Q], new[SIDE_K],
+                                  s))
     return steps
 
 
@@ -210,6 +226,11 @@ class LinearAddrs:
     y : int            the Y region: block (qi, ki) at ``y + (qi * n_k + ki) * pitch``
                        (:meth:`LinearPlan.y_address`)
     w_stride : int     bytes from one weight row to the next, a multiple of 16, >= c_in
+
+    A plan in slices (``c_in`` above ``engine_max_head_dim``, :func:`linear_slices`) reads
+    slice s of a token or weight row at its address + ``s * head_dim``: X tokens and weight
+    rows hold :attr:`LinearPlan.c_padded` channels (c_in, then zeros up to whole slices), so
+    ``token_stride`` and ``w_stride`` must be at least that.
     """
     x: int
     w: int
@@ -235,7 +256,9 @@ class LinearAddrs:
     def packed(cls, grid, c_in: int, c_out_rows: int, base: int = 0) -> "LinearAddrs":
         """X, the weight rows and Y back to back from ``base`` (aligned): X packed as a
         head's Q (:meth:`HeadAddrs.packed`), then ``c_out_rows`` weight rows (c_out rounded up
-        to whole blocks: :attr:`LinearPlan.w_rows`) of ``c_in`` bytes rounded up to 16."""
+        to whole blocks: :attr:`LinearPlan.w_rows`) of ``c_in`` bytes rounded up to 16.
+        ``c_in``: the channels a token and a row are laid out with (a plan in slices passes
+        :attr:`LinearPlan.c_padded`)."""
         strides, nbytes = _tensor_layout(as_grid(grid), c_in)
         x = _align(base)
         w = x + nbytes
@@ -247,9 +270,18 @@ class _BlockPlan:
     (rows of every block), the K side ``n_k`` operands; one block per :class:`Step`, stored
     row-major as ``box_tokens**2`` int32 back to back, block (qi, ki) at
     ``blocks + (qi * n_k + ki) * block_pitch``. A plan defines ``KIND`` (COMPUTE kind),
-    ``n_k``, ``_blocks`` (address of block (0, 0)), ``_strides`` (STRIDES of both sides),
-    ``_load`` (the LOAD of one operand), ``_loaded_tokens`` and ``_operand_ends``."""
+    ``n_k``, ``_core_groups`` (the channel groups CONFIG and GROUPS give the core),
+    ``_blocks`` (address of block (0, 0)), ``_strides`` (STRIDES of both sides), ``_load``
+    (the LOAD of one operand slice), ``_loaded_tokens`` and ``_operand_ends``."""
     KIND = KIND_S
+
+    @property
+    def block_steps(self) -> list:
+        """The step that ends each block (its STORE follows), in program order: every step,
+        unless blocks come in slices (:attr:`LinearPlan.slices`)."""
+        st = self.steps
+        return [s for i, s in enumerate(st)
+                if i + 1 == len(st) or (st[i + 1].qi, st[i + 1].ki) != (s.qi, s.ki)]
 
     @property
     def n_q(self) -> int:
@@ -297,6 +329,10 @@ class _BlockPlan:
     def _box_load(self, side: int, bank: int, i: int, address: int) -> Load:
         return Load(side, bank, *self.origin(i), address)
 
+    @property
+    def _core_groups(self) -> ChannelGroups:
+        return self.groups
+
 
 @dataclass
 class HeadPlan(_BlockPlan):
@@ -335,7 +371,7 @@ class HeadPlan(_BlockPlan):
     def _strides(self) -> list:
         return [Strides(side, *self.addrs.strides) for side in (SIDE_Q, SIDE_K)]
 
-    def _load(self, side: int, bank: int, i: int) -> Load:
+    def _load(self, side: int, bank: int, i: int, s: int = 0) -> Load:
         return self._box_load(side, bank, i, self.addrs.q if side == SIDE_Q else self.addrs.k)
 
     def _loaded_tokens(self, side: int, i: int) -> int:
@@ -353,7 +389,12 @@ class LinearPlan(_BlockPlan):
     grid, channel groups of X (each channel's window direction), box, boxes per axis,
     ``c_in``, ``c_out``, the steps (Q boxes x weight blocks), the addresses, the core limits
     and variant, the thresholds and the commands. Block (qi, ki) is Y on the tokens of Q box
-    ``qi`` (rows) and features ``ki * box_tokens + j`` (columns j)."""
+    ``qi`` (rows) and features ``ki * box_tokens + j`` (columns j).
+
+    ``slice_groups``: the groups of one input-channel slice (:attr:`head_dim` channels, what
+    CONFIG and GROUPS give the core; None: ``groups``, the layer in one slice). With
+    :attr:`slices` > 1 every block is that many COMPUTEs (one per slice, the steps' ``slice``,
+    each after the first adding onto the one before) and one STORE."""
     KIND = KIND_LINEAR
     grid: VideoGrid
     groups: ChannelGroups
@@ -368,6 +409,27 @@ class LinearPlan(_BlockPlan):
     full_bits: int
     half_bits: int
     commands: list
+    slice_groups: ChannelGroups | None = None
+
+    @property
+    def _core_groups(self) -> ChannelGroups:
+        return self.groups if self.slice_groups is None else self.slice_groups
+
+    @property
+    def head_dim(self) -> int:
+        """Channels of one slice (CONFIG's head_dim): c_in in one slice."""
+        return self._core_groups.head_dim
+
+    @property
+    def slices(self) -> int:
+        """Input-channel slices: ``ceil(c_in / head_dim)``."""
+        return -(-self.c_in // self.head_dim)
+
+    @property
+    def c_padded(self) -> int:
+        """Channels X's tokens and the weight rows are laid out with: ``slices * head_dim``
+        (c_in, then zeros)."""
+        return self.slices * self.head_dim
 
     @property
     def n_k(self) -> int:
@@ -392,10 +454,11 @@ class LinearPlan(_BlockPlan):
         return [Strides(SIDE_Q, *self.addrs.strides),
                 Strides(SIDE_K, *self.addrs.w_strides(self.grid))]
 
-    def _load(self, side: int, bank: int, i: int) -> Load:
+    def _load(self, side: int, bank: int, i: int, s: int = 0) -> Load:
+        offset = s * self.head_dim
         if side == SIDE_Q:
-            return self._box_load(side, bank, i, self.addrs.x)
-        rows = self.addrs.w + i * self.box_tokens * self.addrs.w_stride
+            return self._box_load(side, bank, i, self.addrs.x + offset)
+        rows = self.addrs.w + i * self.box_tokens * self.addrs.w_stride + offset
         return Load(SIDE_K, bank, 0, 0, 0, rows, rows=1)
 
     def _loaded_tokens(self, side: int, i: int) -> int:
@@ -403,8 +466,8 @@ class LinearPlan(_BlockPlan):
 
     def _operand_ends(self) -> tuple:
         a = self.addrs
-        return (_tensor_end(a.x, self.grid, a.strides, self.c_in),
-                a.w + (self.w_rows - 1) * a.w_stride + self.c_in)
+        return (_tensor_end(a.x, self.grid, a.strides, self.c_padded),
+                a.w + (self.w_rows - 1) * a.w_stride + self.c_padded)
 
 
 def _variant(limits: CoreLimits, variant):
@@ -492,6 +555,84 @@ def _linear_groups(c_in: int) -> ChannelGroups:
     return ChannelGroups((0,) * c_in, (0, 1, 2), f"all-t-{c_in}")
 
 
+def linear_slices(c_in: int, max_head_dim: int) -> tuple:
+    """``(slices, head_dim)``: how a linear layer's ``c_in`` input channels are cut for a
+    core of ``max_head_dim`` (``engine_max_head_dim``) channels per token. ``c_in`` up to
+    ``max_head_dim``: one slice of ``c_in``. Above: ``ceil(c_in / max_head_dim)`` slices of
+    equal ``head_dim`` (CONFIG's, one for the whole program) = ``ceil(c_in / slices)`` rounded
+    up to a multiple of 16, so that slice s at ``address + s * head_dim`` keeps the LOAD
+    addresses 16-byte aligned (if that exceeds ``max_head_dim``: the largest multiple of 16
+    within it, and more slices); the last slice is padded with zero channels."""
+    c_in, max_head_dim = _positive("c_in", c_in), _positive("max_head_dim", max_head_dim)
+    if c_in <= max_head_dim:
+        return 1, c_in
+    n_s = -(-c_in // max_head_dim)
+    head_dim = _align(-(-c_in // n_s))
+    if head_dim > max_head_dim:
+        head_dim = max_head_dim // ALIGN * ALIGN
+        if not head_dim:
+            raise ValueError(
+                f"c_in = {c_in} exceeds engine_max_head_dim = {max_head_dim}, so it is cut into "
+                f"slices of head_dim channels at offsets s * head_dim, and LOAD addresses must "
+                f"stay {ALIGN}-byte aligned: head_dim must be a multiple of {ALIGN} in "
+                f"[{ALIGN}, engine_max_head_dim], and engine_max_head_dim = {max_head_dim} has "
+                f"none (c_in must be at most {max_head_dim}, or engine_max_head_dim at least "
+                f"{ALIGN})")
+        n_s = -(-c_in // head_dim)
+        head_dim = _align(-(-c_in // n_s))
+    return n_s, head_dim
+
+
+def _slice_groups(groups: ChannelGroups, n_s: int, head_dim: int) -> ChannelGroups:
+    """The groups of one slice of ``head_dim`` channels, which every slice of ``groups``
+    must share (GROUPS may not change between the COMPUTEs a block adds up); the last
+    slice's padding channels take the groups of slice 0's channels at their positions."""
+    if n_s == 1:
+        return groups
+    g = groups.group_of
+    first = g[:head_dim]
+    for s in range(1, n_s):
+        part = g[s * head_dim:(s + 1) * head_dim]
+        diff = [j for j, (a, b) in enumerate(zip(part, first)) if a != b]
+        if diff:
+            j = diff[0]
+            raise ValueError(
+                f"every slice of head_dim = {head_dim} channels must have the same channel->"
+                f"group map (c_in = {groups.head_dim} runs as {n_s} slices, whose COMPUTEs add "
+                f"up under one GROUPS map): slice {s} (channels {s * head_dim}.."
+                f"{s * head_dim + len(part) - 1}) differs from slice 0 in {len(diff)} "
+                f"channel{'s' * (len(diff) > 1)}, "
+                f"first channel {s * head_dim + j} (group {'tyx'[part[j]]}; channel {j} has "
+                f"group {'tyx'[first[j]]}); permute the channels of x (and the rows of w the "
+                f"same way) so that every slice repeats one map")
+    return ChannelGroups(first, groups.directions, f"{groups.name}[{head_dim}]")
+
+
+def _check_exact(cfg: KaleidoConfig, limits: CoreLimits, groups: ChannelGroups,
+                 n_s: int, c_in: int) -> None:
+    """The sums a block adds up over its ``n_s`` slices of ``groups`` must be exact: per
+    channel group (as the core walks them: one group on a plain build) at most
+    ``group_channels(acc_width)`` channels, over all groups an int32 result."""
+    walk = plain_walk(groups) if limits.plain else groups
+    sizes = [n_s * n for n in walk.sizes]
+    what = (f"c_in = {c_in} as {n_s} slice{'s' * (n_s > 1)} of head_dim = {groups.head_dim} "
+            f"channels")
+    bound = ((1 << 31) - 1) // MAX_PRODUCT
+    if sum(sizes) > bound:
+        raise ValueError(f"{what} sums {sum(sizes)} channels into every result, which may "
+                         f"overflow its int32 (at most {bound} channels at any acc_width); "
+                         f"split the layer's input channels over several runs")
+    g = int(np.argmax(sizes))
+    if sizes[g] > limits.group_channels:
+        need = next(w for w in range(cfg.acc_width + 1, 49) if group_channels(w) >= sizes[g])
+        group = ("its one channel group (a plain build walks all channels as one)"
+                 if limits.plain else f"group {'tyx'[g]}")
+        raise ValueError(f"{what} sums {sizes[g]} channels of {group} into every "
+                         f"result; acc_width = {cfg.acc_width} sums at most "
+                         f"{limits.group_channels} exactly: it needs acc_width >= {need} "
+                         f"(KaleidoConfig(acc_width={need}); at most 48)")
+
+
 def plan_linear(cfg: KaleidoConfig, grid, c_in: int, c_out: int, groups=None, box=None,
                 addrs=None, variant: str | None = None, full_bits: int | None = None,
                 half_bits: int | None = None, banks: int | None = None,
@@ -504,12 +645,22 @@ def plan_linear(cfg: KaleidoConfig, grid, c_in: int, c_out: int, groups=None, bo
     ``ceil(c_out / box_tokens)`` blocks of ``box_tokens`` weight rows (the K side, ``rows``
     LOADs, never reused). Each (Q box, weight block) step is one COMPUTE of kind linear and
     one STORE; Q boxes outer, weight blocks inner in serpentine order (:func:`command_order`).
-    The whole layer must fit one COMPUTE per block: ``c_in`` at most ``engine_max_head_dim``.
+
+    ``c_in`` above ``engine_max_head_dim``: the input channels in :func:`linear_slices`
+    (``Y = sum_s X[:, slice s] W[slice s, :]``, exact as the window codes are per channel);
+    every block is one COMPUTE per slice (slice s of X's tokens and of the weight rows at
+    their addresses + ``s * head_dim``), each after the first adding onto the one before
+    (``acc``), then one STORE; the slices of consecutive blocks run in serpentine order, so
+    the operand two blocks share is loaded once. Every slice must have the same channel ->
+    group map (CONFIG and GROUPS describe one slice), and the channels a block sums must stay
+    exact at ``cfg.acc_width`` (per group at most ``group_channels(acc_width)``, over all an
+    int32; else ``ValueError`` naming the acc_width needed).
 
     ``groups``: a ``ChannelGroups`` (or preset name) with ``c_in`` channels; default every
     channel in group t reused along t (the window rule's default direction). ``box``:
     default :func:`choose_box`; an explicit box must not cut windows (:func:`split_axes`).
-    ``addrs``: default :meth:`LinearAddrs.packed` from ``base``. ``variant``, thresholds and
+    ``addrs``: default :meth:`LinearAddrs.packed` from ``base`` (with
+    :attr:`LinearPlan.c_padded` channels per token and row). ``variant``, thresholds and
     ``banks`` as in :func:`plan_head`.
     """
     _check_cfg(cfg)
@@ -519,36 +670,51 @@ def plan_linear(cfg: KaleidoConfig, grid, c_in: int, c_out: int, groups=None, bo
     if groups.head_dim != c_in:
         raise ValueError(f"c_in {c_in} does not match the channel groups {groups.name!r} "
                          f"({groups.head_dim} channels); pass groups= with {c_in} channels")
-    limits, variant, fb, hb = _core(cfg, c_in, "c_in", banks, variant, full_bits, half_bits)
-    box = _plan_box(grid, groups, box, limits, "windows")
+    n_s, head_dim = linear_slices(c_in, cfg.engine_max_head_dim)
+    core_groups = _slice_groups(groups, n_s, head_dim)
+    limits, variant, fb, hb = _core(cfg, head_dim, "head_dim", banks, variant, full_bits,
+                                    half_bits)
+    _check_exact(cfg, limits, core_groups, n_s, c_in)
+    box = _plan_box(grid, core_groups, box, limits, "windows")
     boxes = box_counts(grid, box)
     n_q, n_k = int(np.prod(boxes)), -(-c_out // box_tokens(box))
+    c_padded = n_s * head_dim
     if addrs is None:
-        addrs = LinearAddrs.packed(grid, c_in, n_k * box_tokens(box), base)
-    steps = command_order(n_q, limits.banks, n_k)
+        addrs = LinearAddrs.packed(grid, c_padded, n_k * box_tokens(box), base)
+    for name in ("token_stride", "w_stride"):
+        if getattr(addrs, name) < c_padded:
+            raise ValueError(f"addrs.{name} must be at least the {c_padded} channels of a "
+                             f"token or weight row ({n_s} slices of head_dim = {head_dim}), "
+                             f"got {getattr(addrs, name)}")
+    steps = command_order(n_q, limits.banks, n_k, n_s)
     plan = LinearPlan(grid, groups, box, boxes, c_in, c_out, steps, addrs, limits, variant,
-                      fb, hb, [])
+                      fb, hb, [], core_groups if n_s > 1 else None)
     plan.commands = _commands(plan)
     return plan
 
 
 def _commands(plan: _BlockPlan) -> list:
-    """CONFIG, GROUPS, both sides' STRIDES; per step its LOADs, COMPUTE of the plan's kind
-    and STORE; FENCE."""
+    """CONFIG, GROUPS, both sides' STRIDES; per step its LOADs and COMPUTE of the plan's
+    kind (``acc`` when the step before computed a slice of the same block), and a STORE after
+    each block's last step; FENCE."""
     reuse, sched, match = variant_flags(plan.variant)
     g = plan.grid
-    out = [Config(*plan.box, plan.groups.head_dim, *plan.groups.directions, plan.full_bits,
+    groups = plan._core_groups
+    out = [Config(*plan.box, groups.head_dim, *groups.directions, plan.full_bits,
                   plan.half_bits, int(reuse), int(sched), int(match), g.t, g.h, g.w)]
-    out += groups_commands(plan.groups.group_of)
+    out += groups_commands(groups.group_of)
     out += plan._strides()
 
     def loads(step):
         cmds = []
         if step.load_q:
-            cmds.append(plan._load(SIDE_Q, step.q_bank, step.qi))
+            cmds.append(plan._load(SIDE_Q, step.q_bank, step.qi, step.slice))
         if step.load_k:
-            cmds.append(plan._load(SIDE_K, step.k_bank, step.ki))
+            cmds.append(plan._load(SIDE_K, step.k_bank, step.ki, step.slice))
         return cmds
+
+    def same_block(a, b):
+        return (a.qi, a.ki) == (b.qi, b.ki)
 
     prefetch = plan.limits.banks >= 2
     steps = plan.steps
@@ -563,18 +729,22 @@ def _commands(plan: _BlockPlan) -> list:
             assert not (nxt.load_q and nxt.q_bank == step.q_bank)
             assert not (nxt.load_k and nxt.k_bank == step.k_bank)
             out += loads(nxt)
-        out.append(Compute(step.q_bank, step.k_bank, plan.KIND))
-        out.append(Store(plan.block_address(step.qi, step.ki)))
+        acc = i > 0 and same_block(steps[i - 1], step)
+        out.append(Compute(step.q_bank, step.k_bank, plan.KIND, int(acc)))
+        if i + 1 == len(steps) or not same_block(steps[i + 1], step):
+            out.append(Store(plan.block_address(step.qi, step.ki)))
     out.append(Fence())
     return out
 
 
 def plan_counts(plan) -> dict:
     """What a :class:`HeadPlan`'s or :class:`LinearPlan`'s program does, without running it:
-    ``commands`` (total) and ``per_opcode``, ``loads`` per side, ``loads_saved`` (K loads
-    the serpentine order saves over reloading each row), ``bytes_loaded`` (tokens read x
-    channels: a box's grid tokens, its padding is not read; a weight block's every row),
-    ``bytes_stored``, ``bytes_moved`` (both), ``blocks``."""
+    ``commands`` (total) and ``per_opcode``, ``loads`` per side, ``loads_saved`` (loads the
+    serpentine order saves over an order that loads every COMPUTE's K operand and its Q
+    operand unless the COMPUTE before read the same one: K loads at the row turns, and with
+    slices one load per block border), ``bytes_loaded`` (tokens read x channels of a slice:
+    a box's grid tokens, its padding is not read; a weight block's every row),
+    ``bytes_stored``, ``bytes_moved`` (both), ``blocks`` (stored)."""
     per = {}
     for c in plan.commands:
         per[c.NAME] = per.get(c.NAME, 0) + 1
@@ -582,12 +752,14 @@ def plan_counts(plan) -> dict:
     lk = [s.ki for s in plan.steps if s.load_k]
     tokens = sum(plan._loaded_tokens(SIDE_Q, i) for i in lq) \
         + sum(plan._loaded_tokens(SIDE_K, i) for i in lk)
-    loaded = tokens * plan.groups.head_dim
-    blocks = len(plan.steps)
+    loaded = tokens * plan._core_groups.head_dim
+    blocks = len(plan.block_steps)
+    computes = len(plan.steps)
+    plain_q = plan.n_q if computes == blocks else computes
     stored = blocks * plan.block_bytes
     return {"commands": len(plan.commands), "per_opcode": per,
             "loads": {"Q": len(lq), "K": len(lk)},
-            "loads_saved": blocks - len(lk),
+            "loads_saved": plain_q + computes - len(lq) - len(lk),
             "bytes_loaded": loaded, "bytes_stored": stored, "bytes_moved": loaded + stored,
             "blocks": blocks}
 
@@ -612,12 +784,14 @@ def write_operands(memory: Memory, q, k, addrs: HeadAddrs, grid) -> None:
 
 
 def write_linear_operands(memory: Memory, x, w, addrs: LinearAddrs, grid,
-                          rows: int | None = None) -> None:
+                          rows: int | None = None, channels: int | None = None) -> None:
     """Write a linear layer's operands into ``memory`` at ``addrs``: the (N, c_in) int8
     activation ``x`` of ``grid`` as a tensor, and the (c_in, c_out) int8 weights ``w`` as
     rows of W^T (row f = ``w[:, f]``, ``c_in`` bytes, ``w_stride`` apart; the bytes between
     rows untouched), then zero rows up to ``rows`` (default c_out; a plan reads
-    :attr:`LinearPlan.w_rows`, which :func:`run_linear` passes)."""
+    :attr:`LinearPlan.w_rows`, which :func:`run_linear` passes). ``channels`` (default
+    c_in): the bytes written per token and row, zeros past c_in (a plan in slices reads
+    :attr:`LinearPlan.c_padded`, which :func:`run_linear` passes)."""
     grid = as_grid(grid)
     x = _check_tensor("x", x, grid, "c_in", addrs.token_stride)
     c_in = x.shape[1]
@@ -631,8 +805,14 @@ def write_linear_operands(memory: Memory, x, w, addrs: LinearAddrs, grid,
     rows = c_out if rows is None else int(rows)
     if rows < c_out:
         raise ValueError(f"rows must be at least c_out = {c_out}, got {rows}")
-    wt = np.zeros((rows, c_in), np.int8)
-    wt[:c_out] = w.T
+    channels = c_in if channels is None else int(channels)
+    if not c_in <= channels <= min(addrs.token_stride, addrs.w_stride):
+        raise ValueError(f"channels must be in [c_in, min(token_stride, w_stride)] = [{c_in}, "
+                         f"{min(addrs.token_stride, addrs.w_stride)}], got {channels}")
+    if channels > c_in:
+        x = np.concatenate([x, np.zeros((x.shape[0], channels - c_in), np.int8)], axis=1)
+    wt = np.zeros((rows, channels), np.int8)
+    wt[:c_out, :c_in] = w.T
     memory.write_tensor(addrs.x, x, grid, addrs.strides)
     # The rows as tokens of a 1 x 1 x rows grid: row f at w + f * w_stride.
     ws = addrs.w_stride
@@ -677,10 +857,10 @@ def assemble_s(result: ProgramResult) -> np.ndarray:
 
 
 def _read_blocks(memory: Memory, plan: _BlockPlan):
-    """``(step, block)`` of every step: the stored int32 block as (box_tokens, box_tokens)
-    int64."""
+    """``(step, block)`` of every block (its last step): the stored int32 block as
+    (box_tokens, box_tokens) int64."""
     n = plan.box_tokens
-    for st in plan.steps:
+    for st in plan.block_steps:
         blk = memory.read(plan.block_address(st.qi, st.ki), n * n, np.int32)
         yield st, blk.reshape(n, n).astype(np.int64)
 
@@ -746,9 +926,11 @@ class LinearRun:
 
 def run_linear(cfg: KaleidoConfig, x, w, grid, groups=None, engine: bool = False,
                **plan_args) -> LinearRun:
-    """Plan the linear layer ``Y = X_eff W`` (:func:`plan_linear`, ``plan_args`` passed on),
-    write X and the weight rows to a fresh memory, run the program (``engine=True``: every
-    block through the engine model, with its counters) and read Y back (:func:`read_y`)."""
+    """Plan the linear layer ``Y = X_eff W`` (:func:`plan_linear`, ``plan_args`` passed on;
+    ``c_in`` in slices if above ``engine_max_head_dim``), write X and the weight rows (zeros
+    up to :attr:`LinearPlan.c_padded` channels) to a fresh memory, run the program
+    (``engine=True``: every block through the engine model, with its counters) and read Y
+    back (:func:`read_y`)."""
     grid = as_grid(grid)
     x, w = np.asarray(x), np.asarray(w)
     if x.ndim != 2:
@@ -757,7 +939,7 @@ def run_linear(cfg: KaleidoConfig, x, w, grid, groups=None, engine: bool = False
         raise ValueError(f"w must be a (c_in, c_out) int8 array, got shape {w.shape}")
     plan = plan_linear(cfg, grid, x.shape[1], w.shape[1], groups, **plan_args)
     memory = Memory(plan.memory_size)
-    write_linear_operands(memory, x, w, plan.addrs, grid, plan.w_rows)
+    write_linear_operands(memory, x, w, plan.addrs, grid, plan.w_rows, plan.c_padded)
     result = run_program(plan.commands, memory, plan.limits, engine=engine)
     return LinearRun(read_y(memory, plan), plan, result, memory)
 

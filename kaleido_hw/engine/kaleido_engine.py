@@ -42,6 +42,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.array import BaselineArray, PEArray
+from golden.engine.program import MAX_PRODUCT, group_channels
 from kaleido_hw.bitops import popcount, rank_select
 from kaleido_hw.config import KaleidoConfig, check_int
 from kaleido_hw.dispatch.merged_array import MergedArray
@@ -190,6 +191,9 @@ def _port_docs() -> dict:
         "cfg__match": ("1: merge pass-3 channels with the matcher (with reuse; rejected if "
                        "engine_dispatcher built no matcher)"),
         "start": "pulse (when not busy and not reading): check and latch cfg, start a run",
+        "accumulate": ("with start: add the run's S onto the accumulation buffer's result "
+                       "instead of replacing it (the same channel groups as the runs before; "
+                       "the channels each group sums over these runs must fit acc_width)"),
         "read": "pulse (after a successful run): stream S on s, row-major, two values per beat",
         "busy": "a run is in progress",
         "done": "the last run finished (or was rejected: error != 0); cleared by start",
@@ -249,6 +253,7 @@ class KaleidoEngine(wiring.Component):
             **run_banks,
             "cfg": In(_config_signature(geo)),
             "start": In(1),
+            "accumulate": In(1),
             "read": In(1),
             "busy": Out(1),
             "done": Out(1),
@@ -295,13 +300,23 @@ class KaleidoEngine(wiring.Component):
         dirs = [cfg.directions[2 * g:2 * g + 2] for g in range(3)]
         err = Signal(len(ERROR_BITS))
         big = t.max_group_channels
+        # Channels each accumulation plane sums over the runs of one result (acc): at most
+        # what acc_width holds exactly per plane, and in all what the int32 read-out holds.
+        total_max = ((1 << 31) - 1) // MAX_PRODUCT
+        plane_max = min(group_channels(self.config.acc_width), total_max)
+        summed = [Signal(range(total_max + t.max_dim + 1), name=f"summed{g}") for g in range(3)]
+        acc_summed = [Signal(range(total_max + 1), name=f"acc_summed{g}") for g in range(3)]
+        m.d.comb += [summed[g].eq(Mux(self.accumulate, acc_summed[g], 0) + wsize[g]) for g in range(3)]
+        too_many = Signal()
+        m.d.comb += too_many.eq(Cat(*(s > plane_max for s in summed)).any()
+                                | (summed[0] + summed[1] + summed[2] > total_max))
         m.d.comb += err.eq(Cat(
             (cfg.t == 0) | (cfg.h == 0) | (cfg.w == 0) | (n > N),
             (cfg.head_dim == 0) | (cfg.head_dim > D),
             Cat(*(in_head[c] & (gmap[c] == 3) for c in chan)).any(),
             (cfg.half_bits < 3) | (cfg.full_bits < 4) | (cfg.half_bits >= cfg.full_bits),
             Cat(*(d == 3 for d in dirs)).any(),
-            Cat(*(gs > big for gs in gsize)).any(),
+            Cat(*(gs > big for gs in gsize)).any() | too_many,
             cfg.reuse & ((cfg.schedule & ~Const(int(scheduler)))
                          | (cfg.match & ~Const(int(matcher)))),
             cfg.reuse if plain else Const(0, 1),
@@ -338,6 +353,7 @@ class KaleidoEngine(wiring.Component):
 
         # -- control -------------------------------------------------------------------------
         kick = Signal()                       # cycle 1 of a run: sequencers reset, chunk 0
+        run_acc = Signal()                    # the run adds onto the result before it
         tail = Signal(range(R + C + 1))
         tailing = Signal()
         m.d.sync += kick.eq(0)
@@ -365,6 +381,8 @@ class KaleidoEngine(wiring.Component):
             with m.If(err != 0):
                 m.d.sync += [self.error.eq(err), self.done.eq(1)]
             with m.Else():
+                m.d.sync += [acc_summed[g].eq(summed[g]) for g in range(3)]
+                m.d.sync += run_acc.eq(self.accumulate)
                 m.d.sync += [
                     self.error.eq(0), self.done.eq(0), self.busy.eq(1), kick.eq(1),
                     run.t.eq(cfg.t), run.h.eq(cfg.h), run.w.eq(cfg.w), run.hw.eq(hw),
@@ -449,7 +467,10 @@ class KaleidoEngine(wiring.Component):
             else:
                 new_plane = src_first
             with m.If(new_plane):
-                m.d.sync += [chunk.plane.eq(plane_ctr), chunk.add.eq(0),
+                # A run with acc adds onto the planes the result before it wrote.
+                on_before = Signal(name="plane_on_before")
+                m.d.comb += on_before.eq(Cat(*(p.on for p in planes)).bit_select(plane_ctr, 1))
+                m.d.sync += [chunk.plane.eq(plane_ctr), chunk.add.eq(run_acc & on_before),
                              plane_ctr.eq(plane_ctr + 1)]
                 for k in range(geo.planes):
                     with m.If(plane_ctr == k):
@@ -458,8 +479,9 @@ class KaleidoEngine(wiring.Component):
                 m.d.sync += chunk.add.eq(1)
         with m.If(accept & (err == 0)):
             m.d.sync += [src_g.eq(first_g), src_bits.eq(first_bits), src_first.eq(1),
-                         chunk_ctr.eq(0), plane_ctr.eq(0), waiting.eq(0), chunk.last.eq(0),
-                         planes.eq(0)]
+                         chunk_ctr.eq(0), plane_ctr.eq(0), waiting.eq(0), chunk.last.eq(0)]
+            with m.If(~self.accumulate):
+                m.d.sync += planes.eq(0)
         m.d.comb += [cnt.chunks.eq(chunk_ctr)]
 
         # -- scheduler: per chunk, a pre-pass per side into an OrderUnit ------------------------

@@ -73,6 +73,9 @@ class RunHost:
         self.out, self.index = out, index
         for name in ("wr__en", "start", "read", f"{out}__ready"):
             getattr(dut, name).value = 0
+        # The KaleidoEngine's run option (an undriven input is X on Icarus): a new result.
+        if hasattr(dut, "accumulate"):
+            dut.accumulate.value = 0
 
     async def write_operand(self, sel: int, values):
         """Write an int8 matrix (one row per ``index``) to operand ``sel``."""

@@ -28,7 +28,8 @@ from golden.numerics import VideoGrid
 from golden.window import linear
 from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.core import CoreController, check_core_config
-from kaleido_hw.engine.host import plan_head, read_s, whole_grid_s, write_operands
+from kaleido_hw.engine.host import (plan_head, plan_linear, read_s, read_y, whole_grid_s,
+                                    whole_grid_y, write_linear_operands, write_operands)
 from token_data import smooth_tokens as _smooth
 
 G16 = ChannelGroups.from_sizes(4, 6, 6)
@@ -52,6 +53,19 @@ def _setup(cfg, grid, variant, seed=0, groups=G16):
     return q, k, plan, mem
 
 
+def _run_checked(cfg, commands, mem: Memory, limits, **kw):
+    """Run ``commands`` on the interpreter (with the engine model) and on the RTL from the
+    same ``mem``; the RTL must accept them all without an error and leave the interpreter's
+    memory byte for byte. Returns the interpreter's result, the RTL's outcome and memory."""
+    gold = Memory(mem.size)
+    gold.data[:] = mem.data
+    result = run_program(commands, gold, limits, engine=True)
+    out, data = _run_rtl(cfg, commands, mem, **kw)
+    assert out.error == 0 and out.accepted == len(commands)
+    assert np.array_equal(data, gold.data)
+    return result, out, data
+
+
 def _run_rtl(cfg, commands, mem: Memory, **kw):
     words = [c.encode() if hasattr(c, "encode") else c for c in commands]
     buf = bytearray(mem.data.tobytes())
@@ -67,14 +81,9 @@ def _run_rtl(cfg, commands, mem: Memory, **kw):
 ], ids=["pe-padded", "full-P2", "dense"])
 def test_core_head(cfg, grid, variant, kw):
     q, k, plan, mem = _setup(cfg, grid, variant, seed=kw["seed"])
-    gold = Memory(plan.memory_size)
-    gold.data[:] = mem.data
-    result = run_program(plan.commands, gold, plan.limits, engine=True)
-    out, data = _run_rtl(cfg, plan.commands, mem, **kw)
-    assert out.error == 0 and out.accepted == len(plan.commands)
     # The memory the RTL leaves equals the interpreter's, byte for byte; S on real tokens
     # equals the whole grid's.
-    assert np.array_equal(data, gold.data)
+    result, out, data = _run_checked(cfg, plan.commands, mem, plan.limits, **kw)
     mem.data[:] = data
     assert np.array_equal(read_s(mem, plan), whole_grid_s(q, k, grid, G16, plan.full_bits,
                                                           plan.half_bits, variant))
@@ -127,12 +136,7 @@ def test_core_linear_layer(cfg, bits, kw):
     and features, every exact counter equals ``core_counters``; without command gaps or
     back-pressure ``cycles`` and ``mem_wait`` equal ``core_cycles`` for the bench memory."""
     mem, x, w, cmds, y = _linear_program(bits, 21, kw["seed"])
-    gold = Memory(mem.size)
-    gold.data[:] = mem.data
-    result = run_program(cmds, gold, CoreLimits.from_config(cfg), engine=True)
-    out, data = _run_rtl(cfg, cmds, mem, **kw)
-    assert out.error == 0 and out.accepted == len(cmds)
-    assert np.array_equal(data, gold.data)
+    result, out, data = _run_checked(cfg, cmds, mem, CoreLimits.from_config(cfg), **kw)
     want_y = linear(x, w, (2, 3, 4), G16.channel_directions(), 2)
     mem.data[:] = data
     for (qi, ki), at in y.items():
@@ -147,6 +151,36 @@ def test_core_linear_layer(cfg, bits, kw):
     assert {n: out.counters[n] for n in want} == want
     if "gap" not in kw:
         cycles = core_cycles(cmds, result, BenchMemory(3, 4))     # run_core's defaults
+        assert {n: out.counters[n] for n in cycles} == cycles
+
+
+@pytest.mark.parametrize("cfg, variant, kw", [
+    (dataclasses.replace(TINY, engine_arrays=2, engine_dispatcher="full"), "full",
+     dict(gap=0.2, stall=0.2, latency=3, outstanding=2, seed=6)),
+    (TINY1, "pe", dict(seed=7)),
+], ids=["full-P2-gaps", "pe-1bank-exact-cycles"])
+def test_core_linear_channel_slices(cfg, variant, kw):
+    """A linear layer of 40 input channels on a core of 16 (``plan_linear``: three slices of
+    16, the last zero-padded, COMPUTEs with ``acc`` adding the slices of each block, one STORE
+    per block): the memory equals the interpreter's, Y the whole grid's ``golden.linear`` on
+    the 40 channels, every exact counter ``core_counters``; without gaps ``core_cycles``."""
+    grid, c_in, c_out = (2, 3, 4), 40, 21
+    rng = np.random.default_rng(kw["seed"])
+    x = _smooth(rng, VideoGrid(*grid).n, c_in)
+    w = rng.integers(-128, 128, (c_in, c_out)).astype(np.int8)
+    plan = plan_linear(cfg, grid, c_in, c_out, variant=variant)
+    assert plan.slices == 3 and any(getattr(c, "acc", 0) for c in plan.commands)
+    mem = Memory(plan.memory_size)
+    write_linear_operands(mem, x, w, plan.addrs, plan.grid, rows=plan.w_rows,
+                          channels=plan.c_padded)
+    result, out, data = _run_checked(cfg, plan.commands, mem, plan.limits, **kw)
+    mem.data[:] = data
+    assert np.array_equal(read_y(mem, plan), whole_grid_y(x, w, grid, None, plan.full_bits,
+                                                          plan.half_bits, variant))
+    want = core_counters(result)
+    assert {n: out.counters[n] for n in want} == want
+    if "gap" not in kw:
+        cycles = core_cycles(plan.commands, result, BenchMemory(3, 4))
         assert {n: out.counters[n] for n in cycles} == cycles
 
 
@@ -175,11 +209,8 @@ def test_core_cycles_are_exact_for_the_bench_memory(cfg, grid, box, variant, lat
                      split_pairs=box is not None)
     mem = Memory(plan.memory_size)
     write_operands(mem, q, k, plan.addrs, grid)
-    gold = Memory(plan.memory_size)
-    gold.data[:] = mem.data
-    result = run_program(plan.commands, gold, plan.limits, engine=True)
-    out, data = _run_rtl(cfg, plan.commands, mem, latency=latency, outstanding=outstanding)
-    assert out.error == 0 and np.array_equal(data, gold.data)
+    result, out, _ = _run_checked(cfg, plan.commands, mem, plan.limits, latency=latency,
+                                  outstanding=outstanding)
     want = core_cycles(plan.commands, result, BenchMemory(latency, outstanding))
     assert {n: out.counters[n] for n in want} == want
     assert out.cycles == want["cycles"] + 1       # the bench also counts the last, idle cycle
@@ -197,11 +228,7 @@ def test_banks_same_memory(most):
     runs = {}
     for cfg in (TINY1, TINY, dataclasses.replace(TINY, core_banks=4))[:most // 2 + 1]:
         q, k, plan, mem = _setup(cfg, (2, 3, 5), "pe", seed=4)
-        gold = Memory(plan.memory_size)
-        gold.data[:] = mem.data
-        result = run_program(plan.commands, gold, plan.limits, engine=True)
-        out, data = _run_rtl(cfg, plan.commands, mem, latency=4)
-        assert out.error == 0 and np.array_equal(data, gold.data)
+        result, out, data = _run_checked(cfg, plan.commands, mem, plan.limits, latency=4)
         assert {n: out.counters[n] for n in core_counters(result)} == core_counters(result)
         assert {n: out.counters[n] for n in ("cycles", "compute", "mem_wait")} \
             == core_cycles(plan.commands, result, BenchMemory(4, 4))
@@ -339,10 +366,13 @@ def _error_programs():
         "misaligned-load": base[:i_load] + [rep(ld, address=ld.address + 8)],
         "misaligned-stride": [cfg, Strides(0, 24, 1024, 4096)],
         "no_result": base[:i_cmp] + [st],
+        "no_result-acc": base[:i_cmp] + [Compute(0, 0, 0, 1)],
         "bad_strides": [cfg, Strides(1, 16, 32, 4096)],
         "bad_origin": base[:i_load] + [rep(ld, origin_w=1)],
         "bad_origin-rows": base[:i_load] + [rep(ld, rows=1, origin_t=1)],
         "result_pending": base[:i_cmp + 1] + [base[i_cmp]],
+        "result_pending-acc": base[:i_cmp + 1] + [next(c for c in base if isinstance(c, Groups)),
+                                                  Compute(0, 0, 0, 1)],
         "unsupported": base[:i_cmp] + [Compute(0, 0, 2)],
         "out_of_range-address": base[:i_load] + [rep(ld, address=1 << 40)],
     }

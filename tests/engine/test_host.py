@@ -1,7 +1,8 @@
 """Host library of the streaming engine core (``kaleido_hw/engine/host.py``): box choice,
 serpentine double-buffered order, plan counts, and S assembled from boxes equal to the
 whole-grid golden S bit for bit (the reuse counters that differ, and why); linear layers
-(Y from Q boxes x weight blocks equal to the whole-grid ``golden.window.linear``)."""
+(Y from Q boxes x weight blocks equal to the whole-grid ``golden.window.linear``), also
+with c_in above engine_max_head_dim in slices added up by ``acc`` COMPUTEs."""
 
 from __future__ import annotations
 
@@ -10,14 +11,17 @@ import numpy as np
 import pytest
 
 from golden import ChannelGroups, attention_scores, make_qkv, oracle_ops, reuse_masks
-from golden.engine.commands import KIND_LINEAR, SIDE_K, SIDE_Q, Compute, Load, Store, Strides
+from golden.engine.commands import (KIND_LINEAR, SIDE_K, SIDE_Q, Compute, Config, Load, Store,
+                                    Strides, groups_commands)
 from golden.engine.model import VARIANTS
-from golden.engine.program import CoreLimits, Memory, box_coords, run_program
+from golden.engine.program import (CoreLimits, Memory, ProgramError, box_coords, group_channels,
+                                   run_program)
 from golden.numerics import VideoGrid
 from golden.window import linear
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.host import (HeadAddrs, LinearAddrs, assemble_s, box_counts, choose_box,
-                                    command_order, plan_counts, plan_head, plan_linear, read_s,
+                                    command_order, linear_slices, plan_counts, plan_head,
+                                    plan_linear, read_s,
                                     read_y, reuse_axes, run_head, run_linear, split_axes,
                                     whole_grid_s, whole_grid_y, write_linear_operands,
                                     write_operands)
@@ -324,6 +328,22 @@ def test_linear_engine_model_path_equals_fast_path():
     assert run.result.counters["cycles"] == sum(int(b.engine.cycles) for b in run.result.blocks)
 
 
+def _prefetch_and_counts(plan, computes, cfg, groups, c_out):
+    """Check that every COMPUTE (command indices ``computes``) comes after the LOADs of its
+    step and of the next one (prefetch), and that :func:`plan_counts` agrees with a run of
+    the plan's layer (``run_linear``: per opcode, loads per side); returns the loads per
+    step, the run, the plan's counts and the run's counters."""
+    cmds = plan.commands
+    loads_of = [int(s.load_q) + int(s.load_k) for s in plan.steps]
+    for j, at in enumerate(computes):
+        assert sum(isinstance(c, Load) for c in cmds[:at]) == sum(loads_of[:j + 2])
+    x, w = _xw(plan.grid.shape, groups.head_dim, c_out, seed=3)
+    run = run_linear(cfg, x, w, plan.grid, groups)
+    pc, c = plan_counts(run.plan), run.result.counters
+    assert pc["per_opcode"] == c["commands"] and pc["loads"] == c["loads"]
+    return loads_of, run, pc, c
+
+
 def test_linear_program():
     """n_q Q box loads in order, the weight blocks' rows LOADs in serpentine order (origin
     0, rows=1), n_q x n_k COMPUTEs of kind linear each stored at its block, the next step's
@@ -352,13 +372,7 @@ def test_linear_program():
     assert len(computes) == len(stores) == plan.n_q * plan.n_k
     assert all(cmds[i].kind == KIND_LINEAR for i in computes)
     assert stores == [plan.y_address(s.qi, s.ki) for s in plan.steps]
-    loads_of = [int(s.load_q) + int(s.load_k) for s in plan.steps]
-    for j, at in enumerate(computes):
-        assert sum(isinstance(c, Load) for c in cmds[:at]) == sum(loads_of[:j + 2])
-    x, w = _xw(grid, c_in, c_out, seed=3)
-    run = run_linear(SMALL, x, w, grid, G16)
-    pc, c = plan_counts(run.plan), run.result.counters
-    assert pc["per_opcode"] == c["commands"] and pc["loads"] == c["loads"]
+    loads_of, run, pc, c = _prefetch_and_counts(plan, computes, SMALL, G16, c_out)
     assert pc["bytes_loaded"] == c["bytes_loaded"] == (grid[0] * grid[1] * grid[2]
                                                       + len(serpentine) * n) * c_in
     assert pc["bytes_stored"] == c["bytes_stored"] and pc["blocks"] == c["computes"]
@@ -388,9 +402,8 @@ def test_linear_custom_addresses():
 def test_linear_errors():
     grid = (2, 4, 4)
     x, w = _xw(grid, 16, 8, seed=0)
-    with pytest.raises(ValueError, match="c_in must be at most engine_max_head_dim = 32, "
-                                         "got 48"):
-        plan_linear(SMALL, grid, 48, 8)
+    p48 = plan_linear(SMALL, grid, 48, 8)         # above engine_max_head_dim: in slices
+    assert (p48.slices, p48.head_dim, p48.c_padded) == (2, 32, 64)
     with pytest.raises(ValueError, match=r"c_in 16 does not match the channel groups "
                                          r"'custom' \(12 channels\)"):
         plan_linear(SMALL, grid, 16, 8, G3)
@@ -416,3 +429,235 @@ def test_linear_errors():
     addrs = plan_linear(SMALL, grid, 16, 8).addrs
     with pytest.raises(ValueError, match="rows must be at least c_out = 8, got 4"):
         write_linear_operands(Memory(1 << 16), x, w, addrs, grid, rows=4)
+
+
+# -- linear layers in input-channel slices ----------------------------------------------------
+
+SLICED = SMALL.replace(engine_max_head_dim=16)         # c_in 40: 3 slices of 16, 8 padding
+#: 40 channels whose slices of 16 share one map (G16's, channels along t, y and x; the last
+#: slice's 8 channels are G16's first 8), directions not the default.
+GS = ChannelGroups((G16.group_of * 3)[:40], (1, 2, 0))
+
+
+def test_linear_slices():
+    assert linear_slices(16, 16) == (1, 16) and linear_slices(12, 32) == (1, 12)
+    assert linear_slices(40, 16) == (3, 16)          # ceil(40 / 3) = 14 -> 16
+    assert linear_slices(33, 32) == (2, 32)          # 17 -> 32: LOAD offsets stay aligned
+    assert linear_slices(48, 32) == (2, 32)
+    assert linear_slices(80, 40) == (3, 32)          # 2 x 48 > 40: slices of 32 instead
+    assert linear_slices(3072, 128) == (24, 128)
+    assert linear_slices(600, 128) == (5, 128)
+    with pytest.raises(ValueError, match=r"head_dim must be a multiple of 16 in \[16, "
+                                         r"engine_max_head_dim\], and engine_max_head_dim = "
+                                         r"8 has none"):
+        linear_slices(20, 8)
+    with pytest.raises(ValueError, match=r"engine_max_head_dim = 8 has none"):
+        plan_linear(KaleidoConfig(engine_max_head_dim=8), (1, 2, 2), 20, 4)
+    assert plan_linear(KaleidoConfig(engine_max_head_dim=8), (1, 2, 2), 8, 4).slices == 1
+
+
+@pytest.mark.parametrize("n_q, n_k, n_s", [(3, 2, 3), (2, 3, 2), (1, 1, 4), (3, 1, 2)])
+def test_sliced_serpentine_order(n_q, n_k, n_s):
+    """Every block of the plain order as n_s consecutive steps, slices forward in even
+    blocks and backward in odd ones; an operand (box, slice) is loaded iff the step before
+    did not read it (one load saved per block border), never into the bank the step before
+    reads. slices=1 is the plain order."""
+    assert command_order(n_q, 2, n_k, slices=1) == command_order(n_q, 2, n_k)
+    assert all(s.slice == 0 for s in command_order(n_q, 2, n_k))
+    plain = command_order(n_q, 2, n_k)
+    for banks in (1, 2, 3):
+        steps = command_order(n_q, banks, n_k, slices=n_s)
+        assert [(s.qi, s.ki) for s in steps] == [(p.qi, p.ki) for p in plain for _ in range(n_s)]
+        for b in range(len(plain)):
+            sl = [s.slice for s in steps[b * n_s:(b + 1) * n_s]]
+            assert sl == (list(range(n_s)) if b % 2 == 0 else list(range(n_s - 1, -1, -1)))
+        assert steps[0].load_q and steps[0].load_k
+        for prev, s in zip(steps, steps[1:]):
+            assert s.load_q == ((s.qi, s.slice) != (prev.qi, prev.slice))
+            assert s.load_k == ((s.ki, s.slice) != (prev.ki, prev.slice))
+            if banks > 1:
+                assert (s.q_bank != prev.q_bank) == s.load_q
+                assert (s.k_bank != prev.k_bank) == s.load_k
+            assert s.load_q or s.load_k
+        loads = sum(s.load_q + s.load_k for s in steps)
+        assert loads == 2 * len(steps) - (len(plain) - 1)
+    with pytest.raises(ValueError, match="slices must be a positive integer, got 0"):
+        command_order(2, slices=0)
+
+
+@pytest.mark.parametrize("groups, grid", [(None, (9, 2, 3)), (GS, (3, 5, 7))],
+                         ids=["all-t", "GS"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_linear_in_slices_equals_whole_grid(groups, grid, variant):
+    """c_in = 40 on a core of 16 channels per token: 3 slices of 16 (the last 8 channels
+    zero padding), each block 3 COMPUTEs added up. An odd grid in padded boxes, c_out not a
+    multiple of box_tokens: Y equals the whole grid's on the 40 channels bit for bit, with
+    and without prefetch (the same memory after both), and reuse changes Y."""
+    c_in, c_out = 40, 37
+    assert variant in CoreLimits.from_config(SLICED).variants
+    x, w = _xw(grid, c_in, c_out, seed=8)
+    runs = [run_linear(SLICED, x, w, grid, groups, variant=variant, banks=b) for b in (1, 2)]
+    plan = runs[1].plan
+    assert (plan.slices, plan.head_dim, plan.c_padded) == (3, 16, 48)
+    assert plan.addrs.token_stride == plan.addrs.w_stride == 48
+    assert any(n * b > g for n, b, g in zip(plan.boxes, plan.box, grid))     # padded boxes
+    assert plan.n_q > 1 and plan.n_k > 1 and c_out % plan.box_tokens
+    want = whole_grid_y(x, w, grid, groups, SLICED.full_bits, SLICED.half_bits, variant)
+    for run in runs:
+        assert run.y.dtype == np.int64 and np.array_equal(run.y, want)
+        assert run.result.counters["computes"] == 3 * run.result.counters["stores"]
+    assert np.array_equal(runs[0].memory.data, runs[1].memory.data)
+    dense = x.astype(np.int64) @ w.astype(np.int64)
+    if variant == "dense":
+        assert np.array_equal(want, dense)
+    else:
+        dirs = (groups or ChannelGroups((0,) * c_in, (0, 1, 2))).channel_directions()
+        assert np.array_equal(want, linear(x, w, grid, dirs, 2))
+        assert not np.array_equal(want, dense)                   # reuse bites
+
+
+def test_linear_in_slices_engine_model_path():
+    grid = (2, 3, 4)
+    x, w = _xw(grid, 40, 20, seed=12)
+    cfg = SLICED.replace(rows=2, cols=2, engine_arrays=2)
+    fast = run_linear(cfg, x, w, grid, GS)
+    run = run_linear(cfg, x, w, grid, GS, engine=True)
+    assert run.plan.slices == 3 and run.plan.n_q > 1 and run.plan.n_k > 1
+    assert np.array_equal(run.y, fast.y)
+    assert np.array_equal(run.y, whole_grid_y(x, w, grid, GS, 5, 3, run.plan.variant))
+    assert all(b.engine is not None for b in run.result.blocks)
+    assert [b.acc for b in run.result.blocks] == [False, True, True] * len(run.plan.block_steps)
+    assert run.result.counters["cycles"] == sum(int(b.engine.cycles) for b in run.result.blocks)
+
+
+def test_linear_program_in_slices():
+    """One CONFIG/GROUPS of a slice (16 channels, GS's map); per block its 3 slices' COMPUTEs
+    (acc 0, 1, 1), each reading the Q box and the weight rows of its slice (LOAD addresses +
+    slice * 16), then one STORE at the block; the next COMPUTE's loads before each COMPUTE;
+    counts as run; a plan in one slice is as before (acc 0, a STORE per COMPUTE)."""
+    grid, c_in, c_out = (3, 5, 7), 40, 30
+    plan = plan_linear(SLICED, grid, c_in, c_out, GS)
+    n, a, hd = plan.box_tokens, plan.addrs, plan.head_dim
+    cmds = plan.commands
+    assert plan.groups is GS and plan.slice_groups.group_of == G16.group_of
+    cfg = next(c for c in cmds if isinstance(c, Config))
+    assert (cfg.head_dim, (cfg.dir_t, cfg.dir_y, cfg.dir_x)) == (16, (1, 2, 0))
+    assert cmds[1:2] == groups_commands(G16.group_of)
+    assert Strides(SIDE_K, 48, 7 * 48, 5 * 7 * 48) in cmds and a.token_stride == 48
+    banks, computes, blocks, pending = {}, [], [], []
+    for i, c in enumerate(cmds):
+        if isinstance(c, Load):
+            banks[(c.side, c.bank)] = c
+        elif isinstance(c, Compute):
+            st = plan.steps[len(computes)]
+            computes.append(i)
+            assert c.kind == KIND_LINEAR and c.acc == int(bool(pending))
+            q, k = banks[(SIDE_Q, c.q_bank)], banks[(SIDE_K, c.k_bank)]
+            assert (q.origin, q.rows, q.address) == (plan.origin(st.qi), 0, a.x + st.slice * hd)
+            assert (k.origin, k.rows) == ((0, 0, 0), 1)
+            assert k.address == a.w + st.ki * n * a.w_stride + st.slice * hd
+            pending.append(st)
+        elif isinstance(c, Store):
+            assert len(pending) == 3 and sorted(s.slice for s in pending) == [0, 1, 2]
+            assert len({(s.qi, s.ki) for s in pending}) == 1
+            assert c.address == plan.y_address(pending[0].qi, pending[0].ki)
+            blocks.append((pending[0].qi, pending[0].ki))
+            pending = []
+    assert not pending and len(computes) == 3 * plan.n_q * plan.n_k
+    assert blocks == [(s.qi, s.ki) for s in plan.block_steps]
+    assert sorted(blocks) == [(i, j) for i in range(plan.n_q) for j in range(plan.n_k)]
+    loads_of, run, pc, c = _prefetch_and_counts(plan, computes, SLICED, GS, c_out)
+    assert pc["bytes_loaded"] == c["bytes_loaded"] == hd * (
+        sum(int(run.plan._real(s.qi).sum()) for s in plan.steps if s.load_q)
+        + n * sum(s.load_k for s in plan.steps))
+    assert pc["bytes_stored"] == c["bytes_stored"] and pc["blocks"] == c["stores"]
+    assert pc["loads_saved"] == pc["blocks"] - 1 == 2 * len(computes) - sum(loads_of)
+    # One slice: no acc, a STORE after every COMPUTE.
+    one = plan_linear(SLICED, grid, 16, c_out, G16)
+    assert one.slices == 1 and one.slice_groups is None and len(one.block_steps) == len(one.steps)
+    assert all(c.acc == 0 for c in one.commands if isinstance(c, Compute))
+
+
+def test_linear_in_slices_custom_addresses_zero_padding():
+    """Tokens and weight rows 64 bytes apart in memory full of 0x5A: the writes zero the
+    padding channels 40..47 the last slice reads, leave 48..63 alone, and Y is exact."""
+    grid, c_in, c_out = (2, 3, 5), 40, 10
+    x, w = _xw(grid, c_in, c_out, seed=6)
+    addrs = LinearAddrs(x=4096, w=1 << 16, y=16384, token_stride=64, y_stride=5 * 64,
+                        t_stride=3 * 5 * 64 + 32, w_stride=64)
+    plan = plan_linear(SLICED, grid, c_in, c_out, GS, addrs=addrs)
+    assert plan.memory_size == addrs.w + (plan.w_rows - 1) * 64 + 48
+    mem = Memory(plan.memory_size + 64)
+    mem.data[:] = 0x5A
+    write_linear_operands(mem, x, w, addrs, grid, rows=plan.w_rows, channels=plan.c_padded)
+    rows = mem.data[addrs.w + np.arange(plan.w_rows)[:, None] * 64 + np.arange(64)]
+    assert np.array_equal(rows[:c_out, :c_in].view(np.int8), w.T)
+    assert not rows[c_out:, :48].any() and not rows[:, c_in:48].any()
+    assert (rows[:, 48:] == 0x5A).all()
+    toks = addrs.x + np.array([t * addrs.t_stride + y * 5 * 64 + xx * 64 for t in range(2)
+                               for y in range(3) for xx in range(5)])
+    assert not mem.data[toks[:, None] + np.arange(c_in, 48)].any()
+    assert (mem.data[toks[:, None] + np.arange(48, 64)] == 0x5A).all()
+    run_program(plan.commands, mem, plan.limits)
+    assert np.array_equal(read_y(mem, plan), whole_grid_y(x, w, grid, GS, 5, 3, "full"))
+    with pytest.raises(ValueError, match=r"channels must be in \[c_in, min\(token_stride, "
+                                         r"w_stride\)\] = \[40, 64\], got 80"):
+        write_linear_operands(mem, x, w, addrs, grid, channels=80)
+    small = LinearAddrs(x=0, w=4096, y=8192, token_stride=48, y_stride=5 * 48,
+                        t_stride=15 * 48, w_stride=40)
+    with pytest.raises(ValueError, match="addrs.w_stride must be at least the 48 channels of "
+                                         r"a token or weight row \(3 slices of head_dim = 16\), "
+                                         "got 40"):
+        plan_linear(SLICED, grid, c_in, c_out, GS, addrs=small)
+
+
+def test_linear_in_slices_group_map_errors():
+    """Every slice of head_dim channels must repeat one channel->group map."""
+    with pytest.raises(ValueError, match=r"every slice of head_dim = 16 channels must have the "
+                                         r"same channel->group map .* slice 1 \(channels "
+                                         r"16..31\) differs from slice 0 in 16 channels, first "
+                                         r"channel 16 \(group y; channel 0 has group t\); "
+                                         r"permute the channels of x"):
+        plan_linear(SLICED, (2, 4, 4), 40, 8, ChannelGroups.from_sizes(16, 16, 8))
+    last = list(GS.group_of)
+    last[37] = 0                                        # G16 has group y at channel 5
+    with pytest.raises(ValueError, match=r"slice 2 \(channels 32..39\) differs from slice 0 "
+                                         r"in 1 channel, first channel 37 \(group t; channel "
+                                         r"5 has group y\)"):
+        plan_linear(SLICED, (2, 4, 4), 40, 8, ChannelGroups(last, GS.directions))
+    # The same map permuted so every slice repeats it plans (and runs: see above).
+    assert plan_linear(SLICED, (2, 4, 4), 40, 8, GS).slices == 3
+
+
+def test_linear_in_slices_exactness_and_acc_width():
+    """c_in = 600 on 128-channel tokens: 5 slices of 128, every result sums 640 channels.
+    All in group t: 640 > 511 = group_channels(24) needs acc_width 25, and a program planned
+    for 25 fails on a 24-bit core (the interpreter's limit is the same); split over t, y and
+    x (215 per group) the reuse build takes it at 24, a plain build (one group) does not."""
+    grid, c_in = (1, 2, 2), 600
+    assert group_channels(24) == 511 < 640 <= group_channels(25)
+    with pytest.raises(ValueError, match=r"c_in = 600 as 5 slices of head_dim = 128 channels "
+                                         r"sums 640 channels of group t into every result; "
+                                         r"acc_width = 24 sums at most 511 exactly: it needs "
+                                         r"acc_width >= 25"):
+        plan_linear(CFG, grid, c_in, 4)
+    x, w = _xw(grid, c_in, 4, seed=1)
+    wide = CFG.replace(acc_width=25)
+    run = run_linear(wide, x, w, grid)
+    assert run.plan.slices == 5 and run.result.counters["computes"] == 5
+    assert np.array_equal(run.y, whole_grid_y(x, w, grid, None, 5, 3, run.plan.variant))
+    with pytest.raises(ProgramError, match="error 2 .* channel group t has 512 channels"):
+        run_program(run.plan.commands, Memory(run.plan.memory_size), CoreLimits.from_config(CFG))
+    mixed = ChannelGroups((ChannelGroups.from_sizes(43, 43, 42).group_of * 5)[:c_in])
+    run = run_linear(CFG, x, w, grid, mixed)
+    assert np.array_equal(run.y, whole_grid_y(x, w, grid, mixed, 5, 3, run.plan.variant))
+    plain = CFG.replace(engine_pe="plain", engine_dispatcher="none")
+    with pytest.raises(ValueError, match=r"sums 640 channels of its one channel group \(a plain "
+                                         r"build .* needs acc_width >= 25"):
+        plan_linear(plain, grid, c_in, 4, mixed)
+    assert np.array_equal(run_linear(plain.replace(acc_width=25), x, w, grid, mixed).y,
+                          x.astype(np.int64) @ w.astype(np.int64))
+    with pytest.raises(ValueError, match=r"sums 140032 channels into every result, which may "
+                                         r"overflow its int32 \(at most 131071 channels at any "
+                                         r"acc_width\)"):
+        plan_linear(CFG.replace(acc_width=48), grid, 140000, 4)

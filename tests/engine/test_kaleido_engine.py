@@ -218,6 +218,68 @@ def test_linear_blocks():
         assert out["counters"] == model, f"{variant}:\n rtl   {out['counters']}\n model {model}"
 
 
+def test_accumulating_runs():
+    """``acc``: runs that add onto the result before them, as a linear layer's input channels
+    in slices (three runs of 16 channels each, P = 2 arrays: the read-out is the sum of the
+    slices' golden.linear, every run's counters equal to its model), with three direction
+    groups (three planes) and with one; and the exactness bound: with acc_width 21 a plane
+    sums at most 63 channels, so with all 16 channels in one group a fourth run is rejected
+    (error bit group_size)."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=32,
+                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=4, acc_width=21)
+    grid = VideoGrid(3, 3, 2)
+    rng = np.random.default_rng(8)
+    xs = [smooth(grid, 16, rng)[0] for _ in range(3)]
+    ks = [rng.integers(-128, 128, (grid.n, 16)).astype(np.int8) for _ in range(3)]
+    bit = {name: 1 << i for i, (name, _) in enumerate(ERROR_BITS)}
+    for groups, variant in ((ChannelGroups.from_sizes(5, 6, 5, directions=(1, 0, 2)), "full"),
+                            (ChannelGroups.from_sizes(16, 0, 0), "pe")):
+        dut = KaleidoEngine(cfg)
+        ports = engine_ports(cfg, grid, groups, variant=variant, linear=True)
+        out = {"errors": [], "counters": []}
+
+        async def start(ctx, r, acc):
+            ctx.set(dut.accumulate, acc)
+            await configure_and_start(ctx, dut, ports)
+            await wait_done(ctx, dut, 20_000)
+            out["errors"].append(ctx.get(dut.error))
+            out["counters"].append({n: ctx.get(getattr(dut.cnt, n)) for n in
+                                    ("cycles", "chunks")})
+
+        async def bench(ctx):
+            for r in range(3):
+                await write_operand(ctx, dut, 0, xs[r])
+                await write_operand(ctx, dut, 1, ks[r])
+                await start(ctx, r, r > 0)
+            ctx.set(dut.read, 1)
+            await ctx.tick()
+            ctx.set(dut.read, 0)
+            ctx.set(dut.s.ready, 1)
+            beats = []
+            for _ in range(20 * grid.n ** 2):
+                await ctx.delay(1e-9)
+                if ctx.get(dut.s.valid):
+                    beats.append(ctx.get(dut.s.payload))
+                await ctx.tick()
+                if len(beats) == s_beat_count(grid.n ** 2):
+                    break
+            out["S"] = unpack_s_beats(beats, grid.n ** 2).reshape(grid.n, grid.n)
+            await start(ctx, 3, 1)                          # a fourth slice
+
+        simulate(dut, bench)
+        axes = groups.channel_directions()
+        want = sum(linear(xs[r], ks[r].T, grid, axes, 2) for r in range(3))
+        assert np.array_equal(out["S"], want)
+        assert not np.array_equal(out["S"], linear(xs[2], ks[2].T, grid, axes, 2))
+        assert out["errors"][:3] == [0] * 3
+        for r in range(3):
+            model = model_counters(cfg, xs[r], ks[r], grid, groups, variant, linear=True)
+            assert out["counters"][r] == {n: model[n] for n in ("cycles", "chunks")}
+        # 64 channels in the one plane of (16, 0, 0) exceed 63; 22 in a plane of 5/6/5 do not.
+        assert out["errors"][3] == (bit["group_size"] if groups.sizes[0] == 16 else 0)
+
+
 def test_odd_token_counts_read_out():
     """Odd N_max (15: the banks' last row pair and the reorder buffer's halves are half
     used) and an odd grid (3x1x5: N*N odd, so the read-out's last beat has a zero high half

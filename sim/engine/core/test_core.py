@@ -227,31 +227,41 @@ async def test_timing(dut):
 
 @cocotb.test()
 async def test_linear_layer(dut):
-    """A linear layer ``Y = X_eff W`` through the AXI memory (COMPUTE kind 1, the weight rows
-    by ``rows`` LOADs; X the preset head's Q on the grid, windows of 2 along each channel's
-    group direction; C_out not a multiple of the box): memory equal to the interpreter's,
-    Y equal to the whole grid's ``golden.linear``, counters equal to the models."""
+    """Linear layers ``Y = X_eff W`` through the AXI memory (COMPUTE kind 1, the weight rows
+    by ``rows`` LOADs; C_out not a multiple of the box): X the preset head's Q on the grid
+    with its channel groups (windows of 2 along each group's direction), then a layer of
+    two core words and eight channels more (three slices, COMPUTEs with ``acc``, every
+    channel along t): memory equal to the interpreter's, Y equal to the whole grid's
+    ``golden.linear``, counters equal to the models."""
     rng = random.Random(11)
-    groups = _groups()
-    d = groups.head_dim
-    x = make_qkv(CFG.preset, GRID, seed=3).q[:, :d].copy()
-    plan = plan_linear(CFG, GRID, d, CFG.engine_max_tokens + 5, groups=groups,
-                       variant=os.environ.get("KALEIDO_CORE_VARIANT") or None)
-    w = np.random.default_rng(11).integers(-128, 128, (d, plan.c_out)).astype(np.int8)
-    mem = Memory(plan.memory_size)
-    write_linear_operands(mem, x, w, plan.addrs, plan.grid, rows=plan.w_rows)
-    ram = _ram(dut, plan.memory_size, rng)
-    result, c, cycles = await _run_head(dut, ram, plan, mem, rng=rng)
-    want = core_counters(result)
-    assert {n: c[n] for n in want} == want
-    assert c["cycles"] == c["compute"] + c["mem_wait"]
-    mem.data[:] = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
-    y = read_y(mem, plan)
-    assert np.array_equal(y, whole_grid_y(x, w, plan.grid, groups, plan.full_bits,
-                                          plan.half_bits, plan.variant))
-    dut._log.info(f"linear layer on grid {GRID}, C_in {d}, C_out {plan.c_out}, box {plan.box}, "
-                  f"variant {plan.variant}: {len(plan.commands)} commands, {cycles} cycles, "
-                  f"compute {c['compute']}, mem_wait {c['mem_wait']}; Y equal to golden.linear")
+    h = make_qkv(CFG.preset, GRID, seed=3)
+    wide = np.concatenate([h.q, h.k, h.q[:, ::-1]], axis=1)
+    layers = []
+    for groups in (_groups(), None):
+        d = groups.head_dim if groups else 2 * CFG.engine_max_head_dim + 8
+        plan = plan_linear(CFG, GRID, d, CFG.engine_max_tokens + 5, groups=groups,
+                           variant=os.environ.get("KALEIDO_CORE_VARIANT") or None)
+        layers.append((wide[:, :d].copy(), groups, plan))
+    # One RAM for both layers (a second one would answer on the same bus).
+    ram = _ram(dut, max(p.memory_size for _, _, p in layers), rng)
+    for x, groups, plan in layers:
+        d = x.shape[1]
+        w = np.random.default_rng(11).integers(-128, 128, (d, plan.c_out)).astype(np.int8)
+        mem = Memory(plan.memory_size)
+        write_linear_operands(mem, x, w, plan.addrs, plan.grid, rows=plan.w_rows,
+                              channels=plan.c_padded)
+        result, c, cycles = await _run_head(dut, ram, plan, mem, rng=rng)
+        want = core_counters(result)
+        assert {n: c[n] for n in want} == want
+        assert c["cycles"] == c["compute"] + c["mem_wait"]
+        mem.data[:] = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
+        y = read_y(mem, plan)
+        assert np.array_equal(y, whole_grid_y(x, w, plan.grid, groups, plan.full_bits,
+                                              plan.half_bits, plan.variant))
+        dut._log.info(f"linear layer on grid {GRID}, C_in {d} ({plan.slices} slices), C_out "
+                      f"{plan.c_out}, box {plan.box}, variant {plan.variant}: "
+                      f"{len(plan.commands)} commands, {cycles} cycles, compute "
+                      f"{c['compute']}, mem_wait {c['mem_wait']}; Y equal to golden.linear")
 
 
 @cocotb.test()
