@@ -315,16 +315,24 @@ def test_linear_default_groups_reuse_along_t():
     assert not np.array_equal(run.y, x.astype(np.int64) @ w.astype(np.int64))
 
 
-def test_linear_engine_model_path_equals_fast_path():
+@pytest.mark.parametrize("sliced", [False, True], ids=["one-slice", "three-slices"])
+def test_linear_engine_model_path_equals_fast_path(sliced):
+    """Every block through the engine model (``engine=True``) gives the fast path's Y, the
+    whole grid's, with the engine's counters per COMPUTE (``acc`` on every slice after a
+    block's first); one slice of 16 channels, and 40 channels in three slices."""
     grid = (2, 3, 4)
-    x, w = _xw(grid, 16, 20, seed=9)
-    cfg = SMALL.replace(rows=2, cols=2, engine_arrays=2)
-    fast = run_linear(cfg, x, w, grid, G16)
-    run = run_linear(cfg, x, w, grid, G16, engine=True)
-    assert run.plan.n_q > 1 and run.plan.n_k > 1
+    base, c_in, groups, seed = (SLICED, 40, GS, 12) if sliced else (SMALL, 16, G16, 9)
+    x, w = _xw(grid, c_in, 20, seed=seed)
+    cfg = base.replace(rows=2, cols=2, engine_arrays=2)
+    fast = run_linear(cfg, x, w, grid, groups)
+    run = run_linear(cfg, x, w, grid, groups, engine=True)
+    slices = 3 if sliced else 1
+    assert run.plan.slices == slices and run.plan.n_q > 1 and run.plan.n_k > 1
     assert np.array_equal(run.y, fast.y)
-    assert np.array_equal(run.y, whole_grid_y(x, w, grid, G16, 5, 3, run.plan.variant))
+    assert np.array_equal(run.y, whole_grid_y(x, w, grid, groups, 5, 3, run.plan.variant))
     assert all(b.engine is not None for b in run.result.blocks)
+    assert [b.acc for b in run.result.blocks] == \
+        ([False] + [True] * (slices - 1)) * len(run.plan.block_steps)
     assert run.result.counters["cycles"] == sum(int(b.engine.cycles) for b in run.result.blocks)
 
 
@@ -514,20 +522,6 @@ def test_linear_in_slices_equals_whole_grid(groups, grid, variant):
         dirs = (groups or ChannelGroups((0,) * c_in, (0, 1, 2))).channel_directions()
         assert np.array_equal(want, linear(x, w, grid, dirs, 2))
         assert not np.array_equal(want, dense)                   # reuse bites
-
-
-def test_linear_in_slices_engine_model_path():
-    grid = (2, 3, 4)
-    x, w = _xw(grid, 40, 20, seed=12)
-    cfg = SLICED.replace(rows=2, cols=2, engine_arrays=2)
-    fast = run_linear(cfg, x, w, grid, GS)
-    run = run_linear(cfg, x, w, grid, GS, engine=True)
-    assert run.plan.slices == 3 and run.plan.n_q > 1 and run.plan.n_k > 1
-    assert np.array_equal(run.y, fast.y)
-    assert np.array_equal(run.y, whole_grid_y(x, w, grid, GS, 5, 3, run.plan.variant))
-    assert all(b.engine is not None for b in run.result.blocks)
-    assert [b.acc for b in run.result.blocks] == [False, True, True] * len(run.plan.block_steps)
-    assert run.result.counters["cycles"] == sum(int(b.engine.cycles) for b in run.result.blocks)
 
 
 def test_linear_program_in_slices():
