@@ -22,7 +22,7 @@ __all__ = [
     "FULL", "HALF", "NONE", "CODE_NAMES",
     "quantize", "anchor_index", "follower_mask", "reuse_masks", "effective_operand",
     "exact_matmul", "attention_scores", "code_counts", "oracle_from_counts", "oracle_ops",
-    "oracle_cap",
+    "oracle_cap", "MAX_PRODUCT", "RESULT_CHANNELS", "group_channels",
 ]
 
 #: Token-grid axes, in the order of the flattening ``n = (t*H + y)*W + x``.
@@ -361,6 +361,18 @@ def effective_operand(x, masks, grid, groups) -> np.ndarray:
 _F32_EXACT, _F64_EXACT = 1 << 24, 1 << 53
 #: Output elements computed per float block (bounds the float temporary to ~32 MB).
 _BLOCK_ELEMENTS = 1 << 22
+
+
+#: Largest |product| of two int8 values: (-128) * (-128).
+MAX_PRODUCT = 1 << 14
+#: Most int8 products an int32 sum holds exactly: ``n * 2^14 < 2^31``.
+RESULT_CHANNELS = ((1 << 31) - 1) // MAX_PRODUCT
+
+
+def group_channels(acc_width: int) -> int:
+    """Most products of int8 values a signed ``acc_width``-bit accumulator sums exactly:
+    ``n * 2^14 < 2^(acc_width - 1)``."""
+    return ((1 << (acc_width - 1)) - 1) // MAX_PRODUCT
 
 
 def exact_matmul(a, b) -> np.ndarray:

@@ -26,7 +26,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from golden.engine.model import SCHED_SIDES
-from golden.numerics import PRESETS, ChannelGroups
+from golden.numerics import MAX_PRODUCT, PRESETS, ChannelGroups
 
 
 __all__ = ["ConfigError", "ENGINE_DISPATCHERS", "ENGINE_PES", "KaleidoConfig", "check_int",
@@ -45,7 +45,6 @@ ENGINE_DISPATCHERS = ("none", "scheduler", "matcher", "full")
 ENGINE_PES = ("reuse", "plain")
 
 #: Largest |a*b| of two int8 values: (-128) * (-128).
-MAX_PRODUCT = 128 * 128
 
 
 def min_acc_width(channels: int) -> int:

@@ -225,16 +225,21 @@ def linear_codes(x, grid, groups, full_bits, half_bits) -> np.ndarray:
     return window_masks(x, grid, groups.channel_directions(), 2, full_bits, half_bits)
 
 
+def side_codes(x, grid, groups, full_bits, half_bits, linear=False, k_side=False):
+    """(N, d) reuse codes of one operand: pairs for S (``golden.reuse_masks``); for a linear
+    block (``linear``: the Q side holds the activation X, the K side the weight rows W^T)
+    :func:`linear_codes` on X and none on W."""
+    if linear and k_side:
+        return np.full(np.shape(x), NONE, np.uint8)
+    if linear:
+        return linear_codes(x, grid, groups, full_bits, half_bits)
+    return reuse_masks(x, grid, groups, full_bits, half_bits)
+
+
 def operand_codes(q, k, grid, groups, full_bits, half_bits, linear=False):
-    """(N, d) reuse codes of the two operands: pairs on both sides for S
-    (``golden.reuse_masks``); for a linear block (``linear``: Q holds the activation X, K
-    the weight rows W^T) :func:`linear_codes` on X and none on W."""
-    grid, groups = as_grid(grid), _as_groups(groups)
-    if not linear:
-        return (reuse_masks(q, grid, groups, full_bits, half_bits),
-                reuse_masks(k, grid, groups, full_bits, half_bits))
-    return (linear_codes(q, grid, groups, full_bits, half_bits),
-            np.full(np.shape(k), NONE, np.uint8))
+    """(N, d) reuse codes of the two operands (:func:`side_codes` of each)."""
+    return (side_codes(q, grid, groups, full_bits, half_bits, linear),
+            side_codes(k, grid, groups, full_bits, half_bits, linear, k_side=True))
 
 
 def _plans(q, k, grid, groups, full_bits, half_bits, reuse, linear=False):

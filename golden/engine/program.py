@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from golden.checks import check_int
-from golden.array.schedule import linear_codes
+from golden.array.schedule import side_codes
 from golden.engine.commands import (ALIGN, ERROR_CODES, KIND_LINEAR, KIND_S, KINDS, SIDE_K,
                                     SIDE_Q, SIDES,
                                     Command, Compute, Config, DecodeError, FieldError, Groups,
                                     Load, Store, Strides, decode)
 from golden.engine.model import (VARIANTS, EngineCounters, EngineParams, engine_counters,
                                  kaleido_engine, plain_walk)
-from golden.numerics import (ChannelGroups, VideoGrid, _effective, code_counts, exact_matmul,
-                             oracle_from_counts, reuse_masks)
+from golden.numerics import (RESULT_CHANNELS, ChannelGroups, VideoGrid, _effective,
+                             code_counts, exact_matmul, group_channels, oracle_from_counts)
 
 
 __all__ = ["Memory", "CoreLimits", "ProgramError", "BoxData", "BlockResult", "ProgramResult",
@@ -162,16 +162,6 @@ class CoreLimits:
         return cls(config.engine_max_tokens, config.engine_max_head_dim, banks, variants,
                    EngineParams.from_config(config), plain=config.engine_pe == "plain",
                    group_channels=group_channels(config.acc_width))
-
-
-#: Largest |product| of two int8 values: (-128) * (-128).
-MAX_PRODUCT = 1 << 14
-
-
-def group_channels(acc_width: int) -> int:
-    """Most products of int8 values a signed ``acc_width``-bit accumulator sums exactly:
-    ``n * 2^14 < 2^(acc_width - 1)``."""
-    return ((1 << (acc_width - 1)) - 1) // MAX_PRODUCT
 
 
 def box_tokens(box) -> int:
@@ -392,16 +382,12 @@ class _Core:
     def _prepare(self, box: BoxData, kind: int):
         """Reuse codes and effective operand of a box as a grid of its own, for a COMPUTE of
         ``kind`` (cached): pairs for S; for a linear block the window rule on the Q box and
-        no codes on the K bank's weight rows (``golden.array.schedule.operand_codes``)."""
+        no codes on the K bank's weight rows (``golden.array.schedule.side_codes``)."""
         if box.groups_version != self.groups_version or box.kind != kind:
             cfg, groups = self.config, self.groups
             grid = VideoGrid(*cfg.box)
-            if kind == KIND_LINEAR and box.side == SIDE_K:
-                m = np.full(box.x.shape, 2, np.uint8)          # weights: never reused (NONE)
-            elif kind == KIND_LINEAR:
-                m = linear_codes(box.x, grid, groups, cfg.full_bits, cfg.half_bits)
-            else:
-                m = reuse_masks(box.x, grid, groups, cfg.full_bits, cfg.half_bits)
+            m = side_codes(box.x, grid, groups, cfg.full_bits, cfg.half_bits,
+                           linear=kind == KIND_LINEAR, k_side=box.side == SIDE_K)
             if self.variant == "dense":
                 box.eff = box.x
                 m = np.full_like(m, 2)
@@ -444,10 +430,10 @@ class _Core:
             self.fail(2, f"channel group {'tyx'[g]} has {int(sizes[g])} channels summed over "
                          f"this COMPUTE and the results it adds onto; acc_width sums at most "
                          f"{lim} exactly (a wider acc_width holds more)")
-        if sizes.sum() * MAX_PRODUCT >= 1 << 31:
+        if sizes.sum() > RESULT_CHANNELS:
             self.fail(2, f"{int(sizes.sum())} channels summed over this COMPUTE and the results "
                          f"it adds onto may overflow the int32 result (at most "
-                         f"{((1 << 31) - 1) // MAX_PRODUCT})")
+                         f"{RESULT_CHANNELS})")
         # A bank's codes follow the COMPUTE's kind (the same box may serve both kinds).
         qb = self._prepare(self.banks[(SIDE_Q, c.q_bank)], c.kind)
         kb = self._prepare(self.banks[(SIDE_K, c.k_bank)], c.kind)

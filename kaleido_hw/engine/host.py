@@ -32,9 +32,10 @@ import numpy as np
 
 from golden.engine.commands import (ALIGN, KIND_LINEAR, KIND_S, SIDE_K, SIDE_Q, Compute,
                                     Config, Fence, Load, Store, Strides, groups_commands)
-from golden.engine.program import (MAX_PRODUCT, CoreLimits, Memory, ProgramResult, box_coords,
-                                   box_tokens, group_channels, run_program)
-from golden.numerics import ChannelGroups, VideoGrid, _as_groups, as_grid, attention_scores
+from golden.engine.program import (CoreLimits, Memory, ProgramResult, box_coords, box_tokens,
+                                   run_program)
+from golden.numerics import (RESULT_CHANNELS, ChannelGroups, VideoGrid, _as_groups, as_grid,
+                             attention_scores, group_channels)
 from golden.engine.model import plain_walk, variant_flags
 from golden.window import linear
 from kaleido_hw.config import ConfigError, KaleidoConfig
@@ -617,7 +618,7 @@ def _check_exact(cfg: KaleidoConfig, limits: CoreLimits, groups: ChannelGroups,
     sizes = [n_s * n for n in walk.sizes]
     what = (f"c_in = {c_in} as {n_s} slice{'s' * (n_s > 1)} of head_dim = {groups.head_dim} "
             f"channels")
-    bound = ((1 << 31) - 1) // MAX_PRODUCT
+    bound = RESULT_CHANNELS
     if sum(sizes) > bound:
         raise ValueError(f"{what} sums {sum(sizes)} channels into every result, which may "
                          f"overflow its int32 (at most {bound} channels at any acc_width); "

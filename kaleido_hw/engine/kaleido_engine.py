@@ -42,7 +42,7 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.array import BaselineArray, PEArray
-from golden.engine.program import MAX_PRODUCT, group_channels
+from golden.numerics import RESULT_CHANNELS, group_channels
 from kaleido_hw.bitops import popcount, rank_select
 from kaleido_hw.config import KaleidoConfig, check_int
 from kaleido_hw.dispatch.merged_array import MergedArray
@@ -302,7 +302,7 @@ class KaleidoEngine(wiring.Component):
         big = t.max_group_channels
         # Channels each accumulation plane sums over the runs of one result (acc): at most
         # what acc_width holds exactly per plane, and in all what the int32 read-out holds.
-        total_max = ((1 << 31) - 1) // MAX_PRODUCT
+        total_max = RESULT_CHANNELS
         plane_max = min(group_channels(self.config.acc_width), total_max)
         summed = [Signal(range(total_max + t.max_dim + 1), name=f"summed{g}") for g in range(3)]
         acc_summed = [Signal(range(total_max + 1), name=f"acc_summed{g}") for g in range(3)]

@@ -14,7 +14,8 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data
 
 from kaleido_hw.bitops import bits_for
-from kaleido_hw.config import ConfigError, KaleidoConfig, min_acc_width
+from golden.numerics import group_channels
+from kaleido_hw.config import ConfigError, KaleidoConfig
 
 
 __all__ = ["LinearGeometry", "linear_tag_layout", "linear_run_layout", "BUBBLE"]
@@ -96,11 +97,8 @@ class LinearGeometry:
 
     @property
     def max_group_channels(self) -> int:
-        """Largest channel group whose sums R0/R1/R2 hold exactly (``min_acc_width``)."""
-        n = self.max_in
-        while n > 1 and min_acc_width(n) > self.acc_width:
-            n -= 1
-        return n
+        """Largest channel group whose sums R0/R1/R2 hold exactly (``golden.numerics.group_channels``, at most the channels a run has)."""
+        return max(1, min(self.max_in, group_channels(self.acc_width)))
 
 
 def linear_tag_layout(geo: LinearGeometry) -> data.StructLayout:

@@ -13,7 +13,8 @@ from amaranth.hdl import unsigned
 from amaranth.lib import data
 
 from kaleido_hw.bitops import bits_for
-from kaleido_hw.config import ConfigError, KaleidoConfig, min_acc_width
+from golden.numerics import group_channels
+from kaleido_hw.config import ConfigError, KaleidoConfig
 
 
 __all__ = ["EngineGeometry", "COUNTER_WIDTH", "S_WIDTH", "S_BEAT_WIDTH", "counters_layout"]
@@ -95,11 +96,8 @@ class EngineGeometry:
 
     @property
     def max_group_channels(self) -> int:
-        """Largest channel group whose sums R0/R1/R2 hold exactly (``min_acc_width``)."""
-        n = self.max_dim
-        while n > 1 and min_acc_width(n) > self.acc_width:
-            n -= 1
-        return n
+        """Largest channel group whose sums R0/R1/R2 hold exactly (``golden.numerics.group_channels``, at most the channels a run has)."""
+        return max(1, min(self.max_dim, group_channels(self.acc_width)))
 
     # -- accumulation buffer ---------------------------------------------------------------------
     @property

@@ -14,9 +14,8 @@ from golden import ChannelGroups, attention_scores, make_qkv, oracle_ops, reuse_
 from golden.engine.commands import (KIND_LINEAR, SIDE_K, SIDE_Q, Compute, Config, Load, Store,
                                     Strides, groups_commands)
 from golden.engine.model import VARIANTS
-from golden.engine.program import (CoreLimits, Memory, ProgramError, box_coords, group_channels,
-                                   run_program)
-from golden.numerics import VideoGrid
+from golden.engine.program import CoreLimits, Memory, ProgramError, box_coords, run_program
+from golden.numerics import VideoGrid, group_channels
 from golden.window import linear
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.host import (HeadAddrs, LinearAddrs, assemble_s, box_counts, choose_box,
