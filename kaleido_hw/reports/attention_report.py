@@ -13,10 +13,13 @@ import numpy as np
 
 from golden.numerics import PRESETS, ChannelGroups
 from golden.vector import integer_attention_quality
+from golden.vector.online import online_attention_quality
 from golden.workloads import make_qkv
 
 
-__all__ = ["ATTENTION_GRID", "PATHS", "attention_rows", "summarize", "table_rows"]
+__all__ = ["ATTENTION_GRID", "PATHS", "attention_rows", "summarize", "table_rows",
+           "LENGTH_GRIDS", "LENGTH_PRESETS", "LENGTH_PATHS", "KEY_BOX", "length_row",
+           "length_rows", "length_summary", "length_table_rows"]
 
 #: A modest grid: every key of every query, 256 tokens.
 ATTENTION_GRID = "4x8x8"
@@ -65,4 +68,68 @@ def table_rows(summary: dict) -> list[list[str]]:
             a = by[v]
             out.append([preset, v] + [f"{a[f'{p}_psnr']:.1f} / {a[f'{p}_cosine']:.5f}"
                                       for p in PATHS] + [f"{100 * a['v_reduction']:.1f}%"])
+    return out
+
+
+#: Head lengths of the length sweep: 256 to 16,384 tokens.
+LENGTH_GRIDS = ("4x8x8", "4x16x16", "8x16x16", "8x32x32", "16x32x32")
+LENGTH_PRESETS = ("hunyuanvideo", "wan2.1", "cogvideox-5b")
+#: Outputs of the length sweep, in table order.
+LENGTH_PATHS = ("row_softmax", "online", "float_reuse", "online_exact")
+#: The engine core's key box at its default 64 tokens (``docs/engine.md``).
+KEY_BOX = (2, 2, 16)
+#: Query rows evaluated per head (evenly spaced; every key is used).
+LENGTH_QUERIES = 256
+
+
+def length_row(q, k, v, grid, preset: str, scale: float, full_bits: int = 5,
+               half_bits: int = 3, label: str = "") -> dict:
+    """One head of the length sweep: every path's PSNR, cosine and MSE, the P statistics."""
+    res = online_attention_quality(q, k, v, grid, ChannelGroups.from_preset(preset), scale,
+                                   KEY_BOX, LENGTH_QUERIES, full_bits, half_bits)
+    row = {"preset": preset, "grid": str(grid), "tokens": int(q.shape[0]), "label": label,
+           **{key: res[key] for key in ("queries", "blocks", "p_zero", "p_zero_online",
+                                        "row_weight", "rescales", "v_reduction",
+                                        "v_reduction_blocks")}}
+    for path in LENGTH_PATHS:
+        for key in ("psnr", "cosine", "mse"):
+            row[f"{path}_{key}"] = res[path][key]
+    return row
+
+
+def length_rows(presets=LENGTH_PRESETS, grids=LENGTH_GRIDS, seeds: int = 2,
+                full_bits: int = 5, half_bits: int = 3) -> list[dict]:
+    """One row per (preset, grid, seed) of synthetic heads (``make_qkv``)."""
+    rows = []
+    for preset in presets:
+        for grid in grids:
+            for seed in range(seeds):
+                qkv = make_qkv(preset, grid, seed)
+                row = length_row(qkv.q, qkv.k, qkv.v, qkv.grid, preset, qkv.scale,
+                                 full_bits, half_bits)
+                rows.append({**row, "seed": seed})
+    return rows
+
+
+def length_summary(rows: list[dict]) -> dict:
+    """Mean over seeds: ``{(preset, grid): {column: mean}}`` in row order."""
+    groups: dict = {}
+    for row in rows:
+        groups.setdefault((row["preset"], row["grid"]), []).append(row)
+    cols = [f"{p}_{k}" for p in LENGTH_PATHS for k in ("psnr", "cosine", "mse")] + [
+        "tokens", "p_zero", "p_zero_online", "row_weight", "rescales", "v_reduction",
+        "v_reduction_blocks"]
+    return {key: {c: float(np.mean([r[c] for r in rs])) for c in cols}
+            for key, rs in groups.items()}
+
+
+def length_table_rows(summary: dict) -> list[list[str]]:
+    """Markdown rows: preset, tokens, PSNR / cosine of each path, share of P = 0 (section 14,
+    section 15), section 14's mean row sum of P (of 255)."""
+    out = []
+    for (preset, _grid), a in summary.items():
+        out.append([preset, f"{int(a['tokens']):,}"]
+                   + [f"{a[f'{p}_psnr']:.1f} / {a[f'{p}_cosine']:.4f}" for p in LENGTH_PATHS]
+                   + [f"{100 * a['p_zero']:.1f}% / {100 * a['p_zero_online']:.1f}%",
+                      f"{a['row_weight']:.0f}"])
     return out

@@ -4,46 +4,49 @@ Every report writes ``<name>.png`` (matplotlib, Agg), ``<name>.json`` (settings,
 notes) and ``<name>.csv`` (the rows behind the plot) into the report folder, and a section of
 ``summary.md``. The numbers come from the golden model, never from guesses:
 
-=================  ==========  ====================================================================
-report             paper       what
-=================  ==========  ====================================================================
-``reuse-vs-skip``  Fig. 9      attention-output MSE of channel-wise reuse and of the two skip
-                               baselines at the same saving ratio (``golden.quality``), per seed
-                               and preset
-``thresholds``     Fig. 23     speedup (single-array cycle model) and attention-output PSNR for
-                               every (full_bits, half_bits)
-``patterns``       Fig. 5      S of one head as a heat map; where each channel group reuses
-                               (FULL/HALF/NONE per token, frames side by side)
-``motion``         Fig. 24     speedup and quality for low- and high-motion workloads
-``array-size``     Fig. 21     speedup and PE utilization of one R x C array, 2x2 to 8x8
-``area``           Table 2     standard-cell area (um2), path and power of ReusePE, BaselinePE and
-                               the dispatcher blocks (``kaleido_hw.flow.stdcell``; only with ``--area``
-                               or ``--only area``), plus the whole engine's breakdown when
-                               ``make synth-engine`` ran
-``ablation``       Fig. 19     the multi-array engine's variants dense, pe, pe-sh, pe-m, full
-                               (``golden.engine.model``; same rows as ``kaleido-hw engine-report``)
-``scaling``        Fig. 21/22  the engine on 1..64 arrays, and 2x2/4x4/8x8 arrays at 256 PEs
-``dataflow``       issue 15    dataflow candidates of the engine (per-quad matcher in passes 1-3,
-                               per-row FIFOs, shapes, ...) against the ceiling of step-synchronous
-                               arrays (``golden.engine.dataflow``, ``docs/dataflow.md``)
-``linear``         Fig. 20     linear layers with window reuse, alone and with attention
-``attention``      Sec. 5.1    attention-output PSNR and cosine of the integer pipeline (vector
-                               unit softmax, ``P_q @ V_eff``) against float64, V reuse off/on,
-                               per preset (``kaleido_hw.reports.attention_report``)
-``head``           Fig. 18a    a whole head (S, softmax, P @ V) dense vs reuse on the same arrays:
-                               cycles per stage and the head's speedup
-                               (``kaleido_hw.reports.head_report``, ``golden.engine.head``)
-``energy``         Fig. 19/18b energy per head of dense on plain arrays, dense, pe, pe-sh, pe-m,
-                               full (paper scale from stored counters, one head per preset, a
-                               linear layer): gate-level per-event PE energies x cycle-model
-                               counters + dispatcher, SRAM, DRAM (``golden.energy``,
-                               ``kaleido_hw.reports.energy_report``, ``docs/energy.md``)
-``iso-area``       Sec. 7      S elements (and linear output elements) per ns per mm2 of dense on
-                               plain arrays (= 1), pe, pe-sh, pe-m, full, from the cycle models
-                               and the standard-cell area and period (``kaleido_hw.reports.iso_area``;
-                               only with ``--area`` or ``--only iso-area``; skipped when the
-                               flow is not installed)
-=================  ==========  ====================================================================
+======================  ==========  ====================================================================
+report                  paper       what
+======================  ==========  ====================================================================
+``reuse-vs-skip``       Fig. 9      attention-output MSE of channel-wise reuse and of the two skip
+                                    baselines at the same saving ratio (``golden.quality``), per seed
+                                    and preset
+``thresholds``          Fig. 23     speedup (single-array cycle model) and attention-output PSNR for
+                                    every (full_bits, half_bits)
+``patterns``            Fig. 5      S of one head as a heat map; where each channel group reuses
+                                    (FULL/HALF/NONE per token, frames side by side)
+``motion``              Fig. 24     speedup and quality for low- and high-motion workloads
+``array-size``          Fig. 21     speedup and PE utilization of one R x C array, 2x2 to 8x8
+``area``                Table 2     standard-cell area (um2), path and power of ReusePE, BaselinePE and
+                                    the dispatcher blocks (``kaleido_hw.flow.stdcell``; only with ``--area``
+                                    or ``--only area``), plus the whole engine's breakdown when
+                                    ``make synth-engine`` ran
+``ablation``            Fig. 19     the multi-array engine's variants dense, pe, pe-sh, pe-m, full
+                                    (``golden.engine.model``; same rows as ``kaleido-hw engine-report``)
+``scaling``             Fig. 21/22  the engine on 1..64 arrays, and 2x2/4x4/8x8 arrays at 256 PEs
+``dataflow``            issue 15    dataflow candidates of the engine (per-quad matcher in passes 1-3,
+                                    per-row FIFOs, shapes, ...) against the ceiling of step-synchronous
+                                    arrays (``golden.engine.dataflow``, ``docs/dataflow.md``)
+``linear``              Fig. 20     linear layers with window reuse, alone and with attention
+``attention``           Sec. 5.1    attention-output PSNR and cosine of the integer pipeline (vector
+                                    unit softmax, ``P_q @ V_eff``) against float64, V reuse off/on,
+                                    per preset (``kaleido_hw.reports.attention_report``)
+``attention-length``    Sec. 5.1    the same against the head's length (256 to 16,384 tokens):
+                                    section 14's P normalised per row against section 15's key
+                                    blocks with a running maximum (``golden.vector.online``)
+``head``                Fig. 18a    a whole head (S, softmax, P @ V) dense vs reuse on the same arrays:
+                                    cycles per stage and the head's speedup
+                                    (``kaleido_hw.reports.head_report``, ``golden.engine.head``)
+``energy``              Fig. 19/18b energy per head of dense on plain arrays, dense, pe, pe-sh, pe-m,
+                                    full (paper scale from stored counters, one head per preset, a
+                                    linear layer): gate-level per-event PE energies x cycle-model
+                                    counters + dispatcher, SRAM, DRAM (``golden.energy``,
+                                    ``kaleido_hw.reports.energy_report``, ``docs/energy.md``)
+``iso-area``            Sec. 7      S elements (and linear output elements) per ns per mm2 of dense on
+                                    plain arrays (= 1), pe, pe-sh, pe-m, full, from the cycle models
+                                    and the standard-cell area and period (``kaleido_hw.reports.iso_area``;
+                                    only with ``--area`` or ``--only iso-area``; skipped when the
+                                    flow is not installed)
+======================  ==========  ====================================================================
 
 Speedup is ``cycles(dense) / cycles(reuse)`` of the engine's cycle model on one R x C array
 without the dispatcher (``golden.engine.model.engine_counters`` with one array, variants
@@ -1332,6 +1335,56 @@ def report_attention(ctx: Context, plt) -> Result:
     return r
 
 
+def report_attention_length(ctx: Context, plt) -> Result:
+    """Integer attention against the head's length: section 14 against section 15."""
+    from kaleido_hw.reports import attention_report as ar
+
+    s = ctx.settings
+    r = Result("attention-length")
+    if ctx.workload is not None:
+        q, k, v, scale = ctx.workload.load()
+        if v is None:
+            r.skipped = "the workload has no v (the attention output needs V)"
+            return r
+        r.rows = [{**ar.length_row(q, k, v, ctx.workload.grid, ctx.workload.preset, scale,
+                                   s.full_bits, s.half_bits, ctx.workload.label), "seed": 0}]
+    else:
+        grids = ar.LENGTH_GRIDS[:3] if s.quick else ar.LENGTH_GRIDS
+        r.rows = ar.length_rows(ar.LENGTH_PRESETS, grids, seeds=1 if s.quick else 2,
+                                full_bits=s.full_bits, half_bits=s.half_bits)
+    summary = ar.length_summary(r.rows)
+    r.summary = {f"{p} {g}": a for (p, g), a in summary.items()}
+    r.table = _md_table(["preset", "tokens", "section 14 (P / row sum): PSNR dB / cosine",
+                         "section 15 (key blocks)", "float softmax", "section 15, exact S and V",
+                         "P = 0 (14 / 15)", "row sum of P (14)"], ar.length_table_rows(summary))
+    r.notes.append(f"reuse S, V reused along t (window 2); keys in boxes of "
+                   f"{'x'.join(map(str, ar.KEY_BOX))}; {ar.LENGTH_QUERIES} evenly spaced "
+                   f"queries, every key; reference float64 softmax(S_exact * scale) @ V, "
+                   f"outputs in units of V's int8 LSB")
+    for (p, g), a in summary.items():
+        r.lines.append(f"{p} {int(a['tokens'])} tokens: section 14 {a['row_softmax_psnr']:.1f} "
+                       f"dB, section 15 {a['online_psnr']:.1f} dB (float "
+                       f"{a['float_reuse_psnr']:.1f} dB)")
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    for preset in dict.fromkeys(p for p, _ in summary):
+        pts = [(a["tokens"], a) for (p, _), a in summary.items() if p == preset]
+        n = [t for t, _ in pts]
+        line, = ax.plot(n, [a["online_psnr"] for _, a in pts], "o-",
+                        label=f"{preset}: section 15")
+        ax.plot(n, [a["row_softmax_psnr"] for _, a in pts], "s--", color=line.get_color(),
+                label=f"{preset}: section 14")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("tokens (keys per row)")
+    ax.set_ylabel("attention-output PSNR (dB)")
+    ax.legend(fontsize=7)
+    ax.grid(True, alpha=0.3)
+    fig.suptitle("Integer attention against head length: P normalised per row (section 14) "
+                 "vs key blocks (section 15)", fontsize=9)
+    fig.tight_layout()
+    r.figures[""] = fig
+    return r
+
+
 def report_head(ctx: Context, plt) -> Result:
     """Fig. 18a at head level: S, softmax and P @ V of a whole head, dense vs reuse."""
     from kaleido_hw.reports import head_report as hr
@@ -1488,6 +1541,9 @@ REPORTS: dict[str, Report] = {rep.name: rep for rep in (
     Report("attention", "Sec. 5.1 (vector unit)",
            "Integer attention: softmax of the vector unit and P@V against float64",
            report_attention),
+    Report("attention-length", "Sec. 5.1 (long heads)",
+           "Integer attention against head length: row softmax vs key blocks",
+           report_attention_length),
     Report("head", "Fig. 18a (head)", "A whole head: S, softmax and P @ V, dense vs reuse",
            report_head),
     Report("energy", "Fig. 19 / 18b (energy)",

@@ -21,3 +21,17 @@ def test_rows_summary_table():
 
 def test_registered():
     assert "attention" in REPORTS and "attention" not in ON_REQUEST
+
+
+def test_length_rows_summary_table():
+    rows = ar.length_rows(presets=["wan2.1"], grids=["2x4x4", "4x8x8"], seeds=1)
+    assert [r["tokens"] for r in rows] == [32, 256]
+    summary = ar.length_summary(rows)
+    assert list(summary) == [("wan2.1", "2x4x4"), ("wan2.1", "4x8x8")]
+    long = summary[("wan2.1", "4x8x8")]
+    # Section 15 keeps the float path's quality; section 14 loses P to rounding.
+    assert abs(long["online_psnr"] - long["float_reuse_psnr"]) < 0.5
+    assert long["online_psnr"] > long["row_softmax_psnr"] and long["p_zero"] > long["p_zero_online"]
+    table = ar.length_table_rows(summary)
+    assert [r[:2] for r in table] == [["wan2.1", "32"], ["wan2.1", "256"]] and len(table[0]) == 8
+    assert "attention-length" in REPORTS and "attention-length" not in ON_REQUEST
