@@ -115,7 +115,8 @@ def online_stages(s, v, mult: int, shift: int, blocks, trace: bool = False) -> d
     final L, ``acc`` (rows, d) the final O, ``recip`` (rows,), ``out`` (rows, d) the int16
     output; ``rescales`` (rows,) how many blocks raised a row's maximum after its first.
     With ``trace``, ``blocks``: per block a dict of its ``max`` (running, after it), ``factor``
-    F, ``p`` (rows, block) and ``partial`` P @ V (rows, d), for the RTL's benches.
+    F, ``p`` (rows, block), ``partial`` P @ V (rows, d) and ``weight`` (L after it), for
+    the RTL's benches.
     """
     mult, shift = _check_scale(mult, shift)
     s = _as_scores(s)
@@ -152,7 +153,7 @@ def online_stages(s, v, mult: int, shift: int, blocks, trace: bool = False) -> d
         weight += p.sum(axis=1)
         if trace:
             steps.append({"keys": keys, "max": run_max.copy(), "factor": factor, "p": p,
-                          "partial": partial})
+                          "partial": partial, "weight": weight.copy()})
     recip = (1 << NORM_BITS) // weight
     out = np.clip((acc * recip[:, None] + (1 << 31)) >> 32, OUT_MIN, OUT_MAX)
     res = {"max": run_max, "weight": weight, "acc": acc, "recip": recip, "out": out,

@@ -10,8 +10,9 @@ from amaranth.hdl import signed, unsigned
 from amaranth.lib import data
 
 
-__all__ = ["MULT_BITS", "SHIFT_BITS", "EXP_WIDTH", "RECIP_WIDTH", "lane_index_width",
-           "score_beat_layout", "prob_beat_layout"]
+__all__ = ["MULT_BITS", "SHIFT_BITS", "EXP_WIDTH", "RECIP_WIDTH", "WEIGHT_BITS",
+           "lane_index_width", "state_row_width", "score_beat_layout", "prob_beat_layout",
+           "block_score_beat_layout", "block_prob_beat_layout"]
 
 #: The fixed-point softmax scale: a 16-bit multiplier and a right shift in 1..47
 #: (``golden.vector.softmax_scale``).
@@ -21,6 +22,17 @@ SHIFT_BITS = 6
 EXP_WIDTH = 16
 #: Width of the row reciprocal R = (255 << 32) // sum, sum >= 2**15: R < 255 * 2**17 < 2**25.
 RECIP_WIDTH = 25
+
+
+#: Width of a row's weight L of section 15: ``L <= 255 * n < 2**28`` for heads of up to
+#: 2**20 keys (``docs/numerics.md`` section 15).
+WEIGHT_BITS = 28
+
+
+def state_row_width(config) -> int:
+    """Bits of a query row's index in the block softmax unit's state (one row per query of
+    the engine core's box: ``engine_max_tokens`` rows)."""
+    return max(1, (config.engine_max_tokens - 1).bit_length())
 
 
 def lane_index_width(lanes: int) -> int:
@@ -47,4 +59,32 @@ def prob_beat_layout(config) -> data.StructLayout:
         "p": data.ArrayLayout(unsigned(8), config.vector_lanes),
         "tail": unsigned(lane_index_width(config.vector_lanes)),
         "last": unsigned(1),
+    })
+
+
+def block_score_beat_layout(config) -> data.StructLayout:
+    """One input beat of the block softmax unit: the scores of one query row in one key
+    block (as :func:`score_beat_layout`), plus from the row's first beat the query row's
+    index in the unit's state (``row``) and ``first`` (the row's first key block: its
+    running maximum and weight start afresh)."""
+    return data.StructLayout({
+        **{name: score_beat_layout(config)[name].shape
+           for name in ("scores", "tail", "last", "mult", "shift")},
+        "row": unsigned(state_row_width(config)),
+        "first": unsigned(1),
+    })
+
+
+def block_prob_beat_layout(config) -> data.StructLayout:
+    """One output beat of the block softmax unit: ``vector_lanes`` uint8 P (scale 1/255 of
+    the running maximum), ``tail``, ``last``, the query ``row``, the row's rescale ``factor``
+    F of this block (``2**15``: no change) and, on the row's last beat, its ``weight`` L after
+    the block (0 on the other beats)."""
+    return data.StructLayout({
+        "p": data.ArrayLayout(unsigned(8), config.vector_lanes),
+        "tail": unsigned(lane_index_width(config.vector_lanes)),
+        "last": unsigned(1),
+        "row": unsigned(state_row_width(config)),
+        "factor": unsigned(EXP_WIDTH),
+        "weight": unsigned(WEIGHT_BITS),
     })

@@ -7,7 +7,7 @@ doc: ``docs/vector.md``.
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import fifo, memory, stream, wiring
+from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.vector.softmax import EXP_ONE, RECIP_BITS
@@ -17,12 +17,13 @@ from kaleido_hw.vector.exp_lane import ExpLane
 from kaleido_hw.vector.layouts import (EXP_WIDTH, MULT_BITS, RECIP_WIDTH, SHIFT_BITS,
                                        lane_index_width, prob_beat_layout, score_beat_layout)
 from kaleido_hw.vector.reciprocal import RowReciprocal
+from kaleido_hw.vector.row_input import FREE, LOADED, SUMMED, SUMMING, build_row_input
 
 
 __all__ = ["SoftmaxUnit"]
 
-# Row buffer states: written by the input, being summed, reciprocal known (read out next).
-FREE, LOADED, SUMMING, SUMMED = 0, 1, 2, 3
+# Row buffer states (kaleido_hw.vector.row_input): written by the input, being summed,
+# reciprocal known (read out next).
 #: Output beats the P FIFO holds; more than the beats in flight in the output pipeline (4),
 #: so that a beat is issued every cycle while the consumer takes one every cycle.
 OUT_FIFO_DEPTH = 8
@@ -98,99 +99,15 @@ class SoftmaxUnit(wiring.Component):
         total_width = (cfg.vector_max_row * EXP_ONE).bit_length()
         m = Module()
 
-        def next_buffer(ptr):
-            return Mux(ptr == NB - 1, 0, ptr + 1)
-
-        # -- row buffers and their per-row registers -------------------------------------
-        mems, wports, rports = [], [], []
-        for j in range(NB):
-            mem = memory.Memory(shape=L * B, depth=W, init=[])
-            m.submodules[f"row{j}"] = mem
-            mems.append(mem)
-            wports.append(mem.write_port())
-            rports.append(mem.read_port())
-        state = [Signal(2, name=f"state{j}") for j in range(NB)]
-        row_beats = [Signal(range(W + 1), name=f"beats{j}") for j in range(NB)]
-        row_tail = [Signal(TW, name=f"tail{j}") for j in range(NB)]
-        row_max = [Signal(signed(B), name=f"max{j}") for j in range(NB)]
-        row_mult = [Signal(MULT_BITS, name=f"mult{j}") for j in range(NB)]
-        row_shift = [Signal(SHIFT_BITS, name=f"shift{j}") for j in range(NB)]
+        ri = build_row_input(m, cfg, self.s, self.overflow, score_beat_layout(cfg),
+                             {"mult": MULT_BITS, "shift": SHIFT_BITS})
+        next_buffer, pick = ri.next_buffer, ri.pick
+        state, row_beats, row_tail, row_max = ri.state, ri.beats, ri.tail, ri.max
+        row_mult, row_shift = ri.fields["mult"], ri.fields["shift"]
+        rports, wports = ri.rports, ri.wports
+        accept, in_ptr, in_count, beat, beat_addr = (ri.accept, ri.in_ptr, ri.in_count,
+                                                     ri.beat, ri.beat_addr)
         row_recip = [Signal(RECIP_WIDTH, name=f"recip{j}") for j in range(NB)]
-
-        def pick(signals, index):
-            """``signals[index]`` as an AND-OR multiplexer."""
-            return tree([Mux(index == j, s, 0) for j, s in enumerate(signals)],
-                         lambda a, b: a | b)
-
-        # -- pass 1: input --------------------------------------------------------------
-        in_ptr = Signal(range(NB))          # buffer of the row being accepted
-        in_first = Signal(init=1)           # the next accepted beat starts a row
-        in_count = Signal(range(W + 1))     # beats of the row accepted so far (saturating)
-        # A row's buffer turns LOADED two cycles after its last beat is accepted (beat and
-        # maximum stages); until then the rows in those stages hold their buffers.
-        pending = Signal(NB)
-        m.d.comb += self.s.ready.eq((pick(state, in_ptr) == FREE) & ~pending.bit_select(in_ptr, 1))
-        accept = self.s.valid & self.s.ready
-
-        # The accepted beat is registered; the next cycle writes it and folds it into the
-        # maximum (so no comparator tree hangs on the input port).
-        beat = Signal(score_beat_layout(cfg))
-        beat_valid, beat_first, beat_keep = Signal(), Signal(), Signal()
-        beat_buf = Signal(range(NB))
-        beat_addr = Signal(range(W + 1))    # W: a beat past the buffer (dropped)
-        m.d.sync += beat_valid.eq(accept)
-        with m.If(accept):
-            m.d.sync += [
-                beat.eq(self.s.payload), beat_first.eq(in_first), beat_buf.eq(in_ptr),
-                beat_addr.eq(in_count), beat_keep.eq(in_count < W),
-                in_first.eq(self.s.payload.last),
-                in_count.eq(Mux(self.s.payload.last, 0, Mux(in_count < W, in_count + 1, W))),
-            ]
-            with m.If(self.s.payload.last):
-                m.d.sync += in_ptr.eq(next_buffer(in_ptr))
-
-        lowest = Const(-(1 << (B - 1)), signed(B))
-        lane_ok = [Const(1)] + [(~beat.last) | (beat.tail >= i) for i in range(1, L)]   # lane 0 always
-        # The beat's maximum over its lanes is registered before it is folded into the row's
-        # (the comparator tree and the fold would not fit one cycle of the arrays' clock).
-        beat_max = Signal(signed(B))
-        m.d.sync += beat_max.eq(tree(
-            [Mux(lane_ok[i], beat.scores[i], lowest) for i in range(L)],
-            lambda a, b: Mux(a >= b, a, b)))
-        mx_valid, mx_first, mx_keep, mx_last = Signal(), Signal(), Signal(), Signal()
-        mx_buf = Signal(range(NB))
-        mx_addr = Signal(range(W + 1))
-        mx_tail = Signal(TW)
-        mx_mult = Signal(MULT_BITS)
-        mx_shift = Signal(SHIFT_BITS)
-        m.d.sync += [mx_valid.eq(beat_valid), mx_first.eq(beat_first), mx_keep.eq(beat_keep),
-                     mx_last.eq(beat.last), mx_buf.eq(beat_buf), mx_addr.eq(beat_addr),
-                     mx_tail.eq(beat.tail), mx_mult.eq(beat.mult), mx_shift.eq(beat.shift)]
-        run_max = Signal(signed(B))
-        run_mult = Signal(MULT_BITS)
-        run_shift = Signal(SHIFT_BITS)
-        new_max = Signal(signed(B))
-        m.d.comb += new_max.eq(Mux(mx_first | (mx_keep & (beat_max > run_max)),
-                                   beat_max, run_max))
-        with m.If(mx_valid):
-            m.d.sync += run_max.eq(new_max)
-            with m.If(mx_first):
-                m.d.sync += [run_mult.eq(mx_mult), run_shift.eq(mx_shift)]
-            with m.If(~mx_keep):
-                m.d.sync += self.overflow.eq(1)
-        row_done_in = mx_valid & mx_last
-        m.d.comb += pending.eq(Cat(*[(beat_valid & beat.last & (beat_buf == j)) |
-                                     (row_done_in & (mx_buf == j)) for j in range(NB)]))
-        for j in range(NB):
-            with m.If(row_done_in & (mx_buf == j)):
-                m.d.sync += [
-                    state[j].eq(LOADED),
-                    row_beats[j].eq(mx_addr + mx_keep),
-                    row_tail[j].eq(Mux(mx_keep, mx_tail, L - 1)),
-                    row_max[j].eq(new_max),
-                    row_mult[j].eq(Mux(mx_first, mx_mult, run_mult)),
-                    row_shift[j].eq(Mux(mx_first, mx_shift, run_shift)),
-                ]
 
         # -- pass 2: exp and sum ----------------------------------------------------------
         # The sum unit issues one read per cycle; the row's scale, maximum, buffer and tail

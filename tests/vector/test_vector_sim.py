@@ -1,8 +1,9 @@
-"""The vector unit's cocotb bench (sim/vector/softmax) from pytest.
+"""The vector unit's cocotb benches (sim/vector/softmax, sim/vector/block) from pytest.
 
-Default configuration: ``rtl_out/vector_unit.v`` on Verilator and Icarus. A variant (5
-lanes, 20-score rows, 32-bit scores, two row buffers: lanes not a power of two, the fewest
-buffers) is generated into ``sim_build/`` and run on Icarus.
+Default configuration: ``rtl_out/vector_unit.v`` and the generated ``block_softmax`` on
+Verilator and Icarus. A variant (5 lanes, 20-score rows, 32-bit scores, two row buffers:
+lanes not a power of two, the fewest buffers; 5 query rows of state for the block unit) is
+generated into ``sim_build/`` and run on Icarus.
 """
 
 from __future__ import annotations
@@ -21,15 +22,21 @@ from kaleido_hw.config import KaleidoConfig  # noqa: E402
 
 
 VARIANT = KaleidoConfig(vector_lanes=5, vector_max_row=20, vector_score_bits=32,
-                        vector_row_buffers=2)
+                        vector_row_buffers=2, engine_max_tokens=5)
+
+
+#: (bench folder below sim/, top)
+BENCHES = [("vector/softmax", "vector_unit"), ("vector/block", "block_softmax")]
 
 
 @pytest.mark.sim
 @pytest.mark.parametrize("sim", SIMULATORS)
-def test_vector_softmax_bench(sim):
-    run_bench("vector/softmax", "vector_unit", sim)
+@pytest.mark.parametrize("bench, top", BENCHES)
+def test_vector_bench(bench, top, sim):
+    run_bench(bench, top, sim)
 
 
 @pytest.mark.sim
-def test_vector_softmax_bench_variant():
-    run_variant("vector/softmax", "vector_unit", VARIANT, "variant")
+@pytest.mark.parametrize("bench, top", BENCHES)
+def test_vector_bench_variant(bench, top):
+    run_variant(bench, top, VARIANT, "variant")
