@@ -1,5 +1,6 @@
-"""Shared cocotb helpers: clock and reset, signed reads, and valid/ready stream drivers
-with random gaps and random back-pressure (nothing may be lost or duplicated)."""
+"""Shared cocotb helpers: the configuration under test, clock and reset, signed reads, and
+valid/ready stream drivers with random gaps and random back-pressure (nothing may be lost or
+duplicated)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,36 @@ def seeds_requested(default: int = 1) -> int:
 def to_signed(value, width: int) -> int:
     v = int(value)
     return v - (1 << width) if v & (1 << (width - 1)) else v
+
+
+def bench_config():
+    """The ``KaleidoConfig`` of the Verilog under test: from the manifest ``KALEIDO_MANIFEST``
+    names (a variant), else the default (what ``rtl_out/`` and the benches' on-demand
+    generation use)."""
+    import json
+    from pathlib import Path
+
+    from kaleido_hw.config import KaleidoConfig
+
+    path = os.environ.get("KALEIDO_MANIFEST")
+    if path:
+        return KaleidoConfig.from_dict(json.loads(Path(path).read_text())["config"])
+    return KaleidoConfig()
+
+
+async def idle_and_reset(dut, inputs, clock: bool) -> None:
+    """Set the ``inputs`` (port names) to 0, then reset; with ``clock`` start the clock too
+    (a test's first reset), else hold ``rst`` for two edges on the running clock."""
+    for name in inputs:
+        getattr(dut, name).value = 0
+    if clock:
+        await start_clock_and_reset(dut)
+        return
+    dut.rst.value = 1
+    await RisingEdge(dut.clk)
+    await RisingEdge(dut.clk)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
 
 
 async def start_clock_and_reset(dut, cycles: int = 2):

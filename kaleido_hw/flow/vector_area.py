@@ -9,8 +9,9 @@ OpenSTA times the netlist (10 ns clock, ports 0 ns from the edge). The two small
 out, row totals) are mapped to flip-flops, as an SRAM macro would be absurd for them.
 
 ``make synth-vector`` (``python -m kaleido_hw.flow.vector_area [--json FILE]``) measures the
-default configuration; ``--top block_softmax`` measures the block softmax unit of long heads
-(``docs/vector.md``, "Long heads"), whose row-state memory becomes an SRAM macro too.
+default configuration; ``--top block_softmax`` and ``--top block_output`` measure the units
+of long heads (``docs/vector.md``, "Long heads"), whose row-state and accumulator memories
+become SRAM macros too.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ __all__ = ["TOP", "TOPS_MEASURED", "REGISTER_MEMORIES", "synth_vector_unit"]
 
 TOP = "vector_unit"
 #: The vector unit's tops this flow measures.
-TOPS_MEASURED = ("vector_unit", "block_softmax")
-#: Memories mapped to flip-flops (yosys name patterns): the P output FIFO and the row-total
+TOPS_MEASURED = ("vector_unit", "block_softmax", "block_output")
+#: Memories mapped to flip-flops (yosys name patterns): the output FIFOs and the row-total
 #: FIFO, a few entries each.
-REGISTER_MEMORIES = "*p_fifo* *totals*"
+REGISTER_MEMORIES = "*p_fifo* *totals* *out_fifo*"
 
 
 def synth_vector_unit(config: KaleidoConfig, *, keep: Path | None = None,

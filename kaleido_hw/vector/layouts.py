@@ -12,7 +12,8 @@ from amaranth.lib import data
 
 __all__ = ["MULT_BITS", "SHIFT_BITS", "EXP_WIDTH", "RECIP_WIDTH", "WEIGHT_BITS",
            "lane_index_width", "state_row_width", "score_beat_layout", "prob_beat_layout",
-           "block_score_beat_layout", "block_prob_beat_layout"]
+           "block_score_beat_layout", "block_prob_beat_layout", "O_BITS", "OUT_BITS",
+           "chunk_width", "partial_beat_layout", "finish_layout", "output_beat_layout"]
 
 #: The fixed-point softmax scale: a 16-bit multiplier and a right shift in 1..47
 #: (``golden.vector.softmax_scale``).
@@ -27,6 +28,20 @@ RECIP_WIDTH = 25
 #: Width of a row's weight L of section 15: ``L <= 255 * n < 2**28`` for heads of up to
 #: 2**20 keys (``docs/numerics.md`` section 15).
 WEIGHT_BITS = 28
+
+
+#: Width of an output accumulator O of section 15 (signed): ``|O| < 2**35`` for heads of up
+#: to 2**20 keys.
+O_BITS = 36
+#: The normalised output: int16 with 8 fractional bits.
+OUT_BITS = 16
+
+
+def chunk_width(config) -> int:
+    """Bits of a channel chunk's index: ``ceil(engine_max_head_dim / vector_lanes)`` chunks of
+    ``vector_lanes`` channels per row (at least 1 bit)."""
+    chunks = -(-config.engine_max_head_dim // config.vector_lanes)
+    return max(1, (chunks - 1).bit_length())
 
 
 def state_row_width(config) -> int:
@@ -87,4 +102,37 @@ def block_prob_beat_layout(config) -> data.StructLayout:
         "row": unsigned(state_row_width(config)),
         "factor": unsigned(EXP_WIDTH),
         "weight": unsigned(WEIGHT_BITS),
+    })
+
+
+def partial_beat_layout(config) -> data.StructLayout:
+    """One input beat of the block output unit: ``vector_lanes`` channels of one query row's
+    ``P @ V`` of one key block (signed, ``acc_width`` bits: the arrays' accumulators), the
+    ``row``, the channel ``chunk``, ``first`` (the row's first key block: O starts from this
+    partial) and the row's rescale ``factor`` F of this block (from the block softmax unit)."""
+    return data.StructLayout({
+        "values": data.ArrayLayout(signed(config.acc_width), config.vector_lanes),
+        "row": unsigned(state_row_width(config)),
+        "chunk": unsigned(chunk_width(config)),
+        "first": unsigned(1),
+        "factor": unsigned(EXP_WIDTH),
+    })
+
+
+def finish_layout(config) -> data.StructLayout:
+    """A row to normalise and read out: its ``row`` and final ``weight`` L."""
+    return data.StructLayout({
+        "row": unsigned(state_row_width(config)),
+        "weight": unsigned(WEIGHT_BITS),
+    })
+
+
+def output_beat_layout(config) -> data.StructLayout:
+    """One output beat: ``vector_lanes`` channels of a normalised row (int16, 8 fractional
+    bits), the ``row``, the ``chunk`` and ``last`` (the row's last chunk)."""
+    return data.StructLayout({
+        "values": data.ArrayLayout(signed(OUT_BITS), config.vector_lanes),
+        "row": unsigned(state_row_width(config)),
+        "chunk": unsigned(chunk_width(config)),
+        "last": unsigned(1),
     })

@@ -1,7 +1,7 @@
-"""RowReciprocal: ``R = (255 << 32) // total``, two restoring-division steps per cycle.
-
-Golden model: ``recip`` of :func:`golden.vector.softmax_stages`; contract:
-``docs/numerics.md`` section 14.
+"""RowReciprocal: ``R = C // total`` for a constant C, two restoring-division steps per
+cycle: ``(255 << 32) // sum`` of section 14 (golden: ``recip`` of
+:func:`golden.vector.softmax_stages`), ``2**40 // L`` of section 15 (``recip`` of
+:func:`golden.vector.online_stages`); contract: ``docs/numerics.md``.
 """
 
 from __future__ import annotations
@@ -19,34 +19,43 @@ __all__ = ["RowReciprocal", "STEPS_PER_CYCLE", "CYCLES"]
 #: Quotient bits per cycle: two compare-subtracts in series keep the path near one
 #: multiplier's while the division (13 cycles) stays shorter than a 16-beat row.
 STEPS_PER_CYCLE = 2
+#: Cycles of the default division. Its dividend's bits above the quotient's, ``(255 << 32)
+#: >> 26 = 255 << 6``, are below ``2**15 <= total``, so the quotient's higher bits are zero
+#: and long division starts with that remainder.
 CYCLES = -(-RECIP_WIDTH // STEPS_PER_CYCLE)
-_STEPS = CYCLES * STEPS_PER_CYCLE
-#: The dividend's bits above the quotient's: ``(255 << 32) >> 26 = 255 << 6``, below
-#: ``2**15 <= total``, so the quotient's higher bits are zero and long division starts
-#: with this remainder.
-_START_REMAINDER = (P_ONE << RECIP_BITS) >> _STEPS
-assert _START_REMAINDER < 1 << EXP_BITS
 
 
 class RowReciprocal(wiring.Component):
-    """Long division of the constant ``255 * 2**32`` by a row's exponential sum.
+    """Long division of a constant by a row's sum: by default ``255 * 2**32`` by the
+    exponential sum of section 14.
 
-    ``start`` (with ``total`` >= 2**15, the sum of E; ``slot_in`` travels along) begins a
-    division when ``busy`` is low; :data:`CYCLES` = 13 cycles later ``done`` pulses for one
-    cycle with ``recip`` and ``slot``. The dividend's remaining bits are all zero, so each
-    step doubles the remainder and subtracts ``total`` when it fits (one quotient bit, MSB
-    first); the remainder stays below ``total``.
+    ``start`` (with ``total`` >= ``min_total``; ``slot_in`` travels along) begins a division
+    when ``busy`` is low; ``self.cycles`` (:data:`CYCLES` = 13 by default) cycles later
+    ``done`` pulses for one cycle with ``recip`` and ``slot``. The dividend's remaining bits
+    are all zero, so each step doubles the remainder and subtracts ``total`` when it fits
+    (one quotient bit, MSB first); the remainder stays below ``total``.
+
+    ``numerator``, ``quotient_width``, ``min_total``: another constant (its low quotient bits
+    zero), the quotient's width and the smallest total (section 15's ``2**40 // L``: 33
+    bits, ``L >= 255``).
     """
 
-    def __init__(self, total_width: int, slot_width: int):
+    def __init__(self, total_width: int, slot_width: int, *,
+                 numerator: int = P_ONE << RECIP_BITS, quotient_width: int = RECIP_WIDTH,
+                 min_total: int = 1 << EXP_BITS):
         self.total_width = total_width
+        self.cycles = -(-quotient_width // STEPS_PER_CYCLE)
+        self.steps = self.cycles * STEPS_PER_CYCLE
+        self.start_remainder = numerator >> self.steps
+        # The quotient's higher bits are zero and the dropped dividend bits too.
+        assert self.start_remainder < min_total and not numerator & ((1 << self.steps) - 1)
         super().__init__({
             "start": In(1),
             "total": In(total_width),
             "slot_in": In(slot_width),
             "busy": Out(1),
             "done": Out(1),
-            "recip": Out(RECIP_WIDTH),
+            "recip": Out(quotient_width),
             "slot": Out(slot_width),
         })
 
@@ -54,10 +63,10 @@ class RowReciprocal(wiring.Component):
         m = Module()
         divisor = Signal(self.total_width)
         remainder = Signal(self.total_width)
-        quotient = Signal(_STEPS)
-        cycles = Signal(range(CYCLES + 1))
+        quotient = Signal(self.steps)
+        cycles = Signal(range(self.cycles + 1))
         m.d.sync += self.done.eq(0)
-        m.d.comb += self.recip.eq(quotient[:RECIP_WIDTH])   # the top bit is always 0
+        m.d.comb += self.recip.eq(quotient[:len(self.recip)])   # the top bits are always 0
 
         rem, bits = remainder, []
         for k in range(STEPS_PER_CYCLE):
@@ -78,9 +87,9 @@ class RowReciprocal(wiring.Component):
         with m.Elif(self.start):
             m.d.sync += [
                 divisor.eq(self.total),
-                remainder.eq(_START_REMAINDER),
+                remainder.eq(self.start_remainder),
                 quotient.eq(0),
-                cycles.eq(CYCLES),
+                cycles.eq(self.cycles),
                 self.busy.eq(1),
                 self.slot.eq(self.slot_in),
             ]

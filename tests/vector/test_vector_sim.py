@@ -1,9 +1,9 @@
-"""The vector unit's cocotb benches (sim/vector/softmax, sim/vector/block) from pytest.
+"""The vector unit's cocotb benches (sim/vector/softmax, block, output) from pytest.
 
-Default configuration: ``rtl_out/vector_unit.v`` and the generated ``block_softmax`` on
-Verilator and Icarus. A variant (5 lanes, 20-score rows, 32-bit scores, two row buffers:
-lanes not a power of two, the fewest buffers; 5 query rows of state for the block unit) is
-generated into ``sim_build/`` and run on Icarus.
+Default configuration: ``rtl_out/vector_unit.v`` and the generated ``block_softmax`` and
+``block_output`` on Verilator and Icarus. A variant (5 lanes, 20-score rows, 32-bit scores,
+two row buffers: lanes not a power of two, the fewest buffers; 5 query rows of state for the
+units of long heads) is generated into ``sim_build/`` and run on Icarus.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ VARIANT = KaleidoConfig(vector_lanes=5, vector_max_row=20, vector_score_bits=32,
 
 
 #: (bench folder below sim/, top)
-BENCHES = [("vector/softmax", "vector_unit"), ("vector/block", "block_softmax")]
+BENCHES = [("vector/softmax", "vector_unit"), ("vector/block", "block_softmax"),
+           ("vector/output", "block_output")]
 
 
 @pytest.mark.sim

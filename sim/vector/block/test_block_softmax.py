@@ -15,36 +15,21 @@ non-default variant.
 
 from __future__ import annotations
 
-import json
-import os
 import random
-from pathlib import Path
 
 import cocotb
 import numpy as np
 from amaranth.hdl import Const
 from cocotb.triggers import RisingEdge
-from simlib import StreamSink, StreamSource, seeds_requested, start_clock_and_reset
+from simlib import (StreamSink, StreamSource, bench_config, idle_and_reset,
+                    seeds_requested)
 
 from golden.vector import online_stages, softmax_scale
-from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.vector.block_softmax import ROW_OVERHEAD
 from kaleido_hw.vector.layouts import block_prob_beat_layout, block_score_beat_layout
 
 
-REPO = Path(__file__).resolve().parents[3]
-
-
-def load_config() -> KaleidoConfig:
-    """The configuration of the Verilog under test (``KALEIDO_MANIFEST``, else the default
-    that the Makefile generated)."""
-    path = os.environ.get("KALEIDO_MANIFEST")
-    if path:
-        return KaleidoConfig.from_dict(json.loads(Path(path).read_text())["config"])
-    return KaleidoConfig()
-
-
-CFG = load_config()
+CFG = bench_config()
 L, B, MAX_ROW = CFG.vector_lanes, CFG.vector_score_bits, CFG.vector_max_row
 ROWS = CFG.engine_max_tokens
 S_LAYOUT, P_LAYOUT = block_score_beat_layout(CFG), block_prob_beat_layout(CFG)
@@ -101,16 +86,7 @@ def beats_out(s, blocks, pair, order):
 
 async def reset(dut, clock: bool) -> None:
     """Inputs idle, then a reset (with ``clock``, the clock is started too)."""
-    dut.s__valid.value = 0
-    dut.p__ready.value = 0
-    if clock:
-        await start_clock_and_reset(dut)
-        return
-    dut.rst.value = 1
-    await RisingEdge(dut.clk)
-    await RisingEdge(dut.clk)
-    dut.rst.value = 0
-    await RisingEdge(dut.clk)
+    await idle_and_reset(dut, ("s__valid", "p__ready"), clock)
 
 
 async def run(dut, beats, expected, *, gap=0.0, stall=0.0, seed=0, clock=True):
