@@ -24,11 +24,14 @@ __all__ = ["BlockOutputUnit", "RECIP_BITS_OUT", "FINISH_OVERHEAD"]
 
 #: ``R = 2**40 // L <= 2**40 / 255``: 33 bits.
 RECIP_BITS_OUT = (((1 << NORM_BITS) // P_ONE)).bit_length()
+#: R's low part (the first pass of a read-out); F (at most 2**15) fits it too.
+SPLIT = 17
+assert (1 << EXP_BITS) < 1 << SPLIT and RECIP_BITS_OUT - SPLIT <= SPLIT
 #: Output beats the FIFO holds: the reads in flight (4) and the FIFO's own output stages.
 OUT_FIFO_DEPTH = 7
-#: Cycles a row's read-out takes beyond its chunks when requests wait and the output is never
-#: held: the division with its start and hand-over into the reads (19) and the drain of the
-#: row's reads before the next request is taken (4).
+#: Cycles a row's read-out takes beyond its two reads per chunk when requests wait and the
+#: output is never held: the division with its start and hand-over into the reads (19) and
+#: the drain of the row's reads before the next request is taken (4).
 FINISH_OVERHEAD = 23
 
 
@@ -57,17 +60,19 @@ class BlockOutputUnit(wiring.Component):
 
     Algorithm
         One datapath for both: read a word (L accumulators), register it twice, multiply each
-        by one operand (F when accumulating, R when finishing: the same L multipliers of
-        ``O_BITS`` x 34 bits), register the products, then either round, add the partial and
-        write back, or round, clamp and push into the output FIFO. A write lands four cycles
+        by one operand (the same L multipliers of ``O_BITS`` x 18 bits: F when accumulating;
+        when finishing, R's low 17 bits on a first read of the word and its high 16 on a
+        second), register the products, then either round, add the partial and write back,
+        or keep the first read's products and, on the second, form ``O * R``, round, clamp
+        and push into the output FIFO. A write lands four cycles
         after its read; the read port is transparent to it, and a beat whose word is still in
         the first three stages waits (so consecutive beats of one word are exact). A ``fin``
         waits until no accumulating beat is in flight and holds ``o`` until its row is read
         out; the output FIFO's free space is credited against the reads in flight.
 
     Timing
-        Accumulation: one beat per cycle. Read-out: ``FINISH_OVERHEAD`` + chunks cycles per
-        row when the output is never held.
+        Accumulation: one beat per cycle. Read-out: ``FINISH_OVERHEAD`` + 2 x chunks cycles
+        per row when the output is never held.
     """
 
     PORT_DOCS = {
@@ -100,7 +105,9 @@ class BlockOutputUnit(wiring.Component):
         L, PW = cfg.vector_lanes, cfg.acc_width
         chunks = -(-cfg.engine_max_head_dim // L)
         RW, CW = state_row_width(cfg), chunk_width(cfg)
-        KW = RECIP_BITS_OUT + 1             # the multiplier's operand, signed
+        # The multipliers' operand (signed): F (16 bits) or half of R, whose 33 bits are
+        # taken in two passes of SPLIT and RECIP_BITS_OUT - SPLIT bits.
+        KW = SPLIT + 1
         m = Module()
 
         acc = memory.Memory(shape=L * O_BITS, depth=1 << (RW + CW), init=[])
@@ -127,21 +134,25 @@ class BlockOutputUnit(wiring.Component):
         addr = [Signal(RW + CW, name=f"addr{k}") for k in range(S + 1)]
         factor = [Signal(EXP_WIDTH, name=f"factor{k}") for k in range(S)]
         part = [Signal(L * PW, name=f"part{k}") for k in range(S + 1)]
+        high = [Signal(name=f"high{k}") for k in range(S + 1)]  # a read-out's second pass
         for k in range(S):
             m.d.sync += [v[k + 1].eq(v[k]), norm[k + 1].eq(norm[k]), first[k + 1].eq(first[k]),
                          last[k + 1].eq(last[k]), addr[k + 1].eq(addr[k]),
-                         part[k + 1].eq(part[k])]
+                         part[k + 1].eq(part[k]), high[k + 1].eq(high[k])]
         m.d.sync += [factor[k + 1].eq(factor[k]) for k in range(S - 1)]
 
-        # -- finishing a row: division, then one read per chunk --------------------------
+        # -- finishing a row: division, then two reads per chunk (R's low part, then its high
+        # part: the finish comes once per row and head, so half-width multipliers do) -----
         fin_row = Signal(RW)
         recip_r = Signal(RECIP_BITS_OUT)
         finishing = Signal()                 # from the accepted fin to the row's last read
         reading = Signal()
         chunk = Signal(range(max(chunks, 2)))
+        second = Signal()                    # the chunk's second read (R's high part)
         in_flight = Signal(range(OUT_FIFO_DEPTH + 1))
         issue = Signal()
         m.d.comb += issue.eq(reading & (out_fifo.level + in_flight < OUT_FIFO_DEPTH))
+        issue_out = issue & second            # a read that will give an output beat
         quiet = ~Cat(*v[1:]).any()           # no beat in flight
         m.d.comb += self.fin.ready.eq(~finishing & ~recip.busy & quiet)
         fin_go = self.fin.valid & self.fin.ready
@@ -152,12 +163,14 @@ class BlockOutputUnit(wiring.Component):
             with m.If(self.fin.payload.weight < P_ONE):
                 m.d.sync += self.bad_weight.eq(1)
         with m.If(recip.done):
-            m.d.sync += [recip_r.eq(recip.recip), reading.eq(1), chunk.eq(0)]
+            m.d.sync += [recip_r.eq(recip.recip), reading.eq(1), chunk.eq(0), second.eq(0)]
         last_chunk = chunk == chunks - 1
         with m.If(issue):
-            m.d.sync += chunk.eq(chunk + 1)
-            with m.If(last_chunk):
-                m.d.sync += [reading.eq(0), finishing.eq(0)]
+            m.d.sync += second.eq(~second)
+            with m.If(second):
+                m.d.sync += chunk.eq(chunk + 1)
+                with m.If(last_chunk):
+                    m.d.sync += [reading.eq(0), finishing.eq(0)]
 
         # -- accumulating beats: held while a row waits to be finished or is, and while
         # their word is in stages 1 to S - 1 (its write is still to come) ----------------
@@ -169,7 +182,7 @@ class BlockOutputUnit(wiring.Component):
 
         m.d.comb += [
             v[0].eq(o_go | issue), norm[0].eq(issue), first[0].eq(op.first),
-            last[0].eq(last_chunk),
+            last[0].eq(last_chunk), high[0].eq(second),
             addr[0].eq(Mux(issue, Cat(chunk, fin_row), o_addr)),
             factor[0].eq(op.factor), part[0].eq(op.values.as_value()),
             rp.addr.eq(addr[0]), rp.en.eq(1),
@@ -178,22 +191,29 @@ class BlockOutputUnit(wiring.Component):
         word = Signal(L * O_BITS)
         m.d.sync += [word1.eq(rp.data), word.eq(word1)]      # stages 1 and 2
         operand = Signal(signed(KW))
-        m.d.comb += operand.eq(Mux(norm[S - 1], recip_r, factor[S - 1]))
+        m.d.comb += operand.eq(Mux(norm[S - 1], Mux(high[S - 1], recip_r[SPLIT:],
+                                                     recip_r[:SPLIT]), factor[S - 1]))
         prods = [Signal(signed(O_BITS + KW), name=f"prod{i}") for i in range(L)]
         for i in range(L):                      # stage 3: the products, registered
             m.d.sync += prods[i].eq(word[i * O_BITS:(i + 1) * O_BITS].as_signed() * operand)
 
-        # Stage S: accumulate and write back, or normalise into the FIFO.
+        # Stage S: accumulate and write back, or (a read-out) keep the low part's products,
+        # then add the high part's and normalise into the FIFO.
         new = []
         outs = []
         for i in range(L):
+            low = Signal(signed(O_BITS + KW), name=f"low{i}")
+            with m.If(v[S] & norm[S] & ~high[S]):
+                m.d.sync += low.eq(prods[i])
+            whole = Signal(signed(O_BITS + RECIP_BITS_OUT + 1), name=f"whole{i}")   # O * R
+            m.d.comb += whole.eq((prods[i] << SPLIT) + low)
             partial = part[S][i * PW:(i + 1) * PW].as_signed()
             scaled = (prods[i] + (1 << (EXP_BITS - 1))) >> EXP_BITS
             n = Signal(signed(O_BITS), name=f"new{i}")
             m.d.comb += n.eq(Mux(first[S], partial, scaled + partial))
             new.append(n)
-            y = Signal(signed(O_BITS + KW), name=f"y{i}")
-            m.d.comb += y.eq((prods[i] + (1 << (NORM_BITS - O_FRAC_BITS - 1)))
+            y = Signal(signed(len(whole)), name=f"y{i}")
+            m.d.comb += y.eq((whole + (1 << (NORM_BITS - O_FRAC_BITS - 1)))
                              >> (NORM_BITS - O_FRAC_BITS))
             lo, hi = -(1 << (OUT_BITS - 1)), (1 << (OUT_BITS - 1)) - 1
             o16 = Signal(signed(OUT_BITS), name=f"out{i}")
@@ -203,8 +223,9 @@ class BlockOutputUnit(wiring.Component):
         beat = Signal(out_layout)
         m.d.comb += [beat.values.as_value().eq(Cat(*outs)), beat.row.eq(addr[S][CW:]),
                      beat.chunk.eq(addr[S][:CW]), beat.last.eq(last[S]),
-                     out_fifo.w_data.eq(beat.as_value()), out_fifo.w_en.eq(v[S] & norm[S])]
-        m.d.sync += in_flight.eq(in_flight + issue - (v[S] & norm[S]))
+                     out_fifo.w_data.eq(beat.as_value()),
+                     out_fifo.w_en.eq(v[S] & norm[S] & high[S])]
+        m.d.sync += in_flight.eq(in_flight + issue_out - (v[S] & norm[S] & high[S]))
         m.d.comb += [self.out.payload.eq(out_fifo.r_data), self.out.valid.eq(out_fifo.r_rdy),
                      out_fifo.r_en.eq(self.out.ready)]
         return m

@@ -165,7 +165,7 @@ def test_default_build_and_finish_period():
     cycles = _check(cfg, [(s, v, mult, shift, blocks)], fins_last=True)
     chunks = 128 // cfg.vector_lanes
     ends = cycles[chunks - 1::chunks]
-    assert set(np.diff(ends).tolist()) == {chunks + FINISH_OVERHEAD}
+    assert set(np.diff(ends).tolist()) == {2 * chunks + FINISH_OVERHEAD}
 
 
 def test_one_words_beats_back_to_back():
