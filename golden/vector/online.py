@@ -42,7 +42,8 @@ from golden.vector.softmax import (EXP_BITS, EXP_ONE, MAX_ROW, P_ONE, _as_scores
                                    exp_fixed)
 
 
-__all__ = ["O_FRAC_BITS", "OUT_MIN", "OUT_MAX", "NORM_BITS", "BLOCK_MAX", "contiguous_blocks",
+__all__ = ["O_FRAC_BITS", "OUT_MIN", "OUT_MAX", "NORM_BITS", "BLOCK_MAX", "P_REFERENCES",
+           "BLOCK_FRAC_BITS", "contiguous_blocks",
            "check_blocks", "box_blocks", "online_stages", "attention_online",
            "block_max_partial", "online_attention_quality"]
 
@@ -108,16 +109,34 @@ def _rescale(x, f):
     return (x * f + (1 << (EXP_BITS - 1))) >> EXP_BITS
 
 
-def online_stages(s, v, mult: int, shift: int, blocks, trace: bool = False) -> dict:
+#: Reference of a block's P: the row's running maximum (section 15, what the RTL builds) or
+#: the block's own maximum (the measured refinement of section 15, "P to the block's
+#: maximum").
+P_REFERENCES = ("running", "block")
+#: Extra fractional bits of O and L with P to the block's maximum.
+BLOCK_FRAC_BITS = 8
+
+
+def online_stages(s, v, mult: int, shift: int, blocks, trace: bool = False,
+                  p_reference: str = "running") -> dict:
     """Every result of :func:`attention_online` of scores ``s`` (rows, n) and ``v`` (n, d).
+
+    ``p_reference="block"``: each block's P is scaled to the block's own maximum ``m_b``
+    (255 there), and its partial product and P sum enter O and L times ``G =
+    exp_fixed(y(M' - m_b))`` with :data:`BLOCK_FRAC_BITS` more fractional bits:
+    ``(x * G + 2**6) >> 7``; the rescales are as with the running maximum, and the output
+    divides ``2**48`` by L and shifts ``O * R`` by 40 (O and L carry the same extra scale).
 
     Returns int64 arrays: ``max`` (rows,) the final running maximum, ``weight`` (rows,) the
     final L, ``acc`` (rows, d) the final O, ``recip`` (rows,), ``out`` (rows, d) the int16
     output; ``rescales`` (rows,) how many blocks raised a row's maximum after its first.
     With ``trace``, ``blocks``: per block a dict of its ``max`` (running, after it), ``factor``
     F, ``p`` (rows, block), ``partial`` P @ V (rows, d) and ``weight`` (L after it), for
-    the RTL's benches.
+    the RTL's benches (with ``p_reference="block"`` also ``gain`` G).
     """
+    if p_reference not in P_REFERENCES:
+        raise ValueError(f"p_reference must be one of {', '.join(P_REFERENCES)}, "
+                         f"got {p_reference!r}")
     mult, shift = _check_scale(mult, shift)
     s = _as_scores(s)
     if s.ndim == 1:
@@ -145,17 +164,30 @@ def online_stages(s, v, mult: int, shift: int, blocks, trace: bool = False) -> d
             acc = _rescale(acc, factor[:, None])
             weight = _rescale(weight, factor)
         run_max = new_max
-        e = exp_fixed(_exponent(run_max[:, None] - sb, mult, shift))
+        ref = run_max if p_reference == "running" else sb.max(axis=1)
+        e = exp_fixed(_exponent(ref[:, None] - sb, mult, shift))
         p = (e * P_ONE + (1 << (EXP_BITS - 1))) >> EXP_BITS
         # Exact through float64: |partial| <= 255 * 128 * n < 2**53.
         partial = (p.astype(np.float64) @ vf[keys]).astype(np.int64)
-        acc += partial
-        weight += p.sum(axis=1)
+        step = {}
+        if p_reference == "running":
+            acc += partial
+            weight += p.sum(axis=1)
+        else:
+            gain = exp_fixed(_exponent(run_max - ref, mult, shift))
+            drop = EXP_BITS - BLOCK_FRAC_BITS
+            acc += (partial * gain[:, None] + (1 << (drop - 1))) >> drop
+            weight += (p.sum(axis=1) * gain + (1 << (drop - 1))) >> drop
+            step["gain"] = gain
         if trace:
             steps.append({"keys": keys, "max": run_max.copy(), "factor": factor, "p": p,
-                          "partial": partial, "weight": weight.copy()})
-    recip = (1 << NORM_BITS) // weight
-    out = np.clip((acc * recip[:, None] + (1 << 31)) >> 32, OUT_MIN, OUT_MAX)
+                          "partial": partial, "weight": weight.copy(), **step})
+    # With P to the block's maximum, O and L carry BLOCK_FRAC_BITS more: so does R's numerator
+    # (R keeps its 33 bits and its precision).
+    norm = NORM_BITS + (BLOCK_FRAC_BITS if p_reference == "block" else 0)
+    recip = (1 << norm) // weight
+    drop = norm - O_FRAC_BITS
+    out = np.clip((acc * recip[:, None] + (1 << (drop - 1))) >> drop, OUT_MIN, OUT_MAX)
     res = {"max": run_max, "weight": weight, "acc": acc, "recip": recip, "out": out,
            "rescales": rescales}
     if trace:
@@ -163,14 +195,17 @@ def online_stages(s, v, mult: int, shift: int, blocks, trace: bool = False) -> d
     return res
 
 
-def attention_online(s, v, mult: int, shift: int, blocks) -> np.ndarray:
+def attention_online(s, v, mult: int, shift: int, blocks,
+                     p_reference: str = "running") -> np.ndarray:
     """int16 attention output (8 fractional bits, V's units) of scores ``s`` (rows, n) and
     int8 ``v`` (n, d, V_eff when V is reused), the keys taken in ``blocks`` (a block length or
     a sequence of key-index arrays, :func:`check_blocks`).
 
-    ``mult``, ``shift``: the scale pair of :func:`golden.vector.softmax_scale`.
+    ``mult``, ``shift``: the scale pair of :func:`golden.vector.softmax_scale`;
+    ``p_reference``: see :func:`online_stages`.
     """
-    out = online_stages(s, v, mult, shift, blocks)["out"].astype(np.int16)
+    out = online_stages(s, v, mult, shift, blocks, p_reference=p_reference)["out"]
+    out = out.astype(np.int16)
     return out[0] if np.ndim(s) == 1 else out
 
 
@@ -217,7 +252,8 @@ def online_attention_quality(q, k, v, grid, groups, scale: float, blocks=(2, 2, 
     ``blocks``: a box ``(bt, by, bx)`` (:func:`box_blocks`), a block length or key-index
     arrays. ``queries``: an evenly spaced subset of the query rows (every key is used).
     Returns ``online`` (section 15, reuse S and V'), ``online_exact`` (section 15, exact S and
-    V), ``row_softmax`` (section 14, reuse S and V'), ``float_reuse`` (float softmax of the
+    V), ``online_block`` (section 15 with P to the block's maximum, reuse S and V'),
+    ``row_softmax`` (section 14, reuse S and V'), ``float_reuse`` (float softmax of the
     reuse S, ``@ V'``), each a dict of ``mse``, ``psnr``, ``cosine``; ``p_zero`` /
     ``p_zero_online`` (share of P that is 0), ``row_weight`` (mean row sum of section 14's P,
     of 255), ``rescales`` (mean per row), ``v_reduction`` (oracle) and
@@ -252,6 +288,7 @@ def online_attention_quality(q, k, v, grid, groups, scale: float, blocks=(2, 2, 
     o_row = attention_int(p_row, v_used) / P_ONE
     on = online_stages(s_reuse, v_used, mult, shift, parts)
     on_exact = online_stages(s_exact, v, mult, shift, parts)
+    on_block = online_stages(s_reuse, v_used, mult, shift, parts, p_reference="block")
     scale_out = float(1 << O_FRAC_BITS)
     # Section 15's P of the whole row relative to the row's maximum: what the blocks
     # quantise at the latest (a block's P is relative to the running maximum, never above).
@@ -262,6 +299,7 @@ def online_attention_quality(q, k, v, grid, groups, scale: float, blocks=(2, 2, 
     return {"queries": int(rows.size), "blocks": len(parts), "mult": mult, "shift": shift,
             "online": compare(ref, on["out"] / scale_out),
             "online_exact": compare(ref, on_exact["out"] / scale_out),
+            "online_block": compare(ref, on_block["out"] / scale_out),
             "row_softmax": compare(ref, o_row), "float_reuse": compare(ref, f_reuse),
             "p_zero": float(np.mean(p_row == 0)), "p_zero_online": float(np.mean(p_online == 0)),
             "row_weight": float(p_row.astype(np.int64).sum(axis=1).mean()),

@@ -23,8 +23,10 @@ def _exp(y):
     return math.floor(32768 * 2.0 ** (-frac / 256) + 0.5) >> whole if whole < 16 else 0
 
 
-def scalar_online(row, v, mult, shift, blocks):
-    """One query row, one key at a time, plain Python ints, the contract's steps spelt out."""
+def scalar_online(row, v, mult, shift, blocks, block_max=False):
+    """One query row, one key at a time, plain Python ints, the contract's steps spelt out
+    (``block_max``: P to each block's own maximum, scaled into O and L by G with 8 more
+    fractional bits, R from 2**48)."""
     y = lambda d: (d * mult + (1 << (shift - 1))) >> shift   # noqa: E731
     d = len(v[0])
     top, acc, weight = None, [0] * d, 0
@@ -35,12 +37,23 @@ def scalar_online(row, v, mult, shift, blocks):
             acc = [(a * f + 2 ** 14) >> 15 for a in acc]
             weight = (weight * f + 2 ** 14) >> 15
         top = new_top
+        ref = max(row[j] for j in keys) if block_max else top
+        gain = _exp(y(top - ref))
+        psum, part = 0, [0] * d
         for j in keys:
-            p = (_exp(y(top - row[j])) * 255 + 2 ** 14) >> 15
-            weight += p
-            acc = [a + p * int(v[j][c]) for c, a in enumerate(acc)]
-    recip = 2 ** 40 // weight
-    out = [min(max((a * recip + 2 ** 31) >> 32, -2 ** 15), 2 ** 15 - 1) for a in acc]
+            p = (_exp(y(ref - row[j])) * 255 + 2 ** 14) >> 15
+            psum += p
+            part = [x + p * int(v[j][c]) for c, x in enumerate(part)]
+        if block_max:
+            weight += (psum * gain + 2 ** 6) >> 7
+            acc = [a + ((x * gain + 2 ** 6) >> 7) for a, x in zip(acc, part)]
+        else:
+            weight += psum
+            acc = [a + x for a, x in zip(acc, part)]
+    norm = 48 if block_max else 40
+    recip = 2 ** norm // weight
+    out = [min(max((a * recip + 2 ** (norm - 9)) >> (norm - 8), -2 ** 15), 2 ** 15 - 1)
+           for a in acc]
     return out, acc, weight
 
 
@@ -66,13 +79,16 @@ def test_bit_exact_random_rows_and_blocks(seed):
                                       replace=False)) if n > 1 else []
             parts = [list(p) for p in np.split(perm, cuts)]
             blocks = [np.asarray(p) for p in parts]
-        got = on.attention_online(s, v, mult, shift, blocks)
-        st = on.online_stages(s, v, mult, shift, blocks)
-        assert got.dtype == np.int16 and got.shape == (rows, d)
-        for r in range(rows):
-            out, acc, weight = scalar_online(s[r].tolist(), v.tolist(), mult, shift, parts)
-            assert got[r].tolist() == out and st["acc"][r].tolist() == acc
-            assert st["weight"][r] == weight
+        for block_max in (False, True):
+            ref = "block" if block_max else "running"
+            got = on.attention_online(s, v, mult, shift, blocks, p_reference=ref)
+            st = on.online_stages(s, v, mult, shift, blocks, p_reference=ref)
+            assert got.dtype == np.int16 and got.shape == (rows, d)
+            for r in range(rows):
+                out, acc, weight = scalar_online(s[r].tolist(), v.tolist(), mult, shift, parts,
+                                                 block_max)
+                assert got[r].tolist() == out and st["acc"][r].tolist() == acc
+                assert st["weight"][r] == weight
 
 
 def test_one_block_is_the_row_relative_to_its_maximum():
@@ -86,6 +102,22 @@ def test_one_block_is_the_row_relative_to_its_maximum():
     p = (e * 255 + 2 ** 14) >> 15
     assert np.array_equal(st["weight"], p.sum(axis=1))
     assert np.array_equal(st["acc"], p @ v)
+
+
+def test_block_reference_with_one_block_is_the_running_one():
+    """One block: its maximum is the row's, G = 2**15, and the 8 extra bits of O, L and R's
+    numerator cancel."""
+    rng = np.random.default_rng(4)
+    s = rng.integers(-4000, 4000, size=(5, 40))
+    v = rng.integers(-128, 128, size=(40, 3))
+    mult, shift = softmax_scale(0.002)
+    run = on.online_stages(s, v, mult, shift, 40)
+    blk = on.online_stages(s, v, mult, shift, 40, p_reference="block")
+    assert np.array_equal(blk["acc"], run["acc"] << 8)
+    assert np.array_equal(blk["weight"], run["weight"] << 8)
+    assert np.array_equal(blk["out"], run["out"])
+    with pytest.raises(ValueError, match="p_reference must be one of running, block"):
+        on.online_stages(s, v, mult, shift, 40, p_reference="row")
 
 
 def test_blocks_after_the_maximum_commute():
