@@ -75,7 +75,7 @@ def table_rows(summary: dict) -> list[list[str]]:
 LENGTH_GRIDS = ("4x8x8", "4x16x16", "8x16x16", "8x32x32", "16x32x32")
 LENGTH_PRESETS = ("hunyuanvideo", "wan2.1", "cogvideox-5b")
 #: Outputs of the length sweep, in table order.
-LENGTH_PATHS = ("row_softmax", "online", "float_reuse", "online_exact")
+LENGTH_PATHS = ("row_softmax", "online", "online_block", "float_reuse", "online_exact")
 #: The engine core's key box at its default 64 tokens (``docs/engine.md``).
 KEY_BOX = (2, 2, 16)
 #: Query rows evaluated per head (evenly spaced; every key is used).

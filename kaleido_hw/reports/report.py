@@ -1355,16 +1355,17 @@ def report_attention_length(ctx: Context, plt) -> Result:
     summary = ar.length_summary(r.rows)
     r.summary = {f"{p} {g}": a for (p, g), a in summary.items()}
     r.table = _md_table(["preset", "tokens", "section 14 (P / row sum): PSNR dB / cosine",
-                         "section 15 (key blocks)", "float softmax", "section 15, exact S and V",
-                         "P = 0 (14 / 15)", "row sum of P (14)"], ar.length_table_rows(summary))
+                         "section 15 (key blocks)", "section 15, P to the block's maximum",
+                         "float softmax", "section 15, exact S and V", "P = 0 (14 / 15)",
+                         "row sum of P (14)"], ar.length_table_rows(summary))
     r.notes.append(f"reuse S, V reused along t (window 2); keys in boxes of "
                    f"{'x'.join(map(str, ar.KEY_BOX))}; {ar.LENGTH_QUERIES} evenly spaced "
                    f"queries, every key; reference float64 softmax(S_exact * scale) @ V, "
                    f"outputs in units of V's int8 LSB")
     for (p, g), a in summary.items():
         r.lines.append(f"{p} {int(a['tokens'])} tokens: section 14 {a['row_softmax_psnr']:.1f} "
-                       f"dB, section 15 {a['online_psnr']:.1f} dB (float "
-                       f"{a['float_reuse_psnr']:.1f} dB)")
+                       f"dB, section 15 {a['online_psnr']:.1f} dB (P to the block's maximum "
+                       f"{a['online_block_psnr']:.1f} dB, float {a['float_reuse_psnr']:.1f} dB)")
     fig, ax = plt.subplots(figsize=(8, 3.8))
     for preset in dict.fromkeys(p for p, _ in summary):
         pts = [(a["tokens"], a) for (p, _), a in summary.items() if p == preset]

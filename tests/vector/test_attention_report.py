@@ -33,5 +33,6 @@ def test_length_rows_summary_table():
     assert abs(long["online_psnr"] - long["float_reuse_psnr"]) < 0.5
     assert long["online_psnr"] > long["row_softmax_psnr"] and long["p_zero"] > long["p_zero_online"]
     table = ar.length_table_rows(summary)
-    assert [r[:2] for r in table] == [["wan2.1", "32"], ["wan2.1", "256"]] and len(table[0]) == 8
+    assert [r[:2] for r in table] == [["wan2.1", "32"], ["wan2.1", "256"]] and len(table[0]) == 9
+    assert abs(long["online_block_psnr"] - long["float_reuse_psnr"]) < 0.5
     assert "attention-length" in REPORTS and "attention-length" not in ON_REQUEST
