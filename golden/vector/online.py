@@ -39,7 +39,7 @@ import numpy as np
 
 from golden.checks import as_int8, check_int
 from golden.vector.softmax import (EXP_BITS, EXP_ONE, MAX_ROW, P_ONE, _as_scores, _check_scale,
-                                   exp_fixed)
+                                   exp_fixed, exponent)
 
 
 __all__ = ["O_FRAC_BITS", "OUT_MIN", "OUT_MAX", "NORM_BITS", "BLOCK_MAX", "P_REFERENCES",
@@ -99,14 +99,20 @@ def check_blocks(blocks, n: int) -> list[np.ndarray]:
     return out
 
 
-def _exponent(d, mult: int, shift: int):
-    """Section 14's ``y = (d * mult + 2**(shift-1)) >> shift`` of score distances ``d >= 0``."""
-    return (d * mult + (1 << (shift - 1))) >> shift
+def _exp_of(d, mult: int, shift: int):
+    """Section 14's ``E = exp_fixed(y(d))`` of score distances ``d >= 0`` (relative to
+    ``2**15``)."""
+    return exp_fixed(exponent(d, mult, shift))
 
 
-def _rescale(x, f):
-    """``(x * f + 2**14) >> 15``: ``x`` times ``f / 2**15``, rounded half up."""
-    return (x * f + (1 << (EXP_BITS - 1))) >> EXP_BITS
+def _weights(e):
+    """P of exponentials ``e``: ``(E * 255 + 2**14) >> 15``, uint8 of scale 1/255."""
+    return (e * P_ONE + (1 << (EXP_BITS - 1))) >> EXP_BITS
+
+
+def _rescale(x, f, drop: int = EXP_BITS):
+    """``(x * f + 2**(drop-1)) >> drop``: ``x`` times ``f / 2**drop``, rounded half up."""
+    return (x * f + (1 << (drop - 1))) >> drop
 
 
 #: Reference of a block's P: the row's running maximum (section 15, what the RTL builds) or
@@ -159,14 +165,13 @@ def online_stages(s, v, mult: int, shift: int, blocks, trace: bool = False,
         new_max = sb.max(axis=1) if i == 0 else np.maximum(run_max, sb.max(axis=1))
         factor = np.full(rows, EXP_ONE, dtype=np.int64)
         if i:
-            factor = exp_fixed(_exponent(new_max - run_max, mult, shift))
+            factor = _exp_of(new_max - run_max, mult, shift)
             rescales += new_max > run_max
             acc = _rescale(acc, factor[:, None])
             weight = _rescale(weight, factor)
         run_max = new_max
         ref = run_max if p_reference == "running" else sb.max(axis=1)
-        e = exp_fixed(_exponent(ref[:, None] - sb, mult, shift))
-        p = (e * P_ONE + (1 << (EXP_BITS - 1))) >> EXP_BITS
+        p = _weights(_exp_of(ref[:, None] - sb, mult, shift))
         # Exact through float64: |partial| <= 255 * 128 * n < 2**53.
         partial = (p.astype(np.float64) @ vf[keys]).astype(np.int64)
         step = {}
@@ -174,10 +179,10 @@ def online_stages(s, v, mult: int, shift: int, blocks, trace: bool = False,
             acc += partial
             weight += p.sum(axis=1)
         else:
-            gain = exp_fixed(_exponent(run_max - ref, mult, shift))
+            gain = _exp_of(run_max - ref, mult, shift)
             drop = EXP_BITS - BLOCK_FRAC_BITS
-            acc += (partial * gain[:, None] + (1 << (drop - 1))) >> drop
-            weight += (p.sum(axis=1) * gain + (1 << (drop - 1))) >> drop
+            acc += _rescale(partial, gain[:, None], drop)
+            weight += _rescale(p.sum(axis=1), gain, drop)
             step["gain"] = gain
         if trace:
             steps.append({"keys": keys, "max": run_max.copy(), "factor": factor, "p": p,
@@ -186,8 +191,7 @@ def online_stages(s, v, mult: int, shift: int, blocks, trace: bool = False,
     # (R keeps its 33 bits and its precision).
     norm = NORM_BITS + (BLOCK_FRAC_BITS if p_reference == "block" else 0)
     recip = (1 << norm) // weight
-    drop = norm - O_FRAC_BITS
-    out = np.clip((acc * recip[:, None] + (1 << (drop - 1))) >> drop, OUT_MIN, OUT_MAX)
+    out = np.clip(_rescale(acc, recip[:, None], norm - O_FRAC_BITS), OUT_MIN, OUT_MAX)
     res = {"max": run_max, "weight": weight, "acc": acc, "recip": recip, "out": out,
            "rescales": rescales}
     if trace:
@@ -292,8 +296,7 @@ def online_attention_quality(q, k, v, grid, groups, scale: float, blocks=(2, 2, 
     scale_out = float(1 << O_FRAC_BITS)
     # Section 15's P of the whole row relative to the row's maximum: what the blocks
     # quantise at the latest (a block's P is relative to the running maximum, never above).
-    e_final = exp_fixed(_exponent(on["max"][:, None] - s_reuse, mult, shift))
-    p_online = (e_final * P_ONE + (1 << (EXP_BITS - 1))) >> EXP_BITS
+    p_online = _weights(_exp_of(on["max"][:, None] - s_reuse, mult, shift))
     v_blocks = (_block_v_reduction(v, grid, parts, v_directions, window, full_bits, half_bits)
                 if reuse_v else 0.0)
     return {"queries": int(rows.size), "blocks": len(parts), "mult": mult, "shift": shift,

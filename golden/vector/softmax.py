@@ -25,7 +25,7 @@ from golden.checks import check_int
 
 
 __all__ = ["EXP_LUT", "EXP_ONE", "MAX_ROW", "MULT_MIN", "MULT_MAX", "P_ONE", "RECIP_BITS",
-           "SHIFT_MAX", "SHIFT_MIN", "Y_FRAC_BITS", "SoftmaxScale", "exp_fixed", "scale_of",
+           "SHIFT_MAX", "SHIFT_MIN", "Y_FRAC_BITS", "SoftmaxScale", "exp_fixed", "exponent", "scale_of",
            "softmax_int", "softmax_scale", "softmax_stages"]
 
 #: Fractional bits of the base-2 exponent ``y`` (the exp table has ``2**Y_FRAC_BITS`` entries).
@@ -128,6 +128,13 @@ def exp_fixed(y) -> np.ndarray:
     return np.where(k < EXP_ZERO_SHIFT, e, 0)
 
 
+def exponent(d, mult: int, shift: int):
+    """Step 2: ``y = (d * mult + 2**(shift-1)) >> shift`` of score distances ``d >= 0``, the
+    base-2 exponent with :data:`Y_FRAC_BITS` fractional bits (``mult``, ``shift`` checked by
+    the caller)."""
+    return (d * mult + (1 << (shift - 1))) >> shift
+
+
 def softmax_stages(s, mult: int, shift: int) -> dict:
     """Every intermediate of :func:`softmax_int` (int64 arrays; per row: ``max``, ``sum``,
     ``recip``; per element: ``d``, ``y``, ``e``, ``p``), for tests and bench diagnostics."""
@@ -135,7 +142,7 @@ def softmax_stages(s, mult: int, shift: int) -> dict:
     s = _as_scores(s)
     smax = s.max(axis=-1, keepdims=True)
     d = smax - s
-    y = (d * mult + (1 << (shift - 1))) >> shift
+    y = exponent(d, mult, shift)
     e = exp_fixed(y)
     total = e.sum(axis=-1, keepdims=True)
     recip = (P_ONE << RECIP_BITS) // total
