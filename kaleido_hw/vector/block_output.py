@@ -8,7 +8,7 @@ Golden model: :func:`golden.vector.online_stages` with ``trace=True`` (per block
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
-from amaranth.lib import fifo, memory, stream, wiring
+from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.vector.online import NORM_BITS, O_FRAC_BITS
@@ -17,13 +17,14 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.vector.layouts import (EXP_WIDTH, O_BITS, OUT_BITS, WEIGHT_BITS, chunk_width,
                                        finish_layout, output_beat_layout, partial_beat_layout,
                                        state_row_width)
+from kaleido_hw.vector.credited_output import CreditedOutput
 from kaleido_hw.vector.reciprocal import RowReciprocal
 
 
 __all__ = ["BlockOutputUnit", "RECIP_BITS_OUT", "FINISH_OVERHEAD"]
 
 #: ``R = 2**40 // L <= 2**40 / 255``: 33 bits.
-RECIP_BITS_OUT = (((1 << NORM_BITS) // P_ONE)).bit_length()
+RECIP_BITS_OUT = ((1 << NORM_BITS) // P_ONE).bit_length()
 #: R's low part (the first pass of a read-out); F (at most 2**15) fits it too.
 SPLIT = 17
 assert (1 << EXP_BITS) < 1 << SPLIT and RECIP_BITS_OUT - SPLIT <= SPLIT
@@ -120,8 +121,7 @@ class BlockOutputUnit(wiring.Component):
         m.submodules.recip = recip
 
         out_layout = output_beat_layout(cfg)
-        out_fifo = fifo.SyncFIFOBuffered(width=out_layout.size, depth=OUT_FIFO_DEPTH)
-        m.submodules.out_fifo = out_fifo
+        out_buf = CreditedOutput(m, "out_fifo", self.out, OUT_FIFO_DEPTH)
 
         # -- the pipeline: stage 0 read, 1 the word arrives (registered), 2 registered again,
         # 3 products, 4 write or output. The second register keeps the SRAM's clock-to-output
@@ -149,12 +149,11 @@ class BlockOutputUnit(wiring.Component):
         reading = Signal()
         chunk = Signal(range(max(chunks, 2)))
         second = Signal()                    # the chunk's second read (R's high part)
-        in_flight = Signal(range(OUT_FIFO_DEPTH + 1))
         issue = Signal()
-        m.d.comb += issue.eq(reading & (out_fifo.level + in_flight < OUT_FIFO_DEPTH))
-        issue_out = issue & second            # a read that will give an output beat
+        m.d.comb += issue.eq(reading & out_buf.room)
         quiet = ~Cat(*v[1:]).any()           # no beat in flight
-        m.d.comb += self.fin.ready.eq(~finishing & ~recip.busy & quiet)
+        # (The division runs only while a row is being finished.)
+        m.d.comb += self.fin.ready.eq(~finishing & quiet)
         fin_go = self.fin.valid & self.fin.ready
         m.d.comb += [recip.start.eq(fin_go), recip.total.eq(self.fin.payload.weight),
                      recip.slot_in.eq(0)]
@@ -222,10 +221,7 @@ class BlockOutputUnit(wiring.Component):
         m.d.comb += [wp.addr.eq(addr[S]), wp.data.eq(Cat(*new)), wp.en.eq(v[S] & ~norm[S])]
         beat = Signal(out_layout)
         m.d.comb += [beat.values.as_value().eq(Cat(*outs)), beat.row.eq(addr[S][CW:]),
-                     beat.chunk.eq(addr[S][:CW]), beat.last.eq(last[S]),
-                     out_fifo.w_data.eq(beat.as_value()),
-                     out_fifo.w_en.eq(v[S] & norm[S] & high[S])]
-        m.d.sync += in_flight.eq(in_flight + issue_out - (v[S] & norm[S] & high[S]))
-        m.d.comb += [self.out.payload.eq(out_fifo.r_data), self.out.valid.eq(out_fifo.r_rdy),
-                     out_fifo.r_en.eq(self.out.ready)]
+                     beat.chunk.eq(addr[S][:CW]), beat.last.eq(last[S])]
+        # Only a chunk's second read gives an output beat.
+        out_buf.track(issue & second, v[S] & norm[S] & high[S], beat.as_value())
         return m

@@ -9,12 +9,13 @@ Golden model: :func:`golden.vector.online_stages` with ``trace=True`` (per block
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
-from amaranth.lib import fifo, memory, stream, wiring
+from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.vector.softmax import EXP_BITS, EXP_ONE, P_ONE
 from kaleido_hw.bitops import onehot_or, tree
 from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.vector.credited_output import CreditedOutput
 from kaleido_hw.vector.exp_lane import ExpLane
 from kaleido_hw.vector.layouts import (EXP_WIDTH, MULT_BITS, SHIFT_BITS, WEIGHT_BITS,
                                        block_prob_beat_layout, block_score_beat_layout,
@@ -132,23 +133,20 @@ class BlockSoftmaxUnit(wiring.Component):
         old_weight = Signal(WEIGHT_BITS)
         rise = Signal(B)                    # M' - M (0 on a first block)
         addr = Signal(range(max(W, 2)))
-        issuing = Signal()
         last_read = Signal()
         m.d.comb += last_read.eq(addr == row_beats - 1)
 
-        p_layout = block_prob_beat_layout(cfg)
-        p_fifo = fifo.SyncFIFOBuffered(width=p_layout.size, depth=OUT_FIFO_DEPTH)
-        m.submodules.p_fifo = p_fifo
-        in_flight = Signal(range(OUT_FIFO_DEPTH + 1))
-        issue = Signal()
-        m.d.comb += issue.eq(issuing & (p_fifo.level + in_flight < OUT_FIFO_DEPTH))
-        row_written = Signal()              # the row's last beat reached the FIFO
-
-        m.d.comb += st_r.addr.eq(pick(ri.fields["row"], ptr))
         # The pass's state, decoded by an If chain (an m.FSM of five states emits incomplete
         # cases, which Verilator -Wall rejects).
         IDLE, STATE, MAX, READ, DRAIN = range(5)
         phase = Signal(range(5), name="pass_state")
+        p_layout = block_prob_beat_layout(cfg)
+        p_out = CreditedOutput(m, "p_fifo", self.p, OUT_FIFO_DEPTH)
+        issue = Signal()
+        m.d.comb += issue.eq((phase == READ) & p_out.room)
+        row_written = Signal()              # the row's last beat reached the FIFO
+
+        m.d.comb += st_r.addr.eq(pick(ri.fields["row"], ptr))
         with m.If(phase == IDLE):
             # The state read is issued now (address from the buffer's registers) and lands
             # at the next edge.
@@ -171,13 +169,13 @@ class BlockSoftmaxUnit(wiring.Component):
             m.d.sync += [row_max.eq(new_max),
                          rise.eq(Mux(row_first, 0, (new_max - old_max)[:B])),
                          old_weight.eq(Mux(row_first, 0, old_weight)),
-                         issuing.eq(1), addr.eq(0), phase.eq(READ)]
+                         addr.eq(0), phase.eq(READ)]
         with m.Elif(phase == READ):
             with m.If(issue):
                 m.d.sync += addr.eq(addr + 1)
                 with m.If(last_read):
                     # The last read lands at this edge: the buffer is free.
-                    m.d.sync += [issuing.eq(0), ptr.eq(ri.next_buffer(ptr)), phase.eq(DRAIN)]
+                    m.d.sync += [ptr.eq(ri.next_buffer(ptr)), phase.eq(DRAIN)]
                     for j in range(NB):
                         with m.If(ptr == j):
                             m.d.sync += ri.state[j].eq(FREE)
@@ -242,16 +240,13 @@ class BlockSoftmaxUnit(wiring.Component):
             out.p.as_value().eq(p_word), out.tail.eq(Mux(blast[depth], row_tail, L - 1)),
             out.last.eq(blast[depth]), out.row.eq(row_idx), out.factor.eq(factor),
             out.weight.eq(Mux(blast[depth], total[:WEIGHT_BITS], 0)),
-            p_fifo.w_data.eq(out.as_value()), p_fifo.w_en.eq(bv[depth]),
         ]
+        p_out.track(issue, bv[depth], out.as_value())
         m.d.comb += row_written.eq(bv[depth] & blast[depth])
         m.d.comb += [st_w.addr.eq(row_idx), st_w.data.eq(Cat(row_max, total[:WEIGHT_BITS])),
                      st_w.en.eq(row_written)]
         with m.If(row_written & total[WEIGHT_BITS]):
             m.d.sync += self.weight_overflow.eq(1)
-        m.d.sync += in_flight.eq(in_flight + issue - bv[depth])
-        m.d.comb += [self.p.payload.eq(p_fifo.r_data), self.p.valid.eq(p_fifo.r_rdy),
-                     p_fifo.r_en.eq(self.p.ready)]
 
         # -- row buffer ports: the input writes, the output pass reads ---------------------
         write_en = Signal(NB)

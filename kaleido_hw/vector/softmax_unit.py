@@ -13,6 +13,7 @@ from amaranth.lib.wiring import In, Out
 from golden.vector.softmax import EXP_ONE, RECIP_BITS
 from kaleido_hw.bitops import onehot_or, tree
 from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.vector.credited_output import CreditedOutput
 from kaleido_hw.vector.exp_lane import ExpLane
 from kaleido_hw.vector.layouts import (EXP_WIDTH, MULT_BITS, RECIP_WIDTH, SHIFT_BITS,
                                        lane_index_width, prob_beat_layout, score_beat_layout)
@@ -222,13 +223,9 @@ class SoftmaxUnit(wiring.Component):
         out_tail = Signal(TW)
         out_recip = Signal(RECIP_WIDTH)
         p_layout = prob_beat_layout(cfg)
-        p_fifo = fifo.SyncFIFOBuffered(width=p_layout.size, depth=OUT_FIFO_DEPTH)
-        m.submodules.p_fifo = p_fifo
-        in_flight = Signal(range(OUT_FIFO_DEPTH + 1))
-        room = Signal()
-        m.d.comb += room.eq(p_fifo.level + in_flight < OUT_FIFO_DEPTH)
+        p_out = CreditedOutput(m, "p_fifo", self.p, OUT_FIFO_DEPTH)
         issue = Signal()
-        m.d.comb += issue.eq(out_busy & room)
+        m.d.comb += issue.eq(out_busy & p_out.room)
         out_last = Signal()
         m.d.comb += out_last.eq(out_addr == out_beats - 1)
         out_next = Signal(range(NB))        # buffer of the next row to read out
@@ -274,11 +271,8 @@ class SoftmaxUnit(wiring.Component):
         p_beat = Signal(p_layout)
         for i in range(L):
             m.d.comb += p_beat.p[i].eq((prods[i] + (1 << (RECIP_BITS - 1))) >> RECIP_BITS)
-        m.d.comb += [p_beat.tail.eq(o3_tail), p_beat.last.eq(o3_last),
-                     p_fifo.w_data.eq(p_beat.as_value()), p_fifo.w_en.eq(o3_valid)]
-        m.d.sync += in_flight.eq(in_flight + issue - o3_valid)
-        m.d.comb += [self.p.payload.eq(p_fifo.r_data), self.p.valid.eq(p_fifo.r_rdy),
-                     p_fifo.r_en.eq(self.p.ready)]
+        m.d.comb += [p_beat.tail.eq(o3_tail), p_beat.last.eq(o3_last)]
+        p_out.track(issue, o3_valid, p_beat.as_value())
 
         # -- row buffer ports: each buffer serves the unit that owns it --------------------
         # The write enable and the input-or-E select of each buffer are registers decided a
