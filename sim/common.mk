@@ -35,8 +35,8 @@ COCOTB_HDL_TIMEPRECISION = 1ps
 # The repo's verilator wrapper first: the system's 5.006 is too old for cocotb 2.x.
 export PATH := $(REPO)/tools/bin:$(REPO)/.venv/bin:$(PATH)
 export KALEIDO_PYTHON ?= $(REPO)/.venv/bin/python
-# Shared helpers: sim/ and the blocks' folders (sim/pe/reuse, sim/dispatch, sim/engine, sim/engine/tile).
-export PYTHONPATH := $(REPO)/sim:$(REPO)/sim/pe/reuse:$(REPO)/sim/dispatch:$(REPO)/sim/engine:$(REPO)/sim/engine/tile:$(REPO):$(PYTHONPATH)
+# Shared helpers: sim/ and the blocks' folders (sim/pe/reuse, sim/dispatch, sim/engine, sim/engine/tile, sim/vector).
+export PYTHONPATH := $(REPO)/sim:$(REPO)/sim/pe/reuse:$(REPO)/sim/dispatch:$(REPO)/sim/engine:$(REPO)/sim/engine/tile:$(REPO)/sim/vector:$(REPO):$(PYTHONPATH)
 
 ifeq ($(SIM),verilator)
   # Make 4.3's $(shell) does not see the PATH exported above, so name the wrapper's folder.

@@ -34,9 +34,11 @@ BENCHES = {"pe/reuse": "kaleido_pe", "pe/baseline": "baseline_pe",
            "engine/kaleido": "kaleido_engine", "engine/linear": "linear_engine",
            "engine/plain": "plain_engine", "engine/core": "kaleido_core",
            "vector/softmax": "vector_unit", "engine/pv": "pv_engine",
-           "engine/head": "attention_head"}
+           "engine/head": "attention_head", "vector/block": "block_softmax",
+           "vector/output": "block_output"}
 #: Folders of the shared bench helpers (on PYTHONPATH, as sim/common.mk puts them).
-HELPER_DIRS = [SIM_DIR, SIM_DIR / "pe", SIM_DIR / "dispatch", SIM_DIR / "engine"]
+HELPER_DIRS = [SIM_DIR, SIM_DIR / "pe", SIM_DIR / "dispatch", SIM_DIR / "engine",
+               SIM_DIR / "vector"]
 
 
 def test_module_of(bench: str) -> str:

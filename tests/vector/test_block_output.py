@@ -10,13 +10,14 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.hdl import Const, Value
+from amaranth.hdl import Value
 from amaranth.sim import Simulator
 
 from golden.vector import online_stages, softmax_scale
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.vector.block_output import FINISH_OVERHEAD, BlockOutputUnit
-from kaleido_hw.vector.layouts import finish_layout, output_beat_layout, partial_beat_layout
+from kaleido_hw.vector.layouts import output_beat_layout
+from long_head_beats import finish_requests, output_beats, partial_beats
 
 SMALL = KaleidoConfig(vector_lanes=4, engine_max_head_dim=24, engine_max_tokens=6)
 ODD = KaleidoConfig(vector_lanes=5, vector_max_row=20, engine_max_head_dim=16, engine_max_tokens=5,
@@ -32,32 +33,9 @@ def _head(rng, rows, n, d, scale):
 
 def _stimulus(cfg, s, v, mult, shift, blocks, order=None):
     """(o beats with the row each finishes or None, fin requests, expected output beats)."""
-    L = cfg.vector_lanes
-    chunks = -(-cfg.engine_max_head_dim // L)
     st = online_stages(s, v, mult, shift, blocks, trace=True)
-    rows, d = st["out"].shape
-    o_layout, f_layout = partial_beat_layout(cfg), finish_layout(cfg)
-    out_layout = output_beat_layout(cfg)
-
-    def lanes(values, c):
-        chunk = [int(x) for x in values[c * L:(c + 1) * L]]
-        return chunk + [0] * (L - len(chunk))
-
-    beats = []
-    for b, step in enumerate(st["blocks"]):
-        for r in (order(b) if order else range(rows)):
-            for c in range(chunks):
-                beats.append((Const.cast(o_layout.const({
-                    "values": lanes(step["partial"][r], c), "row": r, "chunk": c,
-                    "first": int(b == 0), "factor": int(step["factor"][r])})).value,
-                    r if b == len(st["blocks"]) - 1 and c == chunks - 1 else None))
-    fins, want = {}, {}
-    for r in range(rows):
-        fins[r] = Const.cast(f_layout.const({"row": r, "weight": int(st["weight"][r])})).value
-        want[r] = [Const.cast(out_layout.const({
-            "values": lanes(st["out"][r], c), "row": r, "chunk": c,
-            "last": int(c == chunks - 1)})).value for c in range(chunks)]
-    return beats, fins, want
+    return (partial_beats(cfg, st["blocks"], order), finish_requests(cfg, st["weight"]),
+            output_beats(cfg, st["out"]))
 
 
 def _run(cfg, heads, *, gap=0.0, stall=0.0, seed=0, max_cycles=20_000, fins_last=False):
@@ -182,7 +160,7 @@ def test_one_words_beats_back_to_back():
 
 def test_bad_weight_flag_and_no_hang():
     cfg = SMALL
-    fin = Const.cast(finish_layout(cfg).const({"row": 1, "weight": 0})).value
+    fin = finish_requests(cfg, [0, 0])[1]
     chunks = -(-cfg.engine_max_head_dim // cfg.vector_lanes)
     dut = BlockOutputUnit(cfg)
     out = {}

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from amaranth.hdl import Const, Value
+from amaranth.hdl import Value
 from amaranth.sim import Simulator
 
 from golden.vector import online_stages, softmax_scale
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.vector.block_softmax import ROW_OVERHEAD, BlockSoftmaxUnit
-from kaleido_hw.vector.layouts import block_prob_beat_layout, block_score_beat_layout
+from kaleido_hw.vector.layouts import block_prob_beat_layout
+from long_head_beats import prob_beats, score_beats
 from tests.stream_harness import run_stream
 
 SMALL = KaleidoConfig(vector_lanes=4, vector_max_row=16, vector_row_buffers=2,
@@ -30,45 +31,14 @@ def _head(rng, rows: int, n: int, scale: float):
     return np.clip(s, -2 ** 23, 2 ** 23 - 1)
 
 
-def _beats(cfg, s, blocks, mult, shift, order):
-    """Input beats of the block rows ``order`` = [(block index, row), ...]."""
-    L = cfg.vector_lanes
-    layout = block_score_beat_layout(cfg)
-    beats = []
-    for b, r in order:
-        row = s[r, blocks[b]]
-        k = -(-len(row) // L)
-        for j in range(k):
-            chunk = [int(x) for x in row[j * L:(j + 1) * L]]
-            beats.append(Const.cast(layout.const({
-                "scores": chunk + [0] * (L - len(chunk)), "tail": len(chunk) - 1,
-                "last": int(j == k - 1), "mult": mult, "shift": shift, "row": r,
-                "first": int(b == 0)})).value)
-    return beats
-
-
 def _expected(cfg, s, blocks, mult, shift, order):
-    """Output beats from the golden trace: per block row its P beats, row, factor, weight."""
-    L = cfg.vector_lanes
+    """Output beats from the golden trace (V plays no part in P)."""
     v = np.zeros((s.shape[1], 1), dtype=np.int8)
-    steps = online_stages(s, v, mult, shift, blocks, trace=True)["blocks"]
-    layout = block_prob_beat_layout(cfg)
-    out = []
-    for b, r in order:
-        p = [int(x) for x in steps[b]["p"][r]]
-        k = -(-len(p) // L)
-        for j in range(k):
-            chunk = p[j * L:(j + 1) * L]
-            last = j == k - 1
-            out.append(Const.cast(layout.const({
-                "p": chunk + [0] * (L - len(chunk)), "tail": len(chunk) - 1 if last else L - 1,
-                "last": int(last), "row": r, "factor": int(steps[b]["factor"][r]),
-                "weight": int(steps[b]["weight"][r]) if last else 0})).value)
-    return out
+    return prob_beats(cfg, online_stages(s, v, mult, shift, blocks, trace=True)["blocks"], order)
 
 
 def _check(cfg, s, blocks, mult, shift, order, gap, stall, seed):
-    beats = _beats(cfg, s, blocks, mult, shift, order)
+    beats = score_beats(cfg, s, blocks, mult, shift, order)
     want = _expected(cfg, s, blocks, mult, shift, order)
     dut = BlockSoftmaxUnit(cfg)
     run = run_stream(dut, beats, len(want), gap=gap, stall=stall, seed=seed, ports=("s", "p"))
@@ -140,11 +110,9 @@ def test_output_period(beats):
 
 def test_overflow_is_sticky_and_the_rest_runs():
     cfg = SMALL
-    layout = block_score_beat_layout(cfg)
     mult, shift = softmax_scale(0.01)
-    beats = [Const.cast(layout.const({"scores": [1, 2, 3, 4], "tail": 3, "last": int(j == 4),
-                                      "mult": mult, "shift": shift, "row": 0,
-                                      "first": 1})).value for j in range(5)]   # 20 > 16 scores
+    beats = score_beats(cfg, np.array([[1, 2, 3, 4] * 5]), [np.arange(20)], mult, shift,
+                        [(0, 0)])                      # 20 > 16 scores
     dut = BlockSoftmaxUnit(cfg)
     run = run_stream(dut, beats, 4, ports=("s", "p"))
     out = [block_prob_beat_layout(cfg).from_bits(w) for w in run.out_items]

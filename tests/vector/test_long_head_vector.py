@@ -11,19 +11,19 @@ from __future__ import annotations
 import random
 
 import numpy as np
-from amaranth.hdl import Const, Module, Value
+from amaranth.hdl import Module, Value
 from amaranth.sim import Simulator
 
 from golden.vector import attention_online, softmax_scale
 from golden.vector.online import box_blocks
 from golden.window import window_effective_operand, window_masks
-from golden.workloads import make_qkv
 from golden.numerics import ChannelGroups, attention_scores
+from golden.workloads import make_qkv
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.vector.block_output import BlockOutputUnit
 from kaleido_hw.vector.block_softmax import BlockSoftmaxUnit
-from kaleido_hw.vector.layouts import (block_prob_beat_layout, block_score_beat_layout,
-                                       finish_layout, output_beat_layout, partial_beat_layout)
+from kaleido_hw.vector.layouts import block_prob_beat_layout, output_beat_layout
+from long_head_beats import finish_requests, row_partials, score_beats
 
 
 def test_head_through_both_units():
@@ -37,22 +37,13 @@ def test_head_through_both_units():
     mult, shift = softmax_scale(w.scale)
     blocks = box_blocks(w.grid, (2, 2, 4))                    # 4 blocks of 16 keys
     want = attention_online(s, v_eff, mult, shift, blocks)
-    chunks = 128 // L
 
     m = Module()
     m.submodules.sm = sm = BlockSoftmaxUnit(cfg)
     m.submodules.out = out = BlockOutputUnit(cfg)
-    s_layout, p_layout = block_score_beat_layout(cfg), block_prob_beat_layout(cfg)
-    o_layout, f_layout = partial_beat_layout(cfg), finish_layout(cfg)
-    x_layout = output_beat_layout(cfg)
-    score_beats = []
-    for b, keys in enumerate(blocks):
-        for r in range(rows):
-            row = [int(x) for x in s[r, keys]]
-            for j in range(0, len(row), L):
-                score_beats.append(Const.cast(s_layout.const({
-                    "scores": row[j:j + L], "tail": L - 1, "last": int(j + L >= len(row)),
-                    "mult": mult, "shift": shift, "row": r, "first": int(b == 0)})).value)
+    p_layout, x_layout = block_prob_beat_layout(cfg), output_beat_layout(cfg)
+    scores = score_beats(cfg, s, blocks, mult, shift,
+                         [(b, r) for b in range(len(blocks)) for r in range(rows)])
     rng = random.Random(5)
     got = {}
 
@@ -64,9 +55,9 @@ def test_head_through_both_units():
         to_o, to_fin = [], []
         s_on = o_on = f_on = False
         for _ in range(40_000):
-            if not s_on and k < len(score_beats) and rng.random() > 0.2:
+            if not s_on and k < len(scores) and rng.random() > 0.2:
                 s_on = True
-                ctx.set(s_pay, score_beats[k])
+                ctx.set(s_pay, scores[k])
             if not o_on and to_o and rng.random() > 0.2:
                 o_on = True
                 ctx.set(o_pay, to_o[0])
@@ -99,14 +90,9 @@ def test_head_through_both_units():
                     r = int(beat.row)
                     b = block_of_row[r]
                     partial = np.asarray(p_row[:len(blocks[b])]) @ v_eff[blocks[b]]
-                    for c in range(chunks):
-                        to_o.append(Const.cast(o_layout.const({
-                            "values": [int(x) for x in partial[c * L:(c + 1) * L]], "row": r,
-                            "chunk": c, "first": int(b == 0),
-                            "factor": int(beat.factor)})).value)
+                    to_o += row_partials(cfg, partial, r, b == 0, int(beat.factor))
                     if b == len(blocks) - 1:
-                        to_fin.append(Const.cast(f_layout.const({
-                            "row": r, "weight": int(beat.weight)})).value)
+                        to_fin.append(finish_requests(cfg, {r: int(beat.weight)})[r])
                     block_of_row[r] += 1
                     p_row = []
             if xv and xr:
@@ -115,7 +101,7 @@ def test_head_through_both_units():
                     int(beat.values[i]) for i in range(L))
             if len(got) == rows and all(len(g) == 128 for g in got.values()):
                 return
-        raise AssertionError(f"hang: {k}/{len(score_beats)} score beats, rows out {sorted(got)}")
+        raise AssertionError(f"hang: {k}/{len(scores)} score beats, rows out {sorted(got)}")
 
     sim = Simulator(m)
     sim.add_clock(1e-6)

@@ -19,20 +19,20 @@ import random
 
 import cocotb
 import numpy as np
-from amaranth.hdl import Const
 from cocotb.triggers import RisingEdge
+from long_head_beats import prob_beats, score_beats
 from simlib import (StreamSink, StreamSource, bench_config, idle_and_reset,
                     seeds_requested)
 
 from golden.vector import online_stages, softmax_scale
 from kaleido_hw.vector.block_softmax import ROW_OVERHEAD
-from kaleido_hw.vector.layouts import block_prob_beat_layout, block_score_beat_layout
+from kaleido_hw.vector.layouts import block_prob_beat_layout
 
 
 CFG = bench_config()
 L, B, MAX_ROW = CFG.vector_lanes, CFG.vector_score_bits, CFG.vector_max_row
 ROWS = CFG.engine_max_tokens
-S_LAYOUT, P_LAYOUT = block_score_beat_layout(CFG), block_prob_beat_layout(CFG)
+P_LAYOUT = block_prob_beat_layout(CFG)
 
 
 def head(rng: np.random.Generator, n: int):
@@ -52,36 +52,15 @@ def head(rng: np.random.Generator, n: int):
 def beats_in(s, blocks, pair, order, rng: random.Random):
     """Input beats of the block rows ``order`` = [(block, row)]; lanes past a row's end carry
     junk (must be ignored)."""
-    mult, shift = pair
-    out = []
-    for b, r in order:
-        row = [int(x) for x in s[r, blocks[b]]]
-        k = -(-len(row) // L)
-        for j in range(k):
-            chunk = row[j * L:(j + 1) * L]
-            junk = [rng.randint(-(1 << (B - 1)), (1 << (B - 1)) - 1) for _ in range(L - len(chunk))]
-            out.append(Const.cast(S_LAYOUT.const({
-                "scores": chunk + junk, "tail": len(chunk) - 1 if j == k - 1 else L - 1,
-                "last": int(j == k - 1), "mult": mult, "shift": shift, "row": r,
-                "first": int(b == 0)})).value)
-    return out
+    def junk(k):
+        return [rng.randint(-(1 << (B - 1)), (1 << (B - 1)) - 1) for _ in range(k)]
+    return score_beats(CFG, s, blocks, *pair, order, fill=junk)
 
 
 def beats_out(s, blocks, pair, order):
     """The expected output beats, from the golden trace."""
     v = np.zeros((s.shape[1], 1), dtype=np.int8)
-    steps = online_stages(s, v, *pair, blocks, trace=True)["blocks"]
-    out = []
-    for b, r in order:
-        p = [int(x) for x in steps[b]["p"][r]]
-        k = -(-len(p) // L)
-        for j in range(k):
-            chunk, last = p[j * L:(j + 1) * L], j == k - 1
-            out.append(Const.cast(P_LAYOUT.const({
-                "p": chunk + [0] * (L - len(chunk)), "tail": len(chunk) - 1 if last else L - 1,
-                "last": int(last), "row": r, "factor": int(steps[b]["factor"][r]),
-                "weight": int(steps[b]["weight"][r]) if last else 0})).value)
-    return out
+    return prob_beats(CFG, online_stages(s, v, *pair, blocks, trace=True)["blocks"], order)
 
 
 async def reset(dut, clock: bool) -> None:

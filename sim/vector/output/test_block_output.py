@@ -20,18 +20,17 @@ import random
 
 import cocotb
 import numpy as np
-from amaranth.hdl import Const
 from cocotb.triggers import RisingEdge
+from long_head_beats import finish_requests, output_beats, partial_beats
 from simlib import StreamSink, bench_config, idle_and_reset, seeds_requested
 
 from golden.vector import online_stages, softmax_scale
-from kaleido_hw.vector.layouts import finish_layout, output_beat_layout, partial_beat_layout
+from kaleido_hw.vector.layouts import output_beat_layout
 
 
 CFG = bench_config()
 L, D, ROWS = CFG.vector_lanes, CFG.engine_max_head_dim, CFG.engine_max_tokens
 CHUNKS = -(-D // L)
-O_LAYOUT, F_LAYOUT = partial_beat_layout(CFG), finish_layout(CFG)
 OUT_LAYOUT = output_beat_layout(CFG)
 
 
@@ -45,25 +44,9 @@ def head(rng: np.random.Generator, n: int, block: int):
     s[:, -max(1, n // 6):] += int(3 / scale)
     v = rng.integers(-128, 128, size=(n, D))
     st = online_stages(s, v, mult, shift, block, trace=True)
-
-    def lanes(values, c):
-        chunk = [int(x) for x in values[c * L:(c + 1) * L]]
-        return chunk + [0] * (L - len(chunk))
-
-    beats = []
-    for b, step in enumerate(st["blocks"]):
-        for r in rng.permutation(ROWS):
-            for c in range(CHUNKS):
-                beats.append((Const.cast(O_LAYOUT.const({
-                    "values": lanes(step["partial"][r], c), "row": int(r), "chunk": c,
-                    "first": int(b == 0), "factor": int(step["factor"][r])})).value,
-                    int(r) if b == len(st["blocks"]) - 1 and c == CHUNKS - 1 else None))
-    fins = {r: Const.cast(F_LAYOUT.const({"row": r, "weight": int(st["weight"][r])})).value
-            for r in range(ROWS)}
-    want = {r: [Const.cast(OUT_LAYOUT.const({"values": lanes(st["out"][r], c), "row": r,
-                                             "chunk": c, "last": int(c == CHUNKS - 1)})).value
-                for c in range(CHUNKS)] for r in range(ROWS)}
-    return beats, fins, want
+    order = [rng.permutation(ROWS) for _ in st["blocks"]]
+    return (partial_beats(CFG, st["blocks"], lambda b: order[b]),
+            finish_requests(CFG, st["weight"]), output_beats(CFG, st["out"]))
 
 
 async def reset(dut, clock: bool) -> None:
@@ -166,7 +149,7 @@ async def test_bad_weight(dut):
     row's beats still come out (their values are meaningless), nothing hangs."""
     await reset(dut, clock=True)
     dut.out__ready.value = 1
-    dut.fin__payload.value = Const.cast(F_LAYOUT.const({"row": 0, "weight": 0})).value
+    dut.fin__payload.value = finish_requests(CFG, [0])[0]
     dut.fin__valid.value = 1
     await RisingEdge(dut.clk)
     while not int(dut.fin__ready.value):
