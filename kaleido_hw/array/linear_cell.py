@@ -17,8 +17,9 @@ from amaranth.lib.wiring import In, Out
 
 from golden.engine.linear import DECODE
 from kaleido_hw.array.layouts import linear_col_layout, linear_mode_layout, linear_row_layout
+from kaleido_hw.array.tile_cell import cell_ports, hold_drain
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.pe.layouts import CtrlLayout, DrainSignature
+from kaleido_hw.pe.layouts import CtrlLayout
 from kaleido_hw.pe.pe import ReusePE
 
 
@@ -107,14 +108,8 @@ class LinearCell(wiring.Component):
 
     def __init__(self, config: KaleidoConfig):
         self.config = config
-        super().__init__({
-            "row": In(linear_row_layout()),
-            "col": In(linear_col_layout()),
-            "row_out": Out(linear_row_layout()),
-            "col_out": Out(linear_col_layout()),
-            "drain": Out(DrainSignature(config.acc_width)),
-            "busy": Out(1),
-        })
+        super().__init__(cell_ports(linear_row_layout(), linear_col_layout(),
+                                    config.acc_width))
 
     def elaborate(self, platform):
         m = Module()
@@ -127,10 +122,6 @@ class LinearCell(wiring.Component):
             pe.row.a0.eq(self.row.a0), pe.row.a1.eq(self.row.a1),
             pe.row.ctrl.eq(dec.ctrl),
             pe.col.b.eq(self.col.b),
-            pe.drain_in.valid.eq(pe.drain_out.valid),
-            pe.drain_in.data.eq(pe.drain_out.data),
-            self.drain.valid.eq(pe.drain_out.valid),
-            self.drain.data.eq(pe.drain_out.data),
-            self.busy.eq(pe.busy),
         ]
+        hold_drain(m, self, pe)
         return m

@@ -36,7 +36,7 @@ from kaleido_hw.pe.layouts import DrainSignature
 
 __all__ = ["pv_mode_layout", "pv_row_layout", "pv_cell_row_layout", "pv_col_layout",
            "pv_cell_col_layout",
-           "pv_decode_tables", "PvCell", "PvArray"]
+           "pv_decode_tables", "pv_pre_add", "pv_column_word", "PvCell", "PvArray"]
 
 #: ``mode.kind`` of a step that issues no unit (a bubble or the final drain step).
 PV_BUBBLE = 3
@@ -92,6 +92,39 @@ def pv_decode_tables() -> dict:
     return {name: (out[name], widths[name]) for name in names}
 
 
+def pv_pre_add(sel, p0, p1, p2, s12):
+    """A pre-adder of the P @ V mode: the sum of the P lanes ``sel`` names (bit j: lane
+    ``p_j``), as one 2-input adder thanks to the row edge's ``s12 = p1 + p2``."""
+    rest = Mux(sel[1], Mux(sel[2], s12, p1), Mux(sel[2], p2, 0))
+    return Mux(sel[0], p0, 0) + rest
+
+
+def pv_column_word(m, j, kind, on, c1, c2, values):
+    """Decode column ``j``'s P @ V word at the array's top edge, once per column: ``(b,
+    {field: signal})`` with the byte ``b`` it selects from the unit's V ``values`` (v0, v1,
+    v2, or their packed low nibbles) and ``op``/``lo_sel``/``hi_sel``/``bsel`` from
+    ``golden.engine.pv.PV_DECODE`` at (``kind``, ``c1``, ``c2``); all 0 (IDLE) unless
+    ``on`` (a real column in a step that issues a unit)."""
+    tables = pv_decode_tables()
+    index = Cat(c2, c1, kind)
+    on_sig = Signal(name=f"col_on_{j}")
+    m.d.comb += on_sig.eq(on)
+    looked = {}
+    for name, (table, width) in tables.items():
+        value = Signal(width, name=f"col_{name}_{j}")
+        m.d.comb += value.eq(Mux(on_sig, (Const(table, 256) >> Cat(Const(0, 2), index))[:width],
+                                 0))
+        looked[name] = value
+    v0, v1, v2 = values
+    pack = Cat(v1[:4], v2[:4])
+    bytes_ = (v0, v1, v2, pack)
+    b = Signal(8, name=f"col_b_{j}")
+    sel = looked["bsel"]
+    m.d.comb += b.eq(Mux(sel[1], Mux(sel[0], bytes_[3], bytes_[2]),
+                         Mux(sel[0], bytes_[1], bytes_[0])))
+    return b, looked
+
+
 class PvCell(wiring.Component):
     """One PE of the P @ V array (module docstring): pre-adders, a 10 x 8 split multiplier,
     R0 and its drain register. Row and column data are forwarded registered.
@@ -121,10 +154,8 @@ class PvCell(wiring.Component):
         x_lo = Signal(unsigned(10))
         x_hi = Signal(unsigned(10))
 
-        def pre_add(sel):
-            rest = Mux(sel[1], Mux(sel[2], row.s12, row.p1), Mux(sel[2], row.p2, 0))
-            return Mux(sel[0], row.p0, 0) + rest
-        m.d.comb += [x_lo.eq(pre_add(col.lo_sel)), x_hi.eq(pre_add(col.hi_sel))]
+        m.d.comb += [x_lo.eq(pv_pre_add(col.lo_sel, row.p0, row.p1, row.p2, row.s12)),
+                     x_hi.eq(pv_pre_add(col.hi_sel, row.p0, row.p1, row.p2, row.s12))]
         mul = col.op == OP_MUL
         t0 = Signal(unsigned(14))
         t1 = Signal(signed(16))
@@ -201,23 +232,9 @@ class PvArray(_ArrayBase):
 
     def _col_edge(self, m, j, step_col, step_row):
         mode = step_row.mode
-        tables = pv_decode_tables()
-        index = Cat(step_col.c2, step_col.c1, mode.kind)
-        on = Signal(name=f"col_on_{j}")
-        m.d.comb += on.eq(step_col.valid & mode.issue)
-        looked = {}
-        for name, (table, width) in tables.items():
-            value = Signal(width, name=f"col_{name}_{j}")
-            m.d.comb += value.eq(Mux(on, (Const(table, 256) >> Cat(Const(0, 2), index))[:width],
-                                     0))
-            looked[name] = value
+        b, looked = pv_column_word(m, j, mode.kind, step_col.valid & mode.issue, step_col.c1,
+                                   step_col.c2, (step_col.v0, step_col.v1, step_col.v2))
         out = Signal(pv_cell_col_layout(), name=f"col_word_{j}")
-        pack = Cat(step_col.v1[:4], step_col.v2[:4])
-        bytes_ = (step_col.v0, step_col.v1, step_col.v2, pack)
-        b = Signal(8, name=f"col_b_{j}")
-        sel = looked["bsel"]
-        m.d.comb += b.eq(Mux(sel[1], Mux(sel[0], bytes_[3], bytes_[2]),
-                             Mux(sel[0], bytes_[1], bytes_[0])))
         m.d.comb += [out.b.eq(b), out.op.eq(looked["op"]), out.lo_sel.eq(looked["lo_sel"]),
                      out.hi_sel.eq(looked["hi_sel"])]
         return out

@@ -24,7 +24,7 @@ from kaleido_hw.pe.pe import BaselinePE, ReusePE
 
 
 __all__ = ["DECODE_TABLE", "PASS_ENTRY", "decode_entry", "work_table",
-           "TileDecoder", "TileCell",
+           "cell_ports", "hold_drain", "TileDecoder", "TileCell",
            "row_present", "col_present", "BaselineCell"]
 
 FULL, HALF, NONE = 0, 1, 2
@@ -146,19 +146,39 @@ class TileDecoder(wiring.Component):
         return m
 
 
+def cell_ports(row_layout, col_layout, acc_width: int) -> dict:
+    """The ports of an array cell: row and column data in (``row``, ``col``) and forwarded
+    registered (``row_out``, ``col_out``), the PE's drain register (``drain``) and its busy
+    flag (``busy``)."""
+    return {
+        "row": In(row_layout),
+        "col": In(col_layout),
+        "row_out": Out(row_layout),
+        "col_out": Out(col_layout),
+        "drain": Out(DrainSignature(acc_width)),
+        "busy": Out(1),
+    }
+
+
+def hold_drain(m, cell, pe):
+    """Wire the PE's drain register to hold its value (``drain_in = drain_out``: a first step
+    loads it, the array's column read-out picks it up within ``rows`` cycles) and show it and
+    the PE's busy flag on the cell's ports."""
+    m.d.comb += [
+        pe.drain_in.valid.eq(pe.drain_out.valid),
+        pe.drain_in.data.eq(pe.drain_out.data),
+        cell.drain.valid.eq(pe.drain_out.valid),
+        cell.drain.data.eq(pe.drain_out.data),
+        cell.busy.eq(pe.busy),
+    ]
+
+
 class _CellBase(wiring.Component):
     """Ports shared by both cells: undecoded row/column data in and (registered) out, the
     PE's drain register, and its busy flag."""
 
     def _ports(self, acc_width):
-        return {
-            "row": In(step_row_layout()),
-            "col": In(step_col_layout()),
-            "row_out": Out(step_row_layout()),
-            "col_out": Out(step_col_layout()),
-            "drain": Out(DrainSignature(acc_width)),
-            "busy": Out(1),
-        }
+        return cell_ports(step_row_layout(), step_col_layout(), acc_width)
 
     def _forward(self, m):
         m.d.sync += [self.row_out.eq(self.row), self.col_out.eq(self.col)]
@@ -195,12 +215,8 @@ class TileCell(_CellBase):
             pe.row.a1.eq(0),
             pe.row.ctrl.eq(dec.ctrl),
             pe.col.b.eq(self.col.b),
-            pe.drain_in.valid.eq(pe.drain_out.valid),
-            pe.drain_in.data.eq(pe.drain_out.data),
-            self.drain.valid.eq(pe.drain_out.valid),
-            self.drain.data.eq(pe.drain_out.data),
-            self.busy.eq(pe.busy),
         ]
+        hold_drain(m, self, pe)
         return m
 
 
@@ -231,14 +247,8 @@ class BaselineCell(wiring.Component):
 
     def __init__(self, config: KaleidoConfig):
         self.config = config
-        super().__init__({
-            "row": In(baseline_row_layout()),
-            "col": In(baseline_col_layout()),
-            "row_out": Out(baseline_row_layout()),
-            "col_out": Out(baseline_col_layout()),
-            "drain": Out(DrainSignature(config.acc_width)),
-            "busy": Out(1),
-        })
+        super().__init__(cell_ports(baseline_row_layout(), baseline_col_layout(),
+                                    config.acc_width))
 
     def elaborate(self, platform):
         m = Module()
@@ -250,10 +260,6 @@ class BaselineCell(wiring.Component):
             pe.row.ctrl.clear.eq(self.row.first),
             pe.row.ctrl.drain.eq(self.row.first),
             pe.col.b.eq(self.col.b),
-            pe.drain_in.valid.eq(pe.drain_out.valid),
-            pe.drain_in.data.eq(pe.drain_out.data),
-            self.drain.valid.eq(pe.drain_out.valid),
-            self.drain.data.eq(pe.drain_out.data),
-            self.busy.eq(pe.busy),
         ]
+        hold_drain(m, self, pe)
         return m

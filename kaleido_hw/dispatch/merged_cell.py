@@ -14,10 +14,10 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.layouts import mode_layout
-from kaleido_hw.array.tile_cell import TileDecoder
+from kaleido_hw.array.tile_cell import TileDecoder, cell_ports, hold_drain
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.layouts import Sel
-from kaleido_hw.pe.layouts import CtrlLayout, DrainSignature, Op, Part
+from kaleido_hw.pe.layouts import CtrlLayout, Op, Part
 from kaleido_hw.pe.pe import ReusePE
 
 
@@ -202,14 +202,8 @@ class MergedCell(wiring.Component):
 
     def __init__(self, config: KaleidoConfig):
         self.config = config
-        super().__init__({
-            "row": In(merged_row_layout()),
-            "col": In(merged_cell_col_layout()),
-            "row_out": Out(merged_row_layout()),
-            "col_out": Out(merged_cell_col_layout()),
-            "drain": Out(DrainSignature(config.acc_width)),
-            "busy": Out(1),
-        })
+        super().__init__(cell_ports(merged_row_layout(), merged_cell_col_layout(),
+                                    config.acc_width))
 
     def elaborate(self, platform):
         m = Module()
@@ -221,10 +215,6 @@ class MergedCell(wiring.Component):
             pe.row.a0.eq(dec.a0), pe.row.a1.eq(dec.a1),
             pe.row.ctrl.eq(dec.ctrl),
             pe.col.b.eq(dec.b),
-            pe.drain_in.valid.eq(pe.drain_out.valid),
-            pe.drain_in.data.eq(pe.drain_out.data),
-            self.drain.valid.eq(pe.drain_out.valid),
-            self.drain.data.eq(pe.drain_out.data),
-            self.busy.eq(pe.busy),
         ]
+        hold_drain(m, self, pe)
         return m

@@ -10,7 +10,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.pe.datapath import AccumulatorBank, MacAccumulator, MacMultiplier, ReuseMultiplier
+from kaleido_hw.pe.datapath import (PV_X_WIDTH, AccumulatorBank, MacAccumulator, MacMultiplier,
+                                    ReuseMultiplier)
 from kaleido_hw.pe.layouts import (REGISTERS, BaselineColSignature, BaselineRowSignature,
                                    ColSignature, DrainSignature, Op, Part, RowSignature)
 
@@ -45,6 +46,11 @@ class ReusePE(wiring.Component):
     config : KaleidoConfig
         ``config.acc_width`` sets the width of R0/R1/R2 and of the drain chain (signed; the
         configuration guarantees it is exact for the preset's largest channel group).
+    pv : bool
+        Build the P @ V mode (``docs/pe.md`` section 3.4): inputs ``pv``, ``x_lo``,
+        ``x_hi``; while ``pv`` is 1 the multiplier's column-side halves take the unsigned
+        10-bit ``x_lo``/``x_hi`` (pre-added P, formed by the cell) as row operands. Default
+        False: the PE of ``rtl_out/kaleido_pe.v``.
 
     Every cycle the PE reads its row port (``a0``, ``a1``, control word ``ctrl``) and column
     port (``b``) and:
@@ -82,13 +88,20 @@ class ReusePE(wiring.Component):
         "r1": "accumulator R1 (signed acc_width; a reusing tile's partial sum)",
         "r2": "accumulator R2 (signed acc_width; a reusing tile's partial sum)",
         "busy": "1 in the cycle after a step in which some register took a product term",
+        # P @ V mode only (pv=True)
+        "pv": "P @ V mode: the column-side multiplier halves take x_lo / x_hi as row operands",
+        "x_lo": "P @ V mode: row operand of half 0, unsigned (a sum of up to three uint8 P)",
+        "x_hi": "P @ V mode: row operand of half 1, unsigned",
     }
 
-    def __init__(self, config: KaleidoConfig):
+    def __init__(self, config: KaleidoConfig, pv: bool = False):
         _check_config(type(self), config)
         self.config = config
+        self.pv_mode = pv
         self.acc_width = w = config.acc_width
+        pv_ports = {"pv": In(1), "x_lo": In(PV_X_WIDTH), "x_hi": In(PV_X_WIDTH)} if pv else {}
         super().__init__({
+            **pv_ports,
             "row": In(RowSignature()),
             "col": In(ColSignature()),
             "drain_in": In(DrainSignature(w)),
@@ -104,8 +117,10 @@ class ReusePE(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         row, col, ctrl = self.row, self.col, self.row.ctrl
-        m.submodules.mul_unit = mult = ReuseMultiplier()
-        m.submodules.acc_unit = acc = AccumulatorBank(self.acc_width)
+        m.submodules.mul_unit = mult = ReuseMultiplier(self.pv_mode)
+        m.submodules.acc_unit = acc = AccumulatorBank(self.acc_width, self.pv_mode)
+        if self.pv_mode:
+            m.d.comb += [mult.pv.eq(self.pv), mult.x_lo.eq(self.x_lo), mult.x_hi.eq(self.x_hi)]
 
         _forward(m, row, self.row_out, ("a0", "a1", "ctrl"))
         _forward(m, col, self.col_out, ("b",))
