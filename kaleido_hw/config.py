@@ -40,9 +40,10 @@ class ConfigError(ValueError):
 #: Dispatcher hardware a KaleidoEngine can be built with (``engine_dispatcher``).
 ENGINE_DISPATCHERS = ("none", "scheduler", "matcher", "full")
 
-#: PEs a KaleidoEngine can be built from (``engine_pe``): ReusePEs, or plain BaselinePEs (the
-#: dense systolic accelerator of the iso-area comparison, ``docs/engine.md``, "Plain build").
-ENGINE_PES = ("reuse", "plain")
+#: PEs a KaleidoEngine can be built from (``engine_pe``): ReusePEs, plain BaselinePEs (the
+#: dense systolic accelerator of the iso-area comparison, ``docs/engine.md``, "Plain build"),
+#: or ReusePEs with the P @ V mode folded in (``docs/linear.md``, "P @ V in the ReusePE").
+ENGINE_PES = ("reuse", "plain", "reuse-pv")
 
 #: Largest |a*b| of two int8 values: (-128) * (-128).
 
@@ -113,7 +114,10 @@ class KaleidoConfig:
             PEs of the KaleidoEngine's arrays: ``"reuse"`` (ReusePEs, the default) or
             ``"plain"`` (BaselinePEs: the dense-only systolic engine the paper starts from,
             with no reuse hardware; ``docs/engine.md``, "Plain build"). ``"plain"`` needs
-            ``engine_dispatcher = "none"``.
+            ``engine_dispatcher = "none"``. ``"reuse-pv"``: ReusePEs with the P @ V mode
+            (``PvMergedArray`` / ``PvPEArray``), which the engine's S and linear runs leave
+            off; it measures what the mode costs the engine (``docs/linear.md``, "P @ V in
+            the ReusePE"), before a P @ V sequencer uses it.
 
     Dispatcher (``docs/dispatch.md``)
         sched_entries : int

@@ -38,7 +38,7 @@ def test_min_acc_width_is_tight(channels, width):
     ("engine_arrays", 65, "engine_arrays must be in [1, 64]"),
     ("engine_dispatcher", "scheduler+matcher", "engine_dispatcher must be one of none, scheduler, matcher, full"),
     ("engine_stall_seed", 0x10000, "engine_stall_seed must be in [0, 65535]"),
-    ("engine_pe", "baseline", "engine_pe must be one of reuse, plain, got 'baseline'"),
+    ("engine_pe", "baseline", "engine_pe must be one of reuse, plain, reuse-pv, got 'baseline'"),
     ("engine_pe", "plain", "engine_pe = 'plain' needs engine_dispatcher = 'none'"),
 ])
 def test_bad_values_name_the_key_and_range(key, value, needle):

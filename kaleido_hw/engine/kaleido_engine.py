@@ -42,10 +42,12 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.array import BaselineArray, PEArray
+from kaleido_hw.array.pv_tile_cell import PvPEArray
 from golden.numerics import RESULT_CHANNELS, group_channels
 from kaleido_hw.bitops import popcount, rank_select
 from kaleido_hw.config import KaleidoConfig, check_int
 from kaleido_hw.dispatch.merged_array import MergedArray
+from kaleido_hw.dispatch.pv_merged_cell import PvMergedArray
 from kaleido_hw.dispatch.order_unit import OrderUnit
 from kaleido_hw.engine.array_sequencer import ArraySequencer
 from kaleido_hw.engine.code_unit import CodeUnit
@@ -539,13 +541,24 @@ class KaleidoEngine(wiring.Component):
                     rd = ou.ord_rd[a]
                     m.d.comb += [rd.bank.eq(port.bank), rd.addr.eq(port.addr),
                                  port.data.eq(rd.data), port.natural.eq(rd.natural)]
+            pv_mode = self.config.engine_pe == "reuse-pv"
             if plain:
                 arr = BaselineArray(self.config, tag_width=tag_width)
             elif matcher:
-                arr = MergedArray(self.config, tag_width=tag_width)
+                arr = (PvMergedArray if pv_mode else MergedArray)(self.config,
+                                                                   tag_width=tag_width)
             else:
-                arr = PEArray(self.config, tag_width=tag_width)
+                arr = (PvPEArray if pv_mode else PEArray)(self.config, tag_width=tag_width)
             m.submodules[f"seq{a}"], m.submodules[f"array{a}"] = seq, arr
+            if pv_mode:
+                # The P @ V fields follow the sequencer's in every row and column: 0, so
+                # every step is a QK^T / linear step (pv 0).
+                steps = [*(arr.row[i].as_value()[:len(seq.row[i].as_value())].eq(
+                              seq.row[i].as_value()) for i in range(t.rows)),
+                         *(arr.col[j].as_value()[:len(seq.col[j].as_value())].eq(
+                             seq.col[j].as_value()) for j in range(t.cols))]
+            else:
+                steps = [arr.row.eq(seq.row), arr.col.eq(seq.col)]
             q_rd = qmem.read_port(domain="sync", transparent_for=())
             k_rd = kmem.read_port(domain="sync", transparent_for=())
             m.d.comb += [
@@ -554,7 +567,7 @@ class KaleidoEngine(wiring.Component):
                 seq.q_data.eq(q_rd.data),
                 k_rd.addr.eq(bank_addr(seq.k_addr, run_bank[1])), k_rd.en.eq(seq.k_en),
                 seq.k_data.eq(k_rd.data),
-                arr.row.eq(seq.row), arr.col.eq(seq.col), arr.tag.eq(seq.tag),
+                *steps, arr.tag.eq(seq.tag),
                 acc.wr[a].eq(arr.drain),
             ]
             done_bits.append(seq.chunk_done)

@@ -37,8 +37,10 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.pv_cell import PvArray
+from kaleido_hw.array.pv_tile_cell import PvPEArray
 from kaleido_hw.bitops import bits_for
 from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.dispatch.pv_merged_cell import PvMergedArray
 from kaleido_hw.engine.host_port import (ARRAY_COUNTER_NAMES, array_counter_names,
                                          array_counter_values)
 from kaleido_hw.engine.pv_buffer import PvOutBuffer
@@ -184,8 +186,12 @@ class PvEngine(wiring.Component):
         R, C, P, aw = cfgc.rows, cfgc.cols, self.arrays, cfgc.acc_width
         kw, bw, sw, lk = self.key_width, self.bw, self.sw, self.lcb_width
         arrays, seqs, codes = [], [], []
+        # engine_pe "reuse-pv": the KaleidoEngine's arrays with the P @ V mode folded in run
+        # the P @ V steps (every step pv 1), instead of PvArrays.
+        folded, merged = self._folded()
+        array_cls = (PvMergedArray if merged else PvPEArray) if folded else PvArray
         for a in range(P):
-            arrays.append(PvArray(cfgc, tag_width=1 + 2 * bw))
+            arrays.append(array_cls(cfgc, tag_width=1 + 2 * bw))
             seqs.append(PvSequencer(R, C, sw, bw, P))
             codes.append(WindowCodeUnit(C))
             m.submodules[f"array{a}"] = arrays[a]
@@ -304,6 +310,11 @@ class PvEngine(wiring.Component):
             m.d.sync += [self.busy.eq(0), self.done.eq(1)]
         return m
 
+    def _folded(self):
+        """(the arrays are the engine's with the P @ V mode, those arrays have the matcher)"""
+        return (self.config.engine_pe == "reuse-pv",
+                self.config.engine_dispatcher in ("matcher", "full"))
+
     def _array_path(self, m, a, arr, seq, cu, pmem, vmem, run):
         """Array ``a``'s reads of P and of its V bank, the window codes and work bits of the
         fetched unit, the unit registers and the register stage in front of the array."""
@@ -373,16 +384,25 @@ class PvEngine(wiring.Component):
         # registered before the array, so that the sequencer's step decision and the array's
         # column decode and multiply are not one path; every step reaches the array one
         # cycle after the sequencer presents it (``PvTiming.load_base`` = 5).
+        folded, merged = self._folded()
         for i in range(R):
             row = arr.row[i]
-            m.d.sync += [row.p0.eq(unit_row[i][0]), row.p1.eq(unit_row[i][1]),
+            if folded:
+                # A P @ V step of the folded array: p0 in ``a``, the kind in the pass field,
+                # p1 in the matcher's ``a1`` (or ``p1``).
+                p0, p1, kind = row.a, row.a1 if merged else row.p1, row.mode.pass_idx
+                m.d.sync += row.pv.eq(1)
+            else:
+                p0, p1, kind = row.p0, row.p1, row.mode.kind
+            m.d.sync += [p0.eq(unit_row[i][0]), p1.eq(unit_row[i][1]),
                          row.p2.eq(unit_row[i][2]), row.valid.eq(unit_row_valid[i]),
-                         row.mode.kind.eq(seq.kind),
+                         kind.eq(seq.kind),
                          row.mode.first.eq(seq.step & seq.first),
                          row.mode.issue.eq(seq.step & seq.issue)]
         for j in range(C):
             col = arr.col[j]
-            m.d.sync += [col.v0.eq(unit_col[j][0]), col.v1.eq(unit_col[j][1]),
-                         col.v2.eq(unit_col[j][2]), col.c1.eq(unit_codes[j][0]),
+            v0, c1 = (col.b, col.kc) if folded else (col.v0, col.c1)
+            m.d.sync += [v0.eq(unit_col[j][0]), col.v1.eq(unit_col[j][1]),
+                         col.v2.eq(unit_col[j][2]), c1.eq(unit_codes[j][0]),
                          col.c2.eq(unit_codes[j][1]), col.valid.eq(unit_col_valid[j])]
         m.d.sync += arr.tag.eq(Cat(seq.tag_valid, seq.tag_rb, seq.tag_cb))

@@ -183,6 +183,32 @@ def test_small_engine_runs(arrays, sides):
         assert out["counters"] == want, f"{variant}:\n rtl   {out['counters']}\n model {want}"
 
 
+@pytest.mark.parametrize("dispatcher", ["full", "none"])
+def test_engine_on_arrays_with_the_pv_mode(dispatcher):
+    """``engine_pe = "reuse-pv"``: the engine on PvMergedArrays (with the matcher) or
+    PvPEArrays, every step with ``pv`` 0: S bit-exact and every counter equal to the cycle
+    model, as on the arrays without the mode, for S and for a linear block."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
+                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=4, engine_pe="reuse-pv", engine_dispatcher=dispatcher)
+    grid, groups = VideoGrid(2, 3, 2), ChannelGroups.from_sizes(3, 5, 4, directions=(2, 1, 0))
+    q, k = smooth(grid, 12, np.random.default_rng(5))
+    variants = ("full", "pe-m", "dense") if dispatcher == "full" else ("pe", "dense")
+    for variant in variants:
+        out = run_engine(cfg, q, k, grid, groups, variant, stall_every=3)
+        assert out["error"] == 0
+        want_s = (attention_scores(q, k, grid, groups) if variant != "dense"
+                  else q.astype(np.int64) @ k.astype(np.int64).T)
+        assert np.array_equal(out["S"], want_s), f"{variant}: S differs"
+        want = model_counters(cfg, q, k, grid, groups, variant)
+        assert out["counters"] == want, f"{variant}:\n rtl   {out['counters']}\n model {want}"
+    axes = np.asarray(groups.directions)[np.asarray(groups.group_of)]
+    ports = engine_ports(cfg, grid, groups, variant=variants[0], linear=True)
+    out = run_engine(cfg, q, k, grid, groups, variants[0], stall_every=3, ports=ports)
+    assert np.array_equal(out["S"], linear(q, k.T, grid, axes, 2))
+    assert out["counters"] == model_counters(cfg, q, k, grid, groups, variants[0], linear=True)
+
+
 def test_linear_blocks():
     """``cfg__linear``: Q holds an activation X, K weight rows (row j = column j of W, the
     rows past C_out zero), P = 2 arrays of 2 x 2 on an odd grid, channels along all three

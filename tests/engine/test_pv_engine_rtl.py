@@ -159,6 +159,26 @@ def test_runs_back_to_back():
         _check(job, out, CONFIG)
 
 
+@pytest.mark.parametrize("dispatcher", ["full", "none"])
+def test_runs_on_the_folded_arrays(dispatcher):
+    """``engine_pe = "reuse-pv"``: the same runs on the KaleidoEngine's arrays with the P @ V
+    mode folded in (``PvMergedArray`` with the matcher, ``PvPEArray`` without) instead of
+    PvArrays: O bit-exact and every counter, cycles included, equal to ``pv_counters``, so
+    the folded arrays take the P @ V sequencer's steps at its pace."""
+    config = CONFIG.replace(engine_pe="reuse-pv", engine_dispatcher=dispatcher)
+    rng = np.random.default_rng(3)
+    jobs = [
+        _job(rng, "4x2x3", 5, 7, 0, 2),
+        _job(rng, "5x2x2", 3, 4, 0, 3),
+        _job(rng, "2x3x3", 4, 3, 1, 3, bits=(4, 3)),
+        _job(rng, "3x2x2", 3, 5, 0, 2, reuse=False),
+        _job(rng, "1x1x1", 1, 1, 0, 2),
+    ]
+    outs = run_jobs(config, jobs, seed=4)
+    for job, out in zip(jobs, outs):
+        _check(job, out, config)
+
+
 def test_streamed_p_waits_for_each_row_block():
     """P written during the run, row block by row block after random pauses: the arrays
     wait for each block (at its start, between blocks, after bubbles), and O and every
