@@ -1386,6 +1386,28 @@ def report_attention_length(ctx: Context, plt) -> Result:
     return r
 
 
+def _pv_mode_area_note(summary: dict) -> str:
+    """Heads per unit of area with the P @ V mode against without, from the engine builds
+    of ``kaleido-hw synth --engine --engine-default`` with ``engine_pe`` "reuse" and
+    "reuse-pv" (cached in build/engine_area.json), or why not."""
+    from kaleido_hw.flow import engine_area as ea
+
+    base = KaleidoConfig()
+    areas = {}
+    for pe in ("reuse", "reuse-pv"):
+        builds, why = ea.load_cache(base.replace(engine_pe=pe))
+        if builds is None:
+            return (f"area of the P @ V mode: no engine build with engine_pe = {pe!r} ({why}; "
+                    f"kaleido-hw synth --engine --engine-default, with --config a TOML file "
+                    f"of engine_pe = \"reuse-pv\" for the second)")
+        areas[pe] = builds[0].total_area_um2
+    ratio = areas["reuse-pv"] / areas["reuse"]
+    gains = ", ".join(f"{p} {v['v_gain'] / ratio:.3f}x" for p, v in summary.items())
+    return (f"area: the default engine with the P @ V mode (engine_pe = 'reuse-pv') "
+            f"{areas['reuse-pv'] / 1e6:.3f} mm2 against {areas['reuse'] / 1e6:.3f} "
+            f"({ratio:.3f}x): heads per unit of area, reuse over s-reuse: {gains}")
+
+
 def report_head(ctx: Context, plt) -> Result:
     """Fig. 18a at head level: S, softmax and P @ V of a whole head, dense vs reuse."""
     from kaleido_hw.reports import head_report as hr
@@ -1401,19 +1423,22 @@ def report_head(ctx: Context, plt) -> Result:
                           half_bits=s.half_bits, lanes=cfg.vector_lanes,
                           buffers=cfg.vector_row_buffers)
     r.table = _md_table(["preset", "run", "S cycles", "softmax cycles", "P @ V cycles",
-                         "softmax exposed", "head cycles", "speedup S / P @ V / head"],
-                        hr.table_rows(r.rows))
+                         "softmax exposed", "head cycles", "speedup S / P @ V / head",
+                         "V reuse gain"], hr.table_rows(r.rows))
     for row in r.rows:
-        if "head_speedup" in row:
+        if "v_gain" in row:
             r.summary[row["preset"]] = {k: row[k] for k in ("s_speedup", "pv_speedup",
-                                                            "head_speedup")}
+                                                            "head_speedup", "v_gain")}
             r.lines.append(f"{row['preset']}: head {row['head_speedup']:.3f}x (S "
-                           f"{row['s_speedup']:.3f}x, P @ V {row['pv_speedup']:.3f}x)")
+                           f"{row['s_speedup']:.3f}x, P @ V {row['pv_speedup']:.3f}x); V "
+                           f"reuse {row['v_gain']:.3f}x over S reuse only")
     r.notes.append(f"grid {s.grid}, {cfg.engine_arrays} arrays of {cfg.rows}x{cfg.cols}, vector "
-                   f"unit of {cfg.vector_lanes} lanes; dense: S dense, P @ V dense; reuse: S "
-                   f"variant full, P @ V with V reused in windows of 2 along t; row blocks of 64 "
-                   f"queries, S of the next block under the softmax of this one "
-                   f"(golden.engine.head); a model of a schedule the RTL does not run yet")
+                   f"unit of {cfg.vector_lanes} lanes; dense: S dense, P @ V dense; s-reuse: S "
+                   f"variant full, P @ V dense; reuse: S variant full, P @ V with V reused in "
+                   f"windows of 2 along t (the arrays' P @ V mode); row blocks of 64 queries, S "
+                   f"of the next block under the softmax of this one (golden.engine.head); a "
+                   f"model of a schedule the RTL does not run yet")
+    r.notes.append(_pv_mode_area_note(r.summary))
     r.figures[""] = hr.plot_head(r.rows, plt)
     return r
 

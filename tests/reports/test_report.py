@@ -122,16 +122,17 @@ def test_motion_and_array_size(quick):
 
 
 def test_head_report(quick):
-    """Every preset has a dense and a reuse row; the stages add up; reuse is faster in S,
-    in P @ V and over the whole head."""
+    """Every preset has a dense, an s-reuse and a reuse row; the stages add up; reuse is
+    faster in S, in P @ V and over the whole head, and V reuse adds to S reuse."""
     doc, _ = load(quick, "head")
     assert [(r["preset"], r["run"]) for r in doc["rows"]] == \
-        [(p, run) for p in DEFAULT_PRESETS for run in ("dense", "reuse")]
+        [(p, run) for p in DEFAULT_PRESETS for run in ("dense", "s-reuse", "reuse")]
     for r in doc["rows"]:
         assert r["total"] == r["s"] + r["pv"] + r["exposed_softmax"] >= r["s"] + r["pv"]
     for preset in DEFAULT_PRESETS:
         sp = doc["summary"][preset]
         assert sp["s_speedup"] > 1 and sp["pv_speedup"] > 1 and sp["head_speedup"] > 1
+        assert sp["v_gain"] > 1
 
 
 def test_user_workload(tmp_path, capsys):
