@@ -41,6 +41,7 @@ from kaleido_hw.engine.p_transposer import ERROR_BITS as P_ERROR_BITS
 from kaleido_hw.engine.pv_engine import PvEngine
 from kaleido_hw.engine.pv_layouts import pv_v_word_layout
 from kaleido_hw.engine.s_row_packer import SRowPacker
+from kaleido_hw.engine.shared_arrays import folded_array, share_array
 from kaleido_hw.engine.s_row_packer import ERROR_BITS as S_ERROR_BITS
 from kaleido_hw.vector.layouts import MULT_BITS, SHIFT_BITS
 from kaleido_hw.vector.softmax_unit import SoftmaxUnit
@@ -117,7 +118,10 @@ class AttentionHead(wiring.Component):
         The engine's parameters (``engine_arrays``, ``rows``, ``cols``, ``engine_max_tokens``,
         ``engine_max_head_dim``, ``engine_dispatcher``, ...), the vector unit's
         (``vector_lanes``, ``vector_max_row`` >= ``engine_max_tokens``, ``vector_score_bits``,
-        ``vector_row_buffers``); P @ V runs on ``engine_arrays`` arrays of ``rows`` x ``cols``.
+        ``vector_row_buffers``); P @ V runs on ``engine_arrays`` arrays of ``rows`` x ``cols``:
+        its own PvArrays, or with ``engine_pe = "reuse-pv"`` the engine's arrays (with the
+        P @ V mode), which S and P @ V then share
+        (:mod:`kaleido_hw.engine.shared_arrays`).
 
     Ports
     -----
@@ -140,11 +144,19 @@ class AttentionHead(wiring.Component):
             raise TypeError(f"AttentionHead takes a KaleidoConfig, got {type(config).__name__}")
         check_head_config(config)
         self.config = config
-        self.engine = KaleidoEngine(config)
+        # engine_pe "reuse-pv": one set of arrays (with the P @ V mode) for S and P @ V.
+        shared = config.engine_pe == "reuse-pv"
+        self.engine = KaleidoEngine(config, shared_arrays=shared)
         self.packer = SRowPacker(config)
         self.softmax = SoftmaxUnit(config)
         self.transposer = PTransposer(config)
-        self.pv = PvEngine(config, streamed_p=True)
+        self.pv = PvEngine(config, streamed_p=True, shared_arrays=shared)
+        self.arrays = []
+        if shared:
+            cls, _, _ = folded_array(config)
+            tag_width = max(self.engine.array_views[0].tag_width,
+                            self.pv.array_views[0].tag_width)
+            self.arrays = [cls(config, tag_width=tag_width) for _ in range(config.engine_arrays)]
         eng, pv = self.engine.signature.members, self.pv.signature.members
         pv_cfg = pv["cfg"].signature.members
         super().__init__({
@@ -217,6 +229,11 @@ class AttentionHead(wiring.Component):
             m.d.sync += cnt.cycles.eq(cnt.cycles + 1)
         # One stage register, no FSM: Verilator's -Wall wants every case of a state switch.
         stage = Signal(2)                  # 0 idle, 1 S, 2 softmax into P alongside P @ V
+        # Shared arrays: the engine's steps until its run has ended (with its last drain
+        # wave, before stage 2), P @ V's from then on.
+        for a, arr in enumerate(self.arrays):
+            m.submodules[f"array{a}"] = arr
+            share_array(m, arr, [eng.array_views[a], pv.array_views[a]], stage == 2)
         # O of the last run still streaming out: pv_engine would ignore a start (and the
         # transposer must not overwrite its P memory), so the head ignores one too.
         o_pending = Signal()

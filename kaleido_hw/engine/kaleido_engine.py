@@ -48,6 +48,7 @@ from kaleido_hw.bitops import popcount, rank_select
 from kaleido_hw.config import KaleidoConfig, check_int
 from kaleido_hw.dispatch.merged_array import MergedArray
 from kaleido_hw.dispatch.pv_merged_cell import PvMergedArray
+from kaleido_hw.engine.shared_arrays import ArrayView, check_shared
 from kaleido_hw.dispatch.order_unit import OrderUnit
 from kaleido_hw.engine.array_sequencer import ArraySequencer
 from kaleido_hw.engine.code_unit import CodeUnit
@@ -232,6 +233,11 @@ class KaleidoEngine(wiring.Component):
         1, the standalone engine, or up to 4. With more than one, ``wr.bank`` names the
         bank written, ``q_bank``/``k_bank`` (sampled at ``start``) the banks a run reads, and
         a write into a bank the run does not read is taken while the engine is busy.
+    shared_arrays : bool
+        Build no arrays: drive the :class:`~kaleido_hw.engine.shared_arrays.ArrayView`\\ s in
+        ``array_views`` instead, which the owner of the arrays connects
+        (:func:`~kaleido_hw.engine.shared_arrays.share_array`; needs ``engine_pe =
+        "reuse-pv"``). ``attention_head`` runs S and P @ V on one set of arrays this way.
 
     The chunk controller keeps the channels of the current group not yet handed out; the
     next chunk is the lowest W of them (a rank select, :func:`~kaleido_hw.bitops.rank_select`),
@@ -243,11 +249,16 @@ class KaleidoEngine(wiring.Component):
 
     PORT_DOCS = _port_docs()
 
-    def __init__(self, config: KaleidoConfig, banks: int = 1):
+    def __init__(self, config: KaleidoConfig, banks: int = 1, shared_arrays: bool = False):
         self.geo = geo = KaleidoGeometry.from_config(config)
         self.config = config
         check_int("core_banks", banks, 1, 4)
         self.banks = banks
+        self.array_views = None
+        if shared_arrays:
+            check_shared(config, "KaleidoEngine")
+            self.array_views = [ArrayView(config, engine_tag_layout(geo).size, f"s_array{a}")
+                                for a in range(geo.arrays)]
         run_banks = ({"q_bank": In(range(banks)), "k_bank": In(range(banks))}
                      if banks > 1 else {})
         super().__init__({
@@ -542,14 +553,18 @@ class KaleidoEngine(wiring.Component):
                     m.d.comb += [rd.bank.eq(port.bank), rd.addr.eq(port.addr),
                                  port.data.eq(rd.data), port.natural.eq(rd.natural)]
             pv_mode = self.config.engine_pe == "reuse-pv"
-            if plain:
+            if self.array_views:
+                arr = self.array_views[a]
+            elif plain:
                 arr = BaselineArray(self.config, tag_width=tag_width)
             elif matcher:
                 arr = (PvMergedArray if pv_mode else MergedArray)(self.config,
                                                                    tag_width=tag_width)
             else:
                 arr = (PvPEArray if pv_mode else PEArray)(self.config, tag_width=tag_width)
-            m.submodules[f"seq{a}"], m.submodules[f"array{a}"] = seq, arr
+            m.submodules[f"seq{a}"] = seq
+            if not self.array_views:
+                m.submodules[f"array{a}"] = arr
             if pv_mode:
                 # The P @ V fields follow the sequencer's in every row and column: 0, so
                 # every step is a QK^T / linear step (pv 0).

@@ -46,6 +46,7 @@ from kaleido_hw.engine.host_port import (ARRAY_COUNTER_NAMES, array_counter_name
 from kaleido_hw.engine.pv_buffer import PvOutBuffer
 from kaleido_hw.engine.pv_layouts import pv_p_word_layout, pv_v_word_layout
 from kaleido_hw.engine.pv_sequencer import PvSequencer
+from kaleido_hw.engine.shared_arrays import ArrayView, check_shared
 from kaleido_hw.engine.window_code_unit import WindowCodeUnit
 
 
@@ -102,9 +103,14 @@ class PvEngine(wiring.Component):
         order; raised only after a block's last write), the arrays read a row block's units
         only once it is written (waiting, not stepping, until then), and ``p_in`` is ready
         while busy too.
+    shared_arrays : bool
+        Build no arrays: drive the :class:`~kaleido_hw.engine.shared_arrays.ArrayView`\\ s in
+        ``array_views`` (the KaleidoEngine's arrays with the P @ V mode, owned and connected
+        by ``attention_head``; needs ``engine_pe = "reuse-pv"``).
     """
 
-    def __init__(self, config: KaleidoConfig, streamed_p: bool = False):
+    def __init__(self, config: KaleidoConfig, streamed_p: bool = False,
+                 shared_arrays: bool = False):
         if not isinstance(config, KaleidoConfig):
             raise TypeError(f"PvEngine takes a KaleidoConfig, got {type(config).__name__}")
         self.config, self.streamed_p = config, streamed_p
@@ -120,6 +126,11 @@ class PvEngine(wiring.Component):
         self.ncbl_max = -(-self.ncb_max // self.arrays)
         self.lcb_width = bits_for(self.ncbl_max - 1)
         self.bw = bits_for(max(self.nrb_max, self.ncb_max))
+        self.array_views = None
+        if shared_arrays:
+            check_shared(config, "PvEngine")
+            self.array_views = [ArrayView(config, 1 + 2 * self.bw, f"pv_array{a}")
+                                for a in range(self.arrays)]
         self.sw = bits_for(self.max_keys)
         self.qw = bits_for(self.max_queries)
         self.cw = bits_for(self.max_channels)
@@ -191,10 +202,12 @@ class PvEngine(wiring.Component):
         folded, merged = self._folded()
         array_cls = (PvMergedArray if merged else PvPEArray) if folded else PvArray
         for a in range(P):
-            arrays.append(array_cls(cfgc, tag_width=1 + 2 * bw))
+            arrays.append(self.array_views[a] if self.array_views else
+                          array_cls(cfgc, tag_width=1 + 2 * bw))
             seqs.append(PvSequencer(R, C, sw, bw, P))
             codes.append(WindowCodeUnit(C))
-            m.submodules[f"array{a}"] = arrays[a]
+            if not self.array_views:
+                m.submodules[f"array{a}"] = arrays[a]
             m.submodules[f"seq{a}"] = seqs[a]
             m.submodules[f"codes{a}"] = codes[a]
 

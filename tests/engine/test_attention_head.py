@@ -35,6 +35,9 @@ CONFIG = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
 def run_head(config, jobs, seed=0, ready_prob=0.7):
     """Each job: dict(q, k, v, ports, pv, scale): returns per job {"error", "O", "cnt"}."""
     dut = AttentionHead(config)
+    if config.engine_pe == "reuse-pv":      # one set of arrays, driven through views
+        assert len(dut.arrays) == config.engine_arrays
+        assert dut.engine.array_views and dut.pv.array_views
     rng = np.random.default_rng(seed)
     outs = []
 
@@ -127,21 +130,38 @@ def _want(job, config, p_ready=None):
     return want["O"], s_cnt, counters_from_model(pv_cnt)
 
 
+def _check_jobs(config, jobs):
+    for job, out in zip(jobs, run_head(config, jobs)):
+        assert out["error"] == {"s": 0, "score": 0, "p": 0, "softmax": 0, "pv": 0}
+        o, s_cnt, pv_cnt = _want(job, config)
+        assert np.array_equal(out["O"].reshape(o.shape), o), job["variant"]
+        _, _, streamed = _want(job, config, out["p_ready"])
+        check_stage_counters(out["cnt"], s_cnt.cycles, pv_cnt, job["grid"].n, config.rows,
+                             streamed["cycles"])
+
+
 def test_head_o_bit_exact_dense_and_reuse():
     rng = np.random.default_rng(5)
     grid = VideoGrid(2, 3, 2)
     groups = ChannelGroups.from_sizes(3, 5, 4, directions=(2, 1, 0))
-    jobs = [_job(rng, CONFIG, grid, groups, "full", 0, 2, 0.02),
-            _job(rng, CONFIG, grid, groups, "dense", 0, 2, 0.02),
-            _job(rng, CONFIG, VideoGrid(3, 2, 2), ChannelGroups.from_sizes(4, 4, 4), "pe", 1,
-                 3, 0.01)]
-    for job, out in zip(jobs, run_head(CONFIG, jobs)):
-        assert out["error"] == {"s": 0, "score": 0, "p": 0, "softmax": 0, "pv": 0}
-        o, s_cnt, pv_cnt = _want(job, CONFIG)
-        assert np.array_equal(out["O"].reshape(o.shape), o), job["variant"]
-        _, _, streamed = _want(job, CONFIG, out["p_ready"])
-        check_stage_counters(out["cnt"], s_cnt.cycles, pv_cnt, job["grid"].n, CONFIG.rows,
-                             streamed["cycles"])
+    _check_jobs(CONFIG, [
+        _job(rng, CONFIG, grid, groups, "full", 0, 2, 0.02),
+        _job(rng, CONFIG, grid, groups, "dense", 0, 2, 0.02),
+        _job(rng, CONFIG, VideoGrid(3, 2, 2), ChannelGroups.from_sizes(4, 4, 4), "pe", 1, 3,
+             0.01)])
+
+
+def test_head_on_one_set_of_arrays():
+    """``engine_pe = "reuse-pv"``: S and P @ V on one set of arrays (the engine's, with the
+    P @ V mode), handed from the engine to P @ V when S has ended and back at the next run:
+    the same O and the same counters, cycles included, as with P @ V on arrays of its own
+    (a reuse run and a dense run back to back)."""
+    config = CONFIG.replace(engine_pe="reuse-pv")
+    rng = np.random.default_rng(6)
+    grid = VideoGrid(2, 3, 2)
+    groups = ChannelGroups.from_sizes(3, 5, 4, directions=(2, 1, 0))
+    _check_jobs(config, [_job(rng, config, grid, groups, "full", 0, 2, 0.02),
+                         _job(rng, config, grid, groups, "dense", 1, 3, 0.02)])
 
 
 def test_rejected_engine_start_and_config_check():

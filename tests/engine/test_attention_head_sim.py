@@ -1,8 +1,9 @@
 """The attention_head cocotb bench (sim/engine/head) from pytest, on Verilator and Icarus, on
 a small generated variant (two 2 x 2 arrays, 16 tokens, 16 channels, 4 vector lanes): O
 bit-exact to ``golden.engine.head.head_output``, both blocks' counters equal their models;
-``make -C sim/engine/head`` runs it on the default build (four 4 x 4 arrays, 64 tokens,
-128 channels)."""
+the same with S and P @ V on one set of arrays (``engine_pe = "reuse-pv"``); ``make -C
+sim/engine/head`` runs it on the default build (four 4 x 4 arrays, 64 tokens, 128
+channels)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,12 @@ SMALL = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
 @pytest.mark.parametrize("sim", SIMULATORS)
 def test_attention_head_bench(sim):
     run_variant("engine/head", "attention_head", SMALL, f"p2r2c2-{sim}", sim=sim)
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("sim", SIMULATORS)
+def test_attention_head_bench_on_one_set_of_arrays(sim):
+    """``engine_pe = "reuse-pv"``: S and P @ V share the engine's arrays (with the P @ V
+    mode); the bench's checks (O, every counter) are the same."""
+    run_variant("engine/head", "attention_head", SMALL.replace(engine_pe="reuse-pv"),
+                f"p2r2c2-shared-{sim}", sim=sim)
