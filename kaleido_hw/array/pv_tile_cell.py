@@ -1,10 +1,11 @@
 """The PE array of the attention datapath with a P @ V mode (``docs/linear.md``, "P @ V in
 the ReusePE").
 
-Today P @ V runs on arrays of its own (:class:`~kaleido_hw.array.pv_cell.PvArray`), because
+P @ V first ran on arrays of its own (:class:`~kaleido_hw.array.pv_cell.PvArray`), because
 the ReusePE multiplies int8 by int8 while P @ V with V reuse multiplies a pre-added sum of
 uint8 P (up to 10 bits) by an int8 V. :class:`PvTileCell` folds that mode into the cell of
-the engine's arrays, so that one array runs QK^T, linear blocks and P @ V:
+the engine's arrays, so that one array runs QK^T, linear blocks and P @ V (``engine_pe =
+"reuse-pv"`` builds the engines on such arrays):
 
 * the :class:`~kaleido_hw.pe.pe.ReusePE` is built with ``pv=True``: while a step's ``pv`` bit
   is set, its multiplier's column-side halves take the P sums ``x_lo``/``x_hi`` (11 bits
@@ -43,8 +44,7 @@ from kaleido_hw.pe.pe import ReusePE
 
 __all__ = ["with_pv_row", "with_s12", "with_pv_col", "with_pv_word", "pv_tile_row_layout",
            "pv_tile_col_layout", "fold_pv", "pv_row_edge", "pv_col_edge", "PvFoldedCell",
-           "PvTileCell",
-           "PvPEArray"]
+           "PvTileCell", "PvPEArray"]
 
 
 def _fields(layout) -> dict:
@@ -133,9 +133,9 @@ def pv_row_edge(m, i, step_row, p1, layout):
 
 def pv_col_edge(m, j, step_col, step_row, base, layout):
     """Column ``j``'s cell column (``layout``, :func:`with_pv_word`): the fields of ``base``
-    (the array's own edge decode of the column, or the step column itself) with ``b`` replaced by the
-    selected byte in a P @ V step, and the P @ V word decoded once per column
-    (:func:`~kaleido_hw.array.pv_cell.pv_column_word`)."""
+    (the array's own edge decode of the column, or the step column itself) with ``b``
+    replaced by the selected byte in a P @ V step, and the P @ V word decoded once per
+    column (:func:`~kaleido_hw.array.pv_cell.pv_column_word`)."""
     mode = step_row.mode
     b, looked = pv_column_word(m, j, mode.pass_idx, step_col.valid & mode.issue, step_col.kc,
                                step_col.c2, (step_col.b, step_col.v1, step_col.v2))
