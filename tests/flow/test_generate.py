@@ -197,6 +197,24 @@ def test_dispatcher_with_odd_cluster_shapes_is_lint_clean(tmp_path, toml_text):
 
 
 @pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH: make install")
+def test_pv_mode_builds_are_lint_clean(tmp_path):
+    """``engine_pe = "reuse-pv"``: the core on the arrays with the P @ V mode, ``pv_engine``
+    on them, and ``attention_head`` with one set of arrays shared through views."""
+    toml_text = ('engine_pe = "reuse-pv"\nrows = 2\ncols = 2\nengine_arrays = 2\n'
+                 'engine_max_tokens = 16\nengine_max_head_dim = 16\nsched_pattern_width = 4\n'
+                 'matcher_channels = 4\nsched_entries = 4\nvector_lanes = 4\n'
+                 'vector_max_row = 16\nvector_row_buffers = 3\n')
+    tops = ("kaleido_core", "pv_engine", "attention_head")
+    r, out = _generate_cli(tmp_path, toml_text, *(a for t in tops for a in ("--top", t)))
+    assert r.returncode == 0, r.stderr
+    for module in tops:
+        result = lint_file(out / f"{module}.v", module)
+        warnings = [line for line in (result.stdout + result.stderr).splitlines()
+                    if line.startswith("%")]
+        assert result.returncode == 0 and not warnings, f"{module}:\n" + "\n".join(warnings)
+
+
+@pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH: make install")
 @pytest.mark.full_set
 def test_on_demand_tops_are_lint_clean(tmp_path):
     """The tops not committed to rtl_out (the core's compute unit, the earlier engines) are
