@@ -103,6 +103,12 @@ def run_bench(bench: str, toplevel: str, sim: str, *, sources=None, variant: str
 
     tool_env()
     skip_unless_simulator(sim)
+    # cocotb's runner hands the simulator this process's sys.path as PYTHONPATH: the shared
+    # helpers must be on it also when the bench is not started from pytest (whose conftest
+    # puts them there).
+    for folder in (REPO, *HELPER_DIRS):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
     if sources is None:
         sources = [default_rtl(bench, toplevel)]
     sources = [Path(s) for s in sources]
