@@ -44,7 +44,7 @@ from kaleido_hw.pe.pe import ReusePE
 
 __all__ = ["with_pv_row", "with_s12", "with_pv_col", "with_pv_word", "pv_tile_row_layout",
            "pv_tile_col_layout", "fold_pv", "pv_row_edge", "pv_col_edge", "PvFoldedCell",
-           "PvTileCell", "PvPEArray"]
+           "PvTileCell", "FoldedEdges", "PvPEArray"]
 
 
 def _fields(layout) -> dict:
@@ -218,7 +218,34 @@ def _docs() -> dict:
     return docs
 
 
-class PvPEArray(_ArrayBase):
+class FoldedEdges:
+    """The array edges of an array with the P @ V mode, mixed in before its array class:
+    the left edge adds ``s12 = p1 + p2`` (``p1`` is the row field :attr:`P1_FIELD`), the top
+    edge decodes each column's P @ V word after the array's own column edge
+    (:meth:`_base_col_edge`, default the step column itself); the cells' layouts are the
+    cell class's ``ROW`` / ``COL``."""
+
+    #: The step row's field that carries the P lane ``p1`` in a P @ V step.
+    P1_FIELD = "p1"
+
+    def _cell_row_layout(self):
+        return self.cell.ROW
+
+    def _row_edge(self, m, i, step_row):
+        return pv_row_edge(m, i, step_row, getattr(step_row, self.P1_FIELD), self.cell.ROW)
+
+    def _cell_col_layout(self):
+        return self.cell.COL
+
+    def _base_col_edge(self, m, j, step_col, step_row):
+        return step_col
+
+    def _col_edge(self, m, j, step_col, step_row):
+        base = self._base_col_edge(m, j, step_col, step_row)
+        return pv_col_edge(m, j, step_col, step_row, base, self.cell.COL)
+
+
+class PvPEArray(FoldedEdges, _ArrayBase):
     """R x C :class:`PvTileCell`: the :class:`~kaleido_hw.array.array.PEArray` (QK^T and
     linear steps, same timing and drain read-out) that also runs the
     :class:`~kaleido_hw.array.pv_cell.PvArray`'s P @ V steps, selected per step by the row's
@@ -238,15 +265,3 @@ class PvPEArray(_ArrayBase):
     def __init__(self, config: KaleidoConfig, tag_width: int = 8):
         super().__init__(config, tag_width, cell=PvTileCell, row_layout=pv_tile_row_layout(),
                          col_layout=pv_tile_col_layout())
-
-    def _cell_row_layout(self):
-        return PvTileCell.ROW
-
-    def _row_edge(self, m, i, step_row):
-        return pv_row_edge(m, i, step_row, step_row.p1, PvTileCell.ROW)
-
-    def _cell_col_layout(self):
-        return PvTileCell.COL
-
-    def _col_edge(self, m, j, step_col, step_row):
-        return pv_col_edge(m, j, step_col, step_row, step_col, PvTileCell.COL)

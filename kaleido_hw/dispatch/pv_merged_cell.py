@@ -15,8 +15,8 @@ MergedArray in QK^T steps (matcher slots included) and to the PvArray in P @ V s
 from __future__ import annotations
 
 from kaleido_hw.array.array import PEArray
-from kaleido_hw.array.pv_tile_cell import (PvFoldedCell, pv_col_edge, pv_row_edge, with_pv_col,
-                                           with_pv_row, with_pv_word, with_s12)
+from kaleido_hw.array.pv_tile_cell import (FoldedEdges, PvFoldedCell, with_pv_col, with_pv_row,
+                                           with_pv_word, with_s12)
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.merged_array import MergedArray
 from kaleido_hw.dispatch.merged_cell import (MergedDecoder, merged_cell_col_layout,
@@ -76,7 +76,7 @@ def _docs() -> dict:
     return docs
 
 
-class PvMergedArray(PEArray):
+class PvMergedArray(FoldedEdges, PEArray):
     """R x C :class:`PvMergedCell`: the MergedArray (QK^T and linear steps, matcher slots,
     same timing and drain read-out) that also runs the PvArray's P @ V steps, selected per
     step by the row's ``pv`` bit.
@@ -90,20 +90,11 @@ class PvMergedArray(PEArray):
     """
 
     PORT_DOCS = _docs()
+    P1_FIELD = "a1"              # the slot's second row byte
 
     def __init__(self, config: KaleidoConfig, tag_width: int = 8):
         super().__init__(config, tag_width=tag_width, cell=PvMergedCell,
                          row_layout=pv_merged_row_layout(), col_layout=pv_merged_col_layout())
 
-    def _cell_row_layout(self):
-        return PvMergedCell.ROW
-
-    def _row_edge(self, m, i, step_row):
-        return pv_row_edge(m, i, step_row, step_row.a1, PvMergedCell.ROW)
-
-    def _cell_col_layout(self):
-        return PvMergedCell.COL
-
-    def _col_edge(self, m, j, step_col, step_row):
-        base = merged_column_edge(m, step_col, step_row.slot, name=f"col_edge_{j}")
-        return pv_col_edge(m, j, step_col, step_row, base, PvMergedCell.COL)
+    def _base_col_edge(self, m, j, step_col, step_row):
+        return merged_column_edge(m, step_col, step_row.slot, name=f"col_edge_{j}")

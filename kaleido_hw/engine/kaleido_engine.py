@@ -42,13 +42,11 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.array import BaselineArray, PEArray
-from kaleido_hw.array.pv_tile_cell import PvPEArray
 from golden.numerics import RESULT_CHANNELS, group_channels
 from kaleido_hw.bitops import popcount, rank_select
 from kaleido_hw.config import KaleidoConfig, check_int
 from kaleido_hw.dispatch.merged_array import MergedArray
-from kaleido_hw.dispatch.pv_merged_cell import PvMergedArray
-from kaleido_hw.engine.shared_arrays import ArrayView, check_shared
+from kaleido_hw.engine.shared_arrays import ArrayView, check_shared, folded_array
 from kaleido_hw.dispatch.order_unit import OrderUnit
 from kaleido_hw.engine.array_sequencer import ArraySequencer
 from kaleido_hw.engine.code_unit import CodeUnit
@@ -522,6 +520,7 @@ class KaleidoEngine(wiring.Component):
         # ports to merge back (minutes of its clean-up passes on the default build).
         lane_en = Cat(*(self.wr.lane == lane for lane in range(lanes)))
         done_bits, fin_now, fin_seen = [], [], []
+        pv_mode = self.config.engine_pe == "reuse-pv"
         for a in range(P):
             qmem = memory.Memory(shape=8 * D, depth=B * N, init=[])
             kmem = memory.Memory(shape=8 * D, depth=B * N, init=[])
@@ -552,16 +551,16 @@ class KaleidoEngine(wiring.Component):
                     rd = ou.ord_rd[a]
                     m.d.comb += [rd.bank.eq(port.bank), rd.addr.eq(port.addr),
                                  port.data.eq(rd.data), port.natural.eq(rd.natural)]
-            pv_mode = self.config.engine_pe == "reuse-pv"
             if self.array_views:
                 arr = self.array_views[a]
             elif plain:
                 arr = BaselineArray(self.config, tag_width=tag_width)
+            elif pv_mode:
+                arr = folded_array(self.config)[0](self.config, tag_width=tag_width)
             elif matcher:
-                arr = (PvMergedArray if pv_mode else MergedArray)(self.config,
-                                                                   tag_width=tag_width)
+                arr = MergedArray(self.config, tag_width=tag_width)
             else:
-                arr = (PvPEArray if pv_mode else PEArray)(self.config, tag_width=tag_width)
+                arr = PEArray(self.config, tag_width=tag_width)
             m.submodules[f"seq{a}"] = seq
             if not self.array_views:
                 m.submodules[f"array{a}"] = arr

@@ -37,16 +37,14 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.pv_cell import PvArray
-from kaleido_hw.array.pv_tile_cell import PvPEArray
 from kaleido_hw.bitops import bits_for
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.dispatch.pv_merged_cell import PvMergedArray
 from kaleido_hw.engine.host_port import (ARRAY_COUNTER_NAMES, array_counter_names,
                                          array_counter_values)
 from kaleido_hw.engine.pv_buffer import PvOutBuffer
 from kaleido_hw.engine.pv_layouts import pv_p_word_layout, pv_v_word_layout
 from kaleido_hw.engine.pv_sequencer import PvSequencer
-from kaleido_hw.engine.shared_arrays import ArrayView, check_shared
+from kaleido_hw.engine.shared_arrays import ArrayView, check_shared, folded_array
 from kaleido_hw.engine.window_code_unit import WindowCodeUnit
 
 
@@ -199,8 +197,7 @@ class PvEngine(wiring.Component):
         arrays, seqs, codes = [], [], []
         # engine_pe "reuse-pv": the KaleidoEngine's arrays with the P @ V mode folded in run
         # the P @ V steps (every step pv 1), instead of PvArrays.
-        folded, merged = self._folded()
-        array_cls = (PvMergedArray if merged else PvPEArray) if folded else PvArray
+        array_cls = self._folded() or PvArray
         for a in range(P):
             arrays.append(self.array_views[a] if self.array_views else
                           array_cls(cfgc, tag_width=1 + 2 * bw))
@@ -324,9 +321,9 @@ class PvEngine(wiring.Component):
         return m
 
     def _folded(self):
-        """(the arrays are the engine's with the P @ V mode, those arrays have the matcher)"""
-        return (self.config.engine_pe == "reuse-pv",
-                self.config.engine_dispatcher in ("matcher", "full"))
+        """The class of the engine's arrays with the P @ V mode that this build runs on
+        (``engine_pe = "reuse-pv"``), else None (PvArrays)."""
+        return folded_array(self.config)[0] if self.config.engine_pe == "reuse-pv" else None
 
     def _array_path(self, m, a, arr, seq, cu, pmem, vmem, run):
         """Array ``a``'s reads of P and of its V bank, the window codes and work bits of the
@@ -397,13 +394,13 @@ class PvEngine(wiring.Component):
         # registered before the array, so that the sequencer's step decision and the array's
         # column decode and multiply are not one path; every step reaches the array one
         # cycle after the sequencer presents it (``PvTiming.load_base`` = 5).
-        folded, merged = self._folded()
+        folded = self._folded()
         for i in range(R):
             row = arr.row[i]
             if folded:
                 # A P @ V step of the folded array: p0 in ``a``, the kind in the pass field,
-                # p1 in the matcher's ``a1`` (or ``p1``).
-                p0, p1, kind = row.a, row.a1 if merged else row.p1, row.mode.pass_idx
+                # p1 in its P1_FIELD (the matcher's ``a1``, or ``p1``).
+                p0, p1, kind = row.a, getattr(row, folded.P1_FIELD), row.mode.pass_idx
                 m.d.sync += row.pv.eq(1)
             else:
                 p0, p1, kind = row.p0, row.p1, row.mode.kind

@@ -43,12 +43,13 @@ def head_rows(presets=HEAD_PRESETS, grid="8x16x16", params: EngineParams | None 
         q, k, v = qkv
         groups = ChannelGroups.from_preset(preset)
         pair = softmax_scale(qkv.scale)
+        # P of each S variant, once: the s-reuse and reuse runs share theirs.
         scores = {"dense": q.astype(np.int64) @ k.astype(np.int64).T,
-                  "reuse": attention_scores(q, k, qkv.grid, groups, full_bits, half_bits)}
+                  "full": attention_scores(q, k, qkv.grid, groups, full_bits, half_bits)}
+        probs = {variant: softmax_int(s, *pair) for variant, s in scores.items()}
         out = {}
         for run, (variant, v_reuse) in RUNS.items():
-            p = softmax_int(scores["dense" if variant == "dense" else "reuse"], *pair)
-            c = head_cycles(q, k, v, p, qkv.grid, groups, params, variant, v_reuse,
+            c = head_cycles(q, k, v, probs[variant], qkv.grid, groups, params, variant, v_reuse,
                             full_bits=full_bits, half_bits=half_bits, lanes=lanes,
                             buffers=buffers)
             out[run] = c

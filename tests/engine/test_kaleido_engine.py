@@ -153,6 +153,19 @@ def smooth(grid, d, rng):
                  .astype(np.int8) for _ in range(2))
 
 
+def check_s_runs(cfg, q, k, grid, groups, variants):
+    """Each variant's whole run with S read out under back-pressure: S bit-exact (Q @ K^T
+    for dense) and every counter equal to the cycle model."""
+    for variant in variants:
+        out = run_engine(cfg, q, k, grid, groups, variant, stall_every=3)
+        assert out["error"] == 0
+        want_s = (attention_scores(q, k, grid, groups) if variant != "dense"
+                  else q.astype(np.int64) @ k.astype(np.int64).T)
+        assert np.array_equal(out["S"], want_s), f"{variant}: S differs"
+        want = model_counters(cfg, q, k, grid, groups, variant)
+        assert out["counters"] == want, f"{variant}:\n rtl   {out['counters']}\n model {want}"
+
+
 @pytest.mark.parametrize("arrays,sides", [
     (1, "q"), pytest.param(3, "q", marks=pytest.mark.full_set),
     pytest.param(1, "qk", marks=pytest.mark.full_set), (3, "qk")])
@@ -173,14 +186,7 @@ def test_small_engine_runs(arrays, sides):
     q, k = smooth(grid, 12, rng)
     variants = ("pe", "pe-sh", "pe-m", "full", "dense") if arrays == 1 else ("pe", "full",
                                                                             "dense")
-    for variant in variants:
-        out = run_engine(cfg, q, k, grid, groups, variant, stall_every=3)
-        assert out["error"] == 0
-        want_s = (attention_scores(q, k, grid, groups) if variant != "dense"
-                  else q.astype(np.int64) @ k.astype(np.int64).T)
-        assert np.array_equal(out["S"], want_s), f"{variant}: S differs"
-        want = model_counters(cfg, q, k, grid, groups, variant)
-        assert out["counters"] == want, f"{variant}:\n rtl   {out['counters']}\n model {want}"
+    check_s_runs(cfg, q, k, grid, groups, variants)
 
 
 @pytest.mark.parametrize("dispatcher", ["full", "none"])
@@ -194,14 +200,7 @@ def test_engine_on_arrays_with_the_pv_mode(dispatcher):
     grid, groups = VideoGrid(2, 3, 2), ChannelGroups.from_sizes(3, 5, 4, directions=(2, 1, 0))
     q, k = smooth(grid, 12, np.random.default_rng(5))
     variants = ("full", "pe-m", "dense") if dispatcher == "full" else ("pe", "dense")
-    for variant in variants:
-        out = run_engine(cfg, q, k, grid, groups, variant, stall_every=3)
-        assert out["error"] == 0
-        want_s = (attention_scores(q, k, grid, groups) if variant != "dense"
-                  else q.astype(np.int64) @ k.astype(np.int64).T)
-        assert np.array_equal(out["S"], want_s), f"{variant}: S differs"
-        want = model_counters(cfg, q, k, grid, groups, variant)
-        assert out["counters"] == want, f"{variant}:\n rtl   {out['counters']}\n model {want}"
+    check_s_runs(cfg, q, k, grid, groups, variants)
     axes = np.asarray(groups.directions)[np.asarray(groups.group_of)]
     ports = engine_ports(cfg, grid, groups, variant=variants[0], linear=True)
     out = run_engine(cfg, q, k, grid, groups, variants[0], stall_every=3, ports=ports)
