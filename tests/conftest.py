@@ -6,12 +6,13 @@ import pytest
 
 
 REPO = Path(__file__).resolve().parents[1]
-# Shared test harnesses (tests/) and bench helpers (sim/ and its block folders).
-for folder in (REPO / "tests", REPO / "sim", REPO / "sim" / "pe", REPO / "sim" / "dispatch",
-               REPO / "sim" / "engine", REPO / "sim" / "vector"):
-    sys.path.insert(0, str(folder))
+sys.path.insert(0, str(REPO / "sim"))
+from runner import HELPER_DIRS, tool_env  # noqa: E402
 
-from runner import tool_env  # noqa: E402
+# Shared test harnesses (tests/) and bench helpers (sim/ and its block folders, the runner's
+# list).
+for folder in (REPO / "tests", *HELPER_DIRS):
+    sys.path.insert(0, str(folder))
 
 
 tool_env()
