@@ -22,10 +22,10 @@ from dataclasses import dataclass, fields as dc_fields
 import numpy as np
 
 __all__ = [
-    "WORD_BITS", "ALIGN", "GROUPS_PER_WORD", "SIDE_Q", "SIDE_K", "SIDES", "KIND_S",
+    "WORD_BITS", "ALIGN", "GROUPS_PER_WORD", "SIDE_Q", "SIDE_K", "SIDE_V", "SIDES", "KIND_S",
     "KIND_LINEAR", "KIND_PV", "KINDS", "OPCODES", "FIELDS", "ERROR_CODES", "FieldError",
     "DecodeError", "Command", "Config", "Groups", "Strides", "Load", "Compute", "Store",
-    "Fence", "COMMANDS", "decode", "encode_program", "groups_commands", "markdown_table",
+    "Fence", "Attention", "COMMANDS", "decode", "encode_program", "groups_commands", "markdown_table",
     "error_table", "used_mask",
 ]
 
@@ -36,18 +36,20 @@ ALIGN = 16
 #: Channels whose group one GROUPS word carries (2 bits each, bits [127:32]).
 GROUPS_PER_WORD = 48
 
-#: LOAD / STRIDES ``side``: 0 Q (rows of S), 1 K (columns of S); 2, 3 reserved (V, later).
-SIDE_Q, SIDE_K = 0, 1
-SIDES = ("Q", "K")
+#: LOAD / STRIDES ``side``: 0 Q (rows of S), 1 K (columns of S), 2 V (the values of an
+#: attention block, one token per key of the K box); 3 reserved.
+SIDE_Q, SIDE_K, SIDE_V = 0, 1, 2
+SIDES = ("Q", "K", "V")
 #: COMPUTE ``kind``: 0 S = Q K^T; 1 a linear block Y = X_eff W (X in the Q bank, weight rows
-#: in the K bank); 2 P @ V is a reserved code (error 11, unsupported, until a core runs it);
-#: 3..15 malformed.
+#: in the K bank); 2 an attention block (S of the Q and K boxes, its softmax with a running
+#: maximum and P @ V_eff of the V box into the query box's output; error 11 on a core built
+#: without the attention path); 3..15 malformed.
 KIND_S, KIND_LINEAR, KIND_PV = 0, 1, 2
 KINDS = ("S", "linear", "PV")
 
 #: opcode -> command name. 0 is not an opcode: an all-zero word is usually unwritten memory.
 OPCODES = {1: "CONFIG", 2: "GROUPS", 3: "STRIDES", 4: "LOAD", 5: "COMPUTE", 6: "STORE",
-           7: "FENCE"}
+           7: "FENCE", 8: "ATTENTION"}
 
 #: Per command: ``(field, lo, width, meaning)``; the field holds bits ``[lo + width - 1 : lo]``.
 FIELDS: dict[str, tuple] = {
@@ -75,56 +77,80 @@ FIELDS: dict[str, tuple] = {
          "group of channel first + i in bits [33 + 2i : 32 + 2i] (0 t, 1 y, 2 x)"),
     ),
     "STRIDES": (
-        ("side", 4, 2, "0 Q, 1 K"),
+        ("side", 4, 2, "0 Q, 1 K, 2 V"),
         ("token_stride", 6, 18, f"bytes between x-neighbours, a multiple of {ALIGN}, >= head_dim"),
         ("y_stride", 24, 40, "bytes between y-neighbours, >= grid_w * token_stride"),
         ("t_stride", 64, 64, "bytes between t-neighbours, >= grid_h * y_stride"),
     ),
     "LOAD": (
-        ("side", 4, 2, "0 Q, 1 K"),
+        ("side", 4, 2, "0 Q, 1 K, 2 V"),
         ("bank", 6, 2, "scratchpad bank of that side, 0..banks-1"),
         ("origin_t", 8, 16, "box origin in the grid along t, a multiple of box_t"),
         ("origin_h", 24, 16, "box origin along y, a multiple of box_h"),
         ("origin_w", 40, 16, "box origin along x, a multiple of box_w"),
         ("rows", 56, 1, "1: box_tokens rows at address + j * token_stride instead of a box "
-                        "(weight rows of a linear block; origins 0, no padding)"),
+                        "(weight rows of a linear block; origins 0, no padding; not for V)"),
         ("address", 64, 64, "byte address of the tensor's token (0, 0, 0), or of row 0"),
     ),
     "COMPUTE": (
         ("q_bank", 4, 2, "Q bank (rows of the block)"),
         ("k_bank", 6, 2, "K bank (columns)"),
         ("kind", 8, 4, "0 S = Q K^T; 1 linear Y = X_eff W (X in Q, rows of W^T in K); "
-                       "2 P @ V reserved"),
+                       "2 attention block (S, softmax, P @ V_eff into the query box's O)"),
         ("acc", 12, 1, "1: add the block onto the unstored result (input channels in slices; "
-                       "same channel groups); 0: a new result"),
+                       "same channel groups); 0: a new result; 0 with kind 2"),
+        ("v_bank", 13, 2, "kind 2: V bank (the values of the K box's keys); else 0"),
+        ("first", 15, 1, "kind 2: the query box's first key block (starts its O); else 0"),
+        ("last", 16, 1, "kind 2: its last key block (O is then the result); else 0"),
     ),
     "STORE": (
-        ("address", 64, 64, "byte address of the block (box_tokens^2 int32, row-major)"),
+        ("address", 64, 64, "byte address of the result: an S or linear block (box_tokens^2 "
+                            "int32) or an attention output (box_tokens x head_dim int16), "
+                            "row-major"),
     ),
     "FENCE": (),
+    "ATTENTION": (
+        ("scale_mult", 4, 16, "softmax scale multiplier, 32768..65535 "
+                              "(`golden.vector.softmax_scale`)"),
+        ("scale_shift", 20, 6, "softmax scale shift, 1..47"),
+        ("v_dir", 26, 2, "reuse axis of V (0 t, 1 y, 2 x), all channels"),
+        ("v_window3", 28, 1, "0: V windows of 2 keys; 1: of 3"),
+        ("v_reuse", 29, 1, "1: V reuse by the window rule (FULL/HALF at CONFIG's thresholds); "
+                           "0: V as loaded"),
+    ),
 }
 
 #: Error code -> (name, when). ``ProgramError.code`` is one of these.
 ERROR_CODES: dict[int, tuple[str, str]] = {
-    1: ("malformed", "unknown opcode (0, 8..15), a reserved bit set, or a reserved encoding "
-                     "(side 2-3, kind 3-15, GROUPS count 0 or > 48)"),
+    1: ("malformed", "unknown opcode (0, 9..15), a reserved bit set, or a reserved encoding "
+                     "(side 3, kind 3-15, v_bank/first/last set outside kind 2, acc with kind "
+                     "2, GROUPS count 0 or > 48)"),
     2: ("bad_config", "CONFIG outside the core: zero extent, box tokens or head_dim over the "
                       "limit, thresholds, direction 3, reuse/schedule/match not built; GROUPS "
                       "group 3 or channels past head_dim; COMPUTE of a channel group larger, "
-                      "summed over the results it adds onto, than acc_width sums exactly"),
-    3: ("not_configured", "GROUPS, STRIDES, LOAD, COMPUTE or STORE before CONFIG; LOAD of a "
-                          "side before its STRIDES; COMPUTE before every channel has a group"),
+                      "summed over the results it adds onto, than acc_width sums exactly; "
+                      "ATTENTION scale outside its range, v_dir 3, v_reuse on a plain core; "
+                      "COMPUTE kind 2 of more keys than acc_width holds P @ V of"),
+    3: ("not_configured", "GROUPS, STRIDES, LOAD, COMPUTE, STORE or ATTENTION before CONFIG; "
+                          "LOAD of a side before its STRIDES; COMPUTE before every channel has "
+                          "a group; COMPUTE kind 2 before ATTENTION"),
     4: ("bad_bank", "LOAD or COMPUTE names a bank >= banks"),
     5: ("bank_empty", "COMPUTE reads a bank that holds no box of its side since CONFIG"),
     6: ("misaligned", f"LOAD/STORE address or a stride not a multiple of {ALIGN} bytes"),
-    7: ("no_result", "STORE, or COMPUTE with acc, without an unstored COMPUTE result"),
+    7: ("no_result", "STORE, or COMPUTE with acc, without an unstored COMPUTE result (an "
+                     "attention output is not one to add onto; a query box whose last key "
+                     "block has not run has none); COMPUTE kind 2 without first when no query "
+                     "box is open"),
     8: ("bad_strides", "strides that overlap tokens: token_stride < head_dim, y_stride < "
                        "grid_w * token_stride or t_stride < grid_h * y_stride"),
     9: ("bad_origin", "LOAD origin not a multiple of the box extent, or outside the grid; a "
-                      "rows LOAD with an origin other than 0"),
+                      "rows LOAD with an origin other than 0, or of side V"),
     10: ("result_pending", "COMPUTE without acc, or CONFIG, while the last result is not "
-                           "stored; COMPUTE with acc after GROUPS changed the channel groups"),
-    11: ("unsupported", "COMPUTE kind 2 (P @ V): reserved, not in this core"),
+                           "stored; COMPUTE with acc after GROUPS changed the channel groups; "
+                           "CONFIG, ATTENTION, COMPUTE kind 0/1 or kind 2 with first while a "
+                           "query box is open (first run, last not yet)"),
+    11: ("unsupported", "on a core built without the attention path: ATTENTION, STRIDES or "
+                        "LOAD of side V, COMPUTE kind 2"),
     12: ("out_of_range", "LOAD reads or STORE writes past the end of memory"),
 }
 
@@ -199,8 +225,8 @@ class Command:
 
 
 def _check_side(cmd, side):
-    if side not in (SIDE_Q, SIDE_K):
-        raise DecodeError(f"{cmd}.side must be 0 (Q) or 1 (K); {side} is reserved")
+    if side not in (SIDE_Q, SIDE_K, SIDE_V):
+        raise DecodeError(f"{cmd}.side must be 0 (Q), 1 (K) or 2 (V); {side} is reserved")
 
 
 @dataclass(frozen=True)
@@ -282,7 +308,7 @@ class Strides(Command):
     t_stride: int
 
     def check_encoding(self) -> None:
-        """Side must be Q or K."""
+        """Side must be Q, K or V."""
         _check_side("STRIDES", self.side)
 
 
@@ -307,27 +333,39 @@ class Load(Command):
         return (self.origin_t, self.origin_h, self.origin_w)
 
     def check_encoding(self) -> None:
-        """Side must be Q or K."""
+        """Side must be Q, K or V."""
         _check_side("LOAD", self.side)
 
 
 @dataclass(frozen=True)
 class Compute(Command):
     """COMPUTE (opcode 5): the block of ``kind`` (0: S = Q K^T, each box with its own reuse
-    codes; 1: a linear block X_eff W^T-rows, window codes on the Q box) of the banks
-    ``q_bank`` and ``k_bank``; the result waits for a STORE. With ``acc`` the block is added
-    onto the unstored result (a layer's input channels in slices of head_dim)."""
+    codes; 1: a linear block X_eff W^T-rows, window codes on the Q box; 2: an attention
+    block, S of the boxes, the softmax with a running maximum and P @ V_eff of ``v_bank``
+    into the query box's output, ``first`` / ``last`` key block) of the banks ``q_bank`` and
+    ``k_bank``; the result waits for a STORE. With ``acc`` the block is added onto the
+    unstored result (a layer's input channels in slices of head_dim)."""
     NAME, OPCODE = "COMPUTE", 5
     q_bank: int
     k_bank: int
     kind: int = KIND_S
     acc: int = 0
+    v_bank: int = 0
+    first: int = 0
+    last: int = 0
 
     def check_encoding(self) -> None:
-        """Kinds 3..15 are malformed (2 decodes; executing it is error 11)."""
+        """Kinds 3..15 are malformed; so are ``v_bank``, ``first``, ``last`` other than 0
+        outside kind 2, and ``acc`` with kind 2 (an attention block adds into its own O)."""
         if self.kind >= len(KINDS):
             raise DecodeError(f"COMPUTE.kind must be 0 (S), 1 (linear) or 2 (PV); "
                               f"{self.kind} is reserved")
+        if self.kind != KIND_PV and (self.v_bank or self.first or self.last):
+            raise DecodeError(f"COMPUTE v_bank, first and last must be 0 with kind "
+                              f"{self.kind} ({KINDS[self.kind]}); they belong to kind 2")
+        if self.kind == KIND_PV and self.acc:
+            raise DecodeError("COMPUTE acc must be 0 with kind 2 (attention blocks of a query "
+                              "box add into its output themselves, first to last)")
 
 
 @dataclass(frozen=True)
@@ -345,8 +383,28 @@ class Fence(Command):
     NAME, OPCODE = "FENCE", 7
 
 
+@dataclass(frozen=True)
+class Attention(Command):
+    """ATTENTION (opcode 8): what the attention blocks (COMPUTE kind 2) after it use besides
+    CONFIG: the softmax scale as the fixed-point pair of ``golden.vector.softmax_scale``
+    (``docs/numerics.md`` section 14) and V's reuse: one axis for all of V's channels, windows
+    of 2 or 3 keys, on or off (CONFIG's thresholds). CONFIG clears it."""
+    NAME, OPCODE = "ATTENTION", 8
+    scale_mult: int
+    scale_shift: int
+    v_dir: int = 0
+    v_window3: int = 0
+    v_reuse: int = 1
+
+    @property
+    def v_window(self) -> int:
+        """Keys per V window (2 or 3)."""
+        return 3 if self.v_window3 else 2
+
+
 #: opcode -> command class.
-COMMANDS = {cls.OPCODE: cls for cls in (Config, Groups, Strides, Load, Compute, Store, Fence)}
+COMMANDS = {cls.OPCODE: cls for cls in (Config, Groups, Strides, Load, Compute, Store, Fence,
+                                        Attention)}
 
 
 def _check_word(word) -> int:
@@ -365,7 +423,7 @@ def decode(word: int) -> Command:
     word = _check_word(word)
     op = word & 0xF
     if op not in COMMANDS:
-        raise DecodeError(f"opcode {op} is not a command (1..7: "
+        raise DecodeError(f"opcode {op} is not a command (1..8: "
                           + ", ".join(f"{k} {v}" for k, v in OPCODES.items()) + ")")
     return COMMANDS[op].decode(word)
 

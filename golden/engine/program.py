@@ -18,6 +18,18 @@ W_rows^T``. With ``engine=True`` the block and its cycle counters come from
 ``golden.engine.model.kaleido_engine`` / ``engine_counters`` on the box pair (slower;
 bit-identical blocks, which the tests check).
 
+A COMPUTE of kind 2 (an attention block, on a core with the attention path:
+``CoreLimits.attention``) computes the S block of its Q and K boxes as kind S does, then
+takes it into the running softmax of the query box (``docs/numerics.md`` section 15,
+:func:`golden.vector.online.online_block`): the block's keys are the K box's grid tokens
+(padding keys take no part), V is the V bank's box, effective under the window rule along
+ATTENTION's ``v_dir`` on the box as a grid of its own when ``v_reuse``. ``first`` starts the
+query box's state, ``last`` finishes it (:func:`~golden.vector.online.online_finish`): the
+int16 output O of the box's ``box_tokens`` rows (padding rows included, as computed) is
+then the result a STORE writes. With ``engine=True`` each attention block also gets the
+exact P @ V counters of its P and V on the engine's arrays
+(``golden.engine.pv.pv_counters``).
+
 Plain numpy; no hardware imports.
 """
 
@@ -29,14 +41,18 @@ import numpy as np
 
 from golden.checks import check_int
 from golden.array.schedule import side_codes
-from golden.engine.commands import (ALIGN, ERROR_CODES, KIND_LINEAR, KIND_S, KINDS, SIDE_K,
-                                    SIDE_Q, SIDES,
+from golden.engine.commands import (ALIGN, ERROR_CODES, KIND_LINEAR, KIND_PV, KIND_S, KINDS,
+                                    SIDE_K, SIDE_Q, SIDE_V, SIDES, Attention,
                                     Command, Compute, Config, DecodeError, FieldError, Groups,
                                     Load, Store, Strides, decode)
 from golden.engine.model import (VARIANTS, EngineCounters, EngineParams, engine_counters,
                                  kaleido_engine, plain_walk)
+from golden.engine.pv import PvCounters, pv_counters
 from golden.numerics import (RESULT_CHANNELS, ChannelGroups, VideoGrid, _effective,
                              code_counts, exact_matmul, group_channels, oracle_from_counts)
+from golden.vector.online import OnlineState, block_max_partial, online_block, online_finish
+from golden.vector.softmax import MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN
+from golden.window import window_effective_operand, window_masks
 
 
 __all__ = ["Memory", "CoreLimits", "ProgramError", "BoxData", "BlockResult", "ProgramResult",
@@ -125,6 +141,13 @@ class CoreLimits:
     group_channels : int   most channels of one group whose products the accumulators sum
                            exactly (``acc_width``: 511 at 24 bits), over a COMPUTE and the
                            results it adds onto (``acc``)
+    attention : bool       the attention path is built (ATTENTION, side V, COMPUTE kind 2);
+                           without it those are error 11. No RTL core has it yet
+                           (``docs/engine.md``, "Attention commands"): ``from_config`` gives
+                           False, the host's attention plans set it for the model
+    pv_keys : int          most keys of one attention block whose P @ V partial the
+                           accumulators hold exactly (``255 * 128 * keys < 2**(acc_width-1)``:
+                           257 at 24 bits)
     """
     max_box_tokens: int = 64
     max_head_dim: int = 128
@@ -134,6 +157,8 @@ class CoreLimits:
     min_half_bits: int = 3
     plain: bool = False
     group_channels: int = 511
+    attention: bool = False
+    pv_keys: int = 257
 
     def __post_init__(self):
         check_int("max_box_tokens", self.max_box_tokens, 1, 255 ** 3)
@@ -141,6 +166,9 @@ class CoreLimits:
         check_int("banks", self.banks, 1, 4)
         check_int("min_half_bits", self.min_half_bits, 0, 6)
         check_int("group_channels", self.group_channels, 1, 1 << 40)
+        check_int("pv_keys", self.pv_keys, 1, 1 << 40)
+        if not isinstance(self.attention, (bool, np.bool_)):
+            raise ValueError(f"attention must be True or False, got {self.attention!r}")
         bad = [v for v in self.variants if v not in VARIANTS]
         if bad or not self.variants:
             raise ValueError(f"variants must be a non-empty subset of {', '.join(VARIANTS)}, "
@@ -161,7 +189,14 @@ class CoreLimits:
                 + (("pe-m",) if d in ("matcher", "full") else ()) + (("full",) if d == "full" else ())
         return cls(config.engine_max_tokens, config.engine_max_head_dim, banks, variants,
                    EngineParams.from_config(config), plain=config.engine_pe == "plain",
-                   group_channels=group_channels(config.acc_width))
+                   group_channels=group_channels(config.acc_width),
+                   pv_keys=pv_block_keys(config.acc_width))
+
+
+def pv_block_keys(acc_width: int) -> int:
+    """Most keys of one attention block whose P @ V partial (``255 * 128`` per key at most)
+    a signed ``acc_width``-bit accumulator holds exactly."""
+    return ((1 << (check_int("acc_width", acc_width, 2, 64) - 1)) - 1) // block_max_partial(1)
 
 
 def box_tokens(box) -> int:
@@ -206,6 +241,10 @@ class BlockResult:
     engine: EngineCounters | None = None
     address: int | None = None
     acc: bool = False
+    kind: int = KIND_S
+    p: np.ndarray | None = field(default=None, repr=False)   # kind 2: the block's P
+    pv: PvCounters | None = None                              # kind 2, engine: P @ V's
+    o: np.ndarray | None = field(default=None, repr=False)   # kind 2, last: the output
 
 
 @dataclass
@@ -215,7 +254,10 @@ class ProgramResult:
     not read), ``bytes_stored``, ``computes``, ``stores``, ``products`` (box_tokens^2 x d per
     block: what the engine multiplies, padding included), the oracle sums ``full``, ``half``,
     ``none``, ``cost`` over all products and ``real_*`` over grid tokens, and with
-    ``engine=True`` ``cycles``), the last CONFIG and the channel-group map."""
+    ``engine=True`` ``cycles`` (the S, linear and attention blocks' S on the arrays) and
+    ``pv_cycles`` (the attention blocks' P @ V, each as a run of its own)), the last CONFIG
+    and the channel-group map. S figures (products, oracle sums) count an attention block's
+    S; its P @ V is in ``pv_cycles``."""
     blocks: list
     counters: dict
     config: Config | None
@@ -249,6 +291,8 @@ class _Core:
         self.pending_sum = None       # the unstored result (its COMPUTEs' blocks summed)
         self.pending_groups = -1      # groups_version of its COMPUTEs
         self.acc_sizes = None         # channels per group summed over its COMPUTEs
+        self.attention = None         # the last ATTENTION since CONFIG
+        self.open = None              # the open query box: (first COMPUTE's index, state)
         self.blocks = []
         self.c = {"commands": {}, "loads": {s: 0 for s in SIDES}, "bytes_loaded": 0,
                   "bytes_stored": 0, "computes": 0, "stores": 0, "products": 0,
@@ -258,11 +302,21 @@ class _Core:
                 self.c[prefix + key] = 0
         if engine:
             self.c["cycles"] = 0
+            self.c["pv_cycles"] = 0
 
     # -- helpers ------------------------------------------------------------------------------
 
     def fail(self, code, message):
         raise ProgramError(code, self.index, message)
+
+    def need_attention_path(self, what):
+        if not self.limits.attention:
+            self.fail(11, f"{what} needs the attention path, which this core is built without")
+
+    def check_closed(self, what):
+        if self.open is not None:
+            self.fail(10, f"{what} while the attention of the query box opened at command "
+                          f"{self.open[0]} is not finished (a COMPUTE kind 2 with last)")
 
     def need_config(self, name):
         if self.config is None:
@@ -289,6 +343,7 @@ class _Core:
         if self.pending is not None:
             self.fail(10, "CONFIG while the result of the COMPUTE at command "
                           f"{self.pending.index} is not stored")
+        self.check_closed("CONFIG")
         for name in ("box_t", "box_h", "box_w", "grid_t", "grid_h", "grid_w"):
             if getattr(c, name) < 1:
                 self.fail(2, f"{name} must be at least 1, got 0")
@@ -314,6 +369,23 @@ class _Core:
         self.group_of = np.full(c.head_dim, -1, np.int64)
         self.groups_version += 1
         self.strides, self.banks = {}, {}
+        self.attention = None
+
+    def ATTENTION(self, c: Attention):
+        self.need_attention_path("ATTENTION")
+        self.need_config("ATTENTION")
+        self.check_closed("ATTENTION")
+        if not MULT_MIN <= c.scale_mult <= MULT_MAX:
+            self.fail(2, f"scale_mult must be in [{MULT_MIN}, {MULT_MAX}] (a normalised 16-bit "
+                         f"multiplier), got {c.scale_mult}")
+        if not SHIFT_MIN <= c.scale_shift <= SHIFT_MAX:
+            self.fail(2, f"scale_shift must be in [{SHIFT_MIN}, {SHIFT_MAX}], got "
+                         f"{c.scale_shift}")
+        if c.v_dir > 2:
+            self.fail(2, "v_dir must be 0 (t), 1 (y) or 2 (x), got 3")
+        if c.v_reuse and self.limits.plain:
+            self.fail(2, "v_reuse needs reuse PEs; this core is a plain build")
+        self.attention = c
 
     def GROUPS(self, c: Groups):
         cfg = self.need_config("GROUPS")
@@ -328,6 +400,8 @@ class _Core:
         self.groups_version += 1
 
     def STRIDES(self, c: Strides):
+        if c.side == SIDE_V:
+            self.need_attention_path("STRIDES of side V")
         cfg = self.need_config("STRIDES")
         for name in ("token_stride", "y_stride", "t_stride"):
             self.check_aligned(name, getattr(c, name))
@@ -343,11 +417,15 @@ class _Core:
         self.strides[c.side] = c
 
     def LOAD(self, c: Load):
+        if c.side == SIDE_V:
+            self.need_attention_path("LOAD of side V")
         cfg = self.need_config("LOAD")
         self.check_bank("LOAD", c.bank)
         if c.side not in self.strides:
             self.fail(3, f"LOAD of side {SIDES[c.side]} before its STRIDES")
         self.check_aligned("LOAD address", c.address)
+        if c.rows and c.side == SIDE_V:
+            self.fail(9, "a rows LOAD is for weight rows (side K); V loads boxes")
         if c.rows:
             if any(c.origin):
                 self.fail(9, f"a rows LOAD takes no origin (origin_t, origin_h, origin_w must "
@@ -401,10 +479,13 @@ class _Core:
 
     def COMPUTE(self, c: Compute):
         cfg = self.need_config("COMPUTE")
-        if c.kind not in (KIND_S, KIND_LINEAR):
-            self.fail(11, f"COMPUTE kind {c.kind} ({KINDS[c.kind]}) is reserved; this core "
-                          f"computes kinds {KIND_S} (S) and {KIND_LINEAR} (linear)")
-        for name, bank, side in (("q_bank", c.q_bank, SIDE_Q), ("k_bank", c.k_bank, SIDE_K)):
+        attention = c.kind == KIND_PV
+        if attention:
+            self.need_attention_path(f"COMPUTE kind {KIND_PV} ({KINDS[KIND_PV]})")
+        operands = [("q_bank", c.q_bank, SIDE_Q), ("k_bank", c.k_bank, SIDE_K)]
+        if attention:
+            operands.append(("v_bank", c.v_bank, SIDE_V))
+        for name, bank, side in operands:
             self.check_bank(f"COMPUTE {name}", bank)
             if (side, bank) not in self.banks:
                 self.fail(5, f"COMPUTE {name} {bank} holds no {SIDES[side]} box since CONFIG")
@@ -412,8 +493,15 @@ class _Core:
             missing = np.flatnonzero(self.group_of < 0)
             self.fail(3, f"COMPUTE before every channel has a group (GROUPS): channels "
                          f"{missing[:8].tolist()}{' ...' if missing.size > 8 else ''} have none")
+        if attention:
+            self._check_attention(c, cfg)
+        else:
+            self.check_closed(f"COMPUTE kind {c.kind}")
         if c.acc and self.pending is None:
             self.fail(7, "COMPUTE with acc without an unstored result to add onto")
+        if c.acc and self.pending.kind == KIND_PV:
+            self.fail(7, f"COMPUTE with acc onto the attention output of the COMPUTE at "
+                         f"command {self.pending.index}: only S and linear results add up")
         if not c.acc and self.pending is not None:
             self.fail(10, f"COMPUTE while the result of the COMPUTE at command "
                           f"{self.pending.index} is not stored (acc = 1 adds onto it)")
@@ -434,9 +522,11 @@ class _Core:
             self.fail(2, f"{int(sizes.sum())} channels summed over this COMPUTE and the results "
                          f"it adds onto may overflow the int32 result (at most "
                          f"{RESULT_CHANNELS})")
-        # A bank's codes follow the COMPUTE's kind (the same box may serve both kinds).
-        qb = self._prepare(self.banks[(SIDE_Q, c.q_bank)], c.kind)
-        kb = self._prepare(self.banks[(SIDE_K, c.k_bank)], c.kind)
+        # A bank's codes follow the COMPUTE's kind (the same box may serve both kinds; an
+        # attention block's S is a kind S block).
+        s_kind = KIND_S if attention else c.kind
+        qb = self._prepare(self.banks[(SIDE_Q, c.q_bank)], s_kind)
+        kb = self._prepare(self.banks[(SIDE_K, c.k_bank)], s_kind)
         counters = None
         if self.engine:
             box = VideoGrid(*cfg.box)
@@ -451,11 +541,15 @@ class _Core:
             s = exact_matmul(qb.eff, kb.eff.T)
         reuse = oracle_from_counts(qb.counts[0], kb.counts[0])
         reuse_real = oracle_from_counts(qb.counts[1], kb.counts[1])
-        self.pending = BlockResult(self.index, qb.origin, kb.origin, s, reuse, reuse_real,
-                                   counters, acc=bool(c.acc))
-        self.pending_sum = s + self.pending_sum if c.acc else s
-        self.pending_groups, self.acc_sizes = self.groups_version, sizes
-        self.blocks.append(self.pending)
+        block = BlockResult(self.index, qb.origin, kb.origin, s, reuse, reuse_real, counters,
+                            acc=bool(c.acc), kind=c.kind)
+        self.blocks.append(block)
+        if attention:
+            self._attention_block(c, block, kb, self.banks[(SIDE_V, c.v_bank)])
+        else:
+            self.pending = block
+            self.pending_sum = s + self.pending_sum if c.acc else s
+            self.pending_groups, self.acc_sizes = self.groups_version, sizes
         self.c["computes"] += 1
         self.c["products"] += reuse["dense"]
         self.c["real_products"] += reuse_real["dense"]
@@ -463,18 +557,75 @@ class _Core:
             self.c[key] += reuse[key]
             self.c["real_" + key] += reuse_real[key]
 
+    def _check_attention(self, c: Compute, cfg: Config):
+        """The checks of an attention block beyond those of every COMPUTE."""
+        if self.attention is None:
+            self.fail(3, f"COMPUTE kind {KIND_PV} before ATTENTION (after CONFIG)")
+        if c.first:
+            if self.pending is not None:
+                self.fail(10, f"COMPUTE kind {KIND_PV} with first while the result of the "
+                              f"COMPUTE at command {self.pending.index} is not stored")
+            self.check_closed(f"COMPUTE kind {KIND_PV} with first")
+        elif self.open is None:
+            self.fail(7, f"COMPUTE kind {KIND_PV} without first, and no query box is open (its "
+                         f"first key block starts it)")
+        n = box_tokens(cfg.box)
+        if n > self.limits.pv_keys:
+            self.fail(2, f"an attention block of {n} keys may overflow the P @ V accumulators "
+                         f"(acc_width holds at most {self.limits.pv_keys} keys exactly)")
+
+    def _v_operand(self, vbox: BoxData) -> np.ndarray:
+        """V of a V box as the P @ V arrays multiply it: effective under the window rule
+        along ``v_dir`` on the box as a grid of its own (``v_reuse``), else as loaded."""
+        a, cfg = self.attention, self.config
+        if not a.v_reuse:
+            return vbox.x
+        grid = VideoGrid(*cfg.box)
+        masks = window_masks(vbox.x, grid, a.v_dir, a.v_window, cfg.full_bits, cfg.half_bits)
+        return window_effective_operand(vbox.x, masks, grid, a.v_dir, a.v_window)
+
+    def _attention_block(self, c: Compute, block: BlockResult, kb: BoxData, vbox: BoxData):
+        """Take the block's S into the open query box's softmax and P @ V (module
+        docstring); ``last`` makes its output the result."""
+        a, cfg = self.attention, self.config
+        if c.first:
+            self.open = (self.index, OnlineState.empty(block.s.shape[0], cfg.head_dim))
+        state = self.open[1]
+        keys = kb.real
+        v_eff = self._v_operand(vbox)
+        step = online_block(state, block.s[:, keys], v_eff[keys], a.scale_mult,
+                            a.scale_shift)
+        p = np.zeros(block.s.shape, np.int64)
+        p[:, keys] = step["p"]
+        block.p = p
+        if self.engine:
+            lim = self.limits.params
+            block.pv = pv_counters(p, vbox.x, VideoGrid(*cfg.box), a.v_dir, a.v_window,
+                                   lim.rows, lim.cols, lim.arrays, cfg.full_bits,
+                                   cfg.half_bits, bool(a.v_reuse))
+            self.c["pv_cycles"] += int(block.pv.cycles)
+        if c.last:
+            block.o = online_finish(state)[1]
+            self.open = None
+            self.pending, self.pending_sum = block, block.o
+
     def STORE(self, c: Store):
         self.need_config("STORE")
         self.check_aligned("STORE address", c.address)
         if self.pending is None:
+            if self.open is not None:
+                self.fail(7, f"STORE while the attention of the query box opened at command "
+                             f"{self.open[0]} is not finished (no COMPUTE kind 2 with last)")
             self.fail(7, "STORE without an unstored COMPUTE result")
         s = self.pending_sum
-        nbytes = s.size * 4
+        o = self.pending.kind == KIND_PV           # int16 O, else int32 S or Y
+        nbytes = s.size * (2 if o else 4)
         if c.address + nbytes > self.memory.size:
             self.fail(12, f"STORE of {nbytes} bytes at {c.address} ends past the memory "
                           f"({self.memory.size} bytes)")
-        assert np.abs(s).max(initial=0) < 1 << 31     # the channel bounds of COMPUTE
-        self.memory.write(c.address, s.astype(np.int32))
+        bound = 1 << (15 if o else 31)                # the bounds COMPUTE keeps
+        assert -bound <= s.min(initial=0) and s.max(initial=0) < bound
+        self.memory.write(c.address, s.astype(np.int16 if o else np.int32))
         self.pending.address = c.address
         self.pending = None
         self.c["stores"] += 1

@@ -34,6 +34,7 @@ the rows are batched.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,7 +44,7 @@ from golden.vector.softmax import (EXP_BITS, EXP_ONE, MAX_ROW, P_ONE, _as_scores
 
 
 __all__ = ["O_FRAC_BITS", "OUT_MIN", "OUT_MAX", "NORM_BITS", "BLOCK_MAX", "P_REFERENCES",
-           "BLOCK_FRAC_BITS", "contiguous_blocks",
+           "BLOCK_FRAC_BITS", "OnlineState", "online_block", "online_finish", "contiguous_blocks",
            "check_blocks", "box_blocks", "online_stages", "attention_online",
            "block_max_partial", "online_attention_quality"]
 
@@ -153,50 +154,84 @@ def online_stages(s, v, mult: int, shift: int, blocks, trace: bool = False,
         raise ValueError(f"v must have shape (keys, channels) with keys = {n} (the columns "
                          f"of s), got {tuple(vm.shape)}")
     parts = check_blocks(blocks, n)
-    vf = vm.astype(np.float64)
-    rows, d = s.shape[0], vm.shape[1]
-    run_max = np.zeros(rows, dtype=np.int64)
-    acc = np.zeros((rows, d), dtype=np.int64)
-    weight = np.zeros(rows, dtype=np.int64)
-    rescales = np.zeros(rows, dtype=np.int64)
+    state = OnlineState.empty(s.shape[0], vm.shape[1])
     steps = []
-    for i, keys in enumerate(parts):
-        sb = s[:, keys]
-        new_max = sb.max(axis=1) if i == 0 else np.maximum(run_max, sb.max(axis=1))
-        factor = np.full(rows, EXP_ONE, dtype=np.int64)
-        if i:
-            factor = _exp_of(new_max - run_max, mult, shift)
-            rescales += new_max > run_max
-            acc = _rescale(acc, factor[:, None])
-            weight = _rescale(weight, factor)
-        run_max = new_max
-        ref = run_max if p_reference == "running" else sb.max(axis=1)
-        p = _weights(_exp_of(ref[:, None] - sb, mult, shift))
-        # Exact through float64: |partial| <= 255 * 128 * n < 2**53.
-        partial = (p.astype(np.float64) @ vf[keys]).astype(np.int64)
-        step = {}
-        if p_reference == "running":
-            acc += partial
-            weight += p.sum(axis=1)
-        else:
-            gain = _exp_of(run_max - ref, mult, shift)
-            drop = EXP_BITS - BLOCK_FRAC_BITS
-            acc += _rescale(partial, gain[:, None], drop)
-            weight += _rescale(p.sum(axis=1), gain, drop)
-            step["gain"] = gain
+    for keys in parts:
+        step = online_block(state, s[:, keys], vm[keys], mult, shift, p_reference)
         if trace:
-            steps.append({"keys": keys, "max": run_max.copy(), "factor": factor, "p": p,
-                          "partial": partial, "weight": weight.copy(), **step})
-    # With P to the block's maximum, O and L carry BLOCK_FRAC_BITS more: so does R's numerator
-    # (R keeps its 33 bits and its precision).
-    norm = NORM_BITS + (BLOCK_FRAC_BITS if p_reference == "block" else 0)
-    recip = (1 << norm) // weight
-    out = np.clip(_rescale(acc, recip[:, None], norm - O_FRAC_BITS), OUT_MIN, OUT_MAX)
-    res = {"max": run_max, "weight": weight, "acc": acc, "recip": recip, "out": out,
-           "rescales": rescales}
+            steps.append({"keys": keys, **step})
+    recip, out = online_finish(state, p_reference)
+    res = {"max": state.run_max, "weight": state.weight, "acc": state.acc, "recip": recip,
+           "out": out, "rescales": state.rescales}
     if trace:
         res["blocks"] = steps
     return res
+
+
+@dataclass
+class OnlineState:
+    """What section 15 keeps per query row between key blocks: the running maximum
+    ``run_max``, the output accumulators ``acc`` (rows, d), the weight ``weight`` (L), the
+    rescales so far and the blocks taken (``blocks``; 0: the next block is the first)."""
+    run_max: np.ndarray
+    acc: np.ndarray
+    weight: np.ndarray
+    rescales: np.ndarray
+    blocks: int = 0
+
+    @classmethod
+    def empty(cls, rows: int, channels: int) -> "OnlineState":
+        """The state before the first block of ``rows`` query rows and ``channels`` channels."""
+        z = np.zeros(rows, dtype=np.int64)
+        return cls(z.copy(), np.zeros((rows, channels), dtype=np.int64), z.copy(), z.copy())
+
+
+def online_block(state: OnlineState, sb, vb, mult: int, shift: int,
+                 p_reference: str = "running") -> dict:
+    """Take one key block into ``state`` (in place): scores ``sb`` (rows, keys of the block,
+    int64) and ``vb`` (keys, d) int8 V (V_eff with reuse). Steps 1-3 of the module docstring;
+    returns the block's ``max`` (running, after it), ``factor`` F, ``p`` (rows, keys),
+    ``partial`` P @ V and ``weight`` (L after it), with ``p_reference="block"`` also ``gain``
+    G. Arguments are not checked here (:func:`online_stages` checks them)."""
+    first = state.blocks == 0
+    new_max = sb.max(axis=1) if first else np.maximum(state.run_max, sb.max(axis=1))
+    factor = np.full(sb.shape[0], EXP_ONE, dtype=np.int64)
+    if not first:
+        factor = _exp_of(new_max - state.run_max, mult, shift)
+        state.rescales += new_max > state.run_max
+        state.acc = _rescale(state.acc, factor[:, None])
+        state.weight = _rescale(state.weight, factor)
+    state.run_max = new_max
+    ref = state.run_max if p_reference == "running" else sb.max(axis=1)
+    p = _weights(_exp_of(ref[:, None] - sb, mult, shift))
+    # Exact through float64: |partial| <= 255 * 128 * n < 2**53.
+    partial = (p.astype(np.float64) @ np.asarray(vb, np.float64)).astype(np.int64)
+    step = {}
+    if p_reference == "running":
+        state.acc = state.acc + partial
+        state.weight = state.weight + p.sum(axis=1)
+    else:
+        gain = _exp_of(state.run_max - ref, mult, shift)
+        drop = EXP_BITS - BLOCK_FRAC_BITS
+        state.acc = state.acc + _rescale(partial, gain[:, None], drop)
+        state.weight = state.weight + _rescale(p.sum(axis=1), gain, drop)
+        step["gain"] = gain
+    state.blocks += 1
+    return {"max": state.run_max.copy(), "factor": factor, "p": p, "partial": partial,
+            "weight": state.weight.copy(), **step}
+
+
+def online_finish(state: OnlineState, p_reference: str = "running") -> tuple:
+    """``(recip, out)`` after the last block: ``R = 2**40 // L`` per row and the int64 output
+    ``clamp((O * R + 2**31) >> 32)`` (int16 range, 8 fractional bits)."""
+    if state.blocks == 0:
+        raise ValueError("online_finish needs at least one key block taken")
+    # With P to the block's maximum, O and L carry BLOCK_FRAC_BITS more: so does R's numerator
+    # (R keeps its 33 bits and its precision).
+    norm = NORM_BITS + (BLOCK_FRAC_BITS if p_reference == "block" else 0)
+    recip = (1 << norm) // state.weight
+    out = np.clip(_rescale(state.acc, recip[:, None], norm - O_FRAC_BITS), OUT_MIN, OUT_MAX)
+    return recip, out
 
 
 def attention_online(s, v, mult: int, shift: int, blocks,

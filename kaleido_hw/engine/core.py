@@ -370,7 +370,8 @@ class CoreController(wiring.Component):
                         m.d.sync += state.eq(ST["STRIDES"])
                     check([
                         (word & ~cmds.used_mask("STRIDES") != 0, E["malformed"]),
-                        (f["side"] > 1, E["malformed"]),
+                        (f["side"] == 3, E["malformed"]),
+                        (f["side"] == cmds.SIDE_V, E["unsupported"]),
                         (~configured, E["not_configured"]),
                         (Cat(*(v[0:4] != 0 for v in vals)).any(), E["misaligned"]),
                     ], start_strides)
@@ -393,7 +394,8 @@ class CoreController(wiring.Component):
                         m.d.sync += state.eq(ST["LD_ADDR"])
                     check([
                         (word & ~cmds.used_mask("LOAD") != 0, E["malformed"]),
-                        (f["side"] > 1, E["malformed"]),
+                        (f["side"] == 3, E["malformed"]),
+                        (f["side"] == cmds.SIDE_V, E["unsupported"]),
                         (~configured, E["not_configured"]),
                         (f["bank"] >= B, E["bad_bank"]),
                         (~strides_set.bit_select(sd, 1), E["not_configured"]),
@@ -410,6 +412,9 @@ class CoreController(wiring.Component):
                     check([
                         (word & ~cmds.used_mask("COMPUTE") != 0, E["malformed"]),
                         (f["kind"] > 2, E["malformed"]),
+                        ((f["kind"] != cmds.KIND_PV)
+                         & (f["v_bank"].any() | f["first"] | f["last"]), E["malformed"]),
+                        ((f["kind"] == cmds.KIND_PV) & f["acc"], E["malformed"]),
                         (~configured, E["not_configured"]),
                         (f["kind"] == cmds.KIND_PV, E["unsupported"]),
                         (f["q_bank"] >= B, E["bad_bank"]),
@@ -437,6 +442,10 @@ class CoreController(wiring.Component):
                 with m.Elif(op == OPCODES["FENCE"]):
                     check([(word & ~cmds.used_mask("FENCE") != 0, E["malformed"])],
                           lambda: goto("FENCE"))
+                with m.Elif(op == OPCODES["ATTENTION"]):
+                    # This core has no attention path (``CoreLimits.attention`` False).
+                    check([(word & ~cmds.used_mask("ATTENTION") != 0, E["malformed"]),
+                           (Const(1), E["unsupported"])], lambda: None)
                 with m.Else():
                     m.d.comb += [fail.eq(1), fail_code.eq(E["malformed"])]
             stop_on_fail()

@@ -82,11 +82,13 @@ def box_counts(grid, box) -> tuple:
     return tuple(-(-g // b) for g, b in zip(grid.shape, box))
 
 
-def choose_box(grid, groups, max_tokens: int) -> tuple:
+def choose_box(grid, groups, max_tokens: int, windows=()) -> tuple:
     """The box a head on ``grid`` is cut into, within ``max_tokens`` tokens.
 
     Along each reuse axis an extent is even or the whole axis (no pair cut, see
-    :func:`split_axes`); other axes take any extent up to the grid's. Among those, the box
+    :func:`split_axes`); other axes take any extent up to the grid's. ``windows``: more
+    ``(axis, window)`` pairs whose windows no box may cut (an attention head's V: extent a
+    multiple of the window, or the whole axis). Among those, the box
     with the fewest boxes per side (K traffic grows with boxes x padded tokens, blocks and
     their fixed costs with boxes^2), then the fewest padded tokens (boxes x box tokens: the
     engine's work grows with its square), then the longest x, then y extent (longer
@@ -95,10 +97,13 @@ def choose_box(grid, groups, max_tokens: int) -> tuple:
     grid, groups = as_grid(grid), _as_groups(groups)
     max_tokens = _positive("max_tokens", max_tokens)
     axes = reuse_axes(groups)
+    multiple = [2 if a in axes else 1 for a in range(3)]
+    for a, w in windows:
+        multiple[a] = int(np.lcm(multiple[a], w))
     options = []
     for a, g in enumerate(grid.shape):
         ext = range(1, min(g, max_tokens) + 1)
-        options.append([b for b in ext if a not in axes or b % 2 == 0 or b == g])
+        options.append([b for b in ext if b % multiple[a] == 0 or b == g])
     best = None
     for box in itertools.product(*options):
         n = box_tokens(box)
@@ -109,11 +114,12 @@ def choose_box(grid, groups, max_tokens: int) -> tuple:
         if best is None or key < best[0]:
             best = (key, box)
     if best is None:
-        need = [2 if a in axes and grid.shape[a] > 1 else 1 for a in range(3)]
+        need = [min(multiple[a], grid.shape[a]) for a in range(3)]
         raise ValueError(
             f"no box of at most max_tokens = {max_tokens} tokens keeps the reuse pairs of grid "
-            f"{grid} whole (reuse axes {[_AXES[a] for a in axes]} need even extents: "
-            f"at least {need[0]}x{need[1]}x{need[2]} = {int(np.prod(need))} tokens)")
+            f"{grid} whole (reuse axes {[_AXES[a] for a in axes]} need even extents"
+            + (f", V windows {[(_AXES[a], w) for a, w in windows]} multiples" if windows else "")
+            + f": at least {need[0]}x{need[1]}x{need[2]} = {int(np.prod(need))} tokens)")
     return best[1]
 
 
@@ -133,7 +139,7 @@ class Step:
 
 
 def command_order(n_boxes: int, banks: int = 2, n_k: int | None = None,
-                  slices: int = 1) -> list:
+                  slices: int = 1, serpentine: bool = True) -> list:
     """The :class:`Step` s of an ``n_boxes x n_k`` block grid (``n_k`` default ``n_boxes``:
     a head's Q and K boxes; a linear layer has ``n_k`` weight blocks): Q boxes outer; K
     operands inner in serpentine order (forward for even Q rows, backward for odd ones), so
@@ -145,7 +151,12 @@ def command_order(n_boxes: int, banks: int = 2, n_k: int | None = None,
     (operands (qi, slice) and (ki, slice)), in serpentine order too (forward in even blocks,
     backward in odd ones), so the slice that ends one block starts the next and the operand
     the two blocks share (the Q slice within a row, the K slice at a row's turn) stays in its
-    bank. ``slices`` 1 gives the steps of the plain order (``slice`` 0)."""
+    bank. ``slices`` 1 gives the steps of the plain order (``slice`` 0).
+
+    ``serpentine=False``: every Q row walks its K operands forward (an attention head's
+    key blocks, whose order the running softmax's rounding depends on, in one order for
+    every query box); a row then starts by loading its first K operand again, unless it
+    has only one."""
     n_q = _positive("n_boxes", n_boxes)
     banks = _positive("banks", banks)
     n_k = n_q if n_k is None else _positive("n_k", n_k)
@@ -154,7 +165,7 @@ def command_order(n_boxes: int, banks: int = 2, n_k: int | None = None,
     held = {SIDE_Q: None, SIDE_K: None}       # operand in the side's current bank
     bank = {SIDE_Q: banks - 1, SIDE_K: banks - 1}
     for qi in range(n_q):
-        ks = range(n_k) if qi % 2 == 0 else range(n_k - 1, -1, -1)
+        ks = range(n_k) if qi % 2 == 0 or not serpentine else range(n_k - 1, -1, -1)
         for ki in ks:
             forward = len(steps) // n_s % 2 == 0
             for s in (range(n_s) if forward else range(n_s - 1, -1, -1)):
@@ -329,6 +340,28 @@ class _BlockPlan:
 
     def _box_load(self, side: int, bank: int, i: int, address: int) -> Load:
         return Load(side, bank, *self.origin(i), address)
+
+    def _preamble(self) -> list:
+        """Commands between GROUPS and STRIDES (none)."""
+        return []
+
+    def _k_loads(self, step) -> list:
+        """The LOADs of a step's new K operand."""
+        return [self._load(SIDE_K, step.k_bank, step.ki, step.slice)]
+
+    def _compute_store(self, i: int) -> list:
+        """Step ``i``'s COMPUTE of the plan's kind (``acc`` when the step before computed a
+        slice of the same block) and, after a block's last step, its STORE."""
+        steps = self.steps
+        step = steps[i]
+
+        def same_block(a, b):
+            return (a.qi, a.ki) == (b.qi, b.ki)
+        acc = i > 0 and same_block(steps[i - 1], step)
+        out = [Compute(step.q_bank, step.k_bank, self.KIND, int(acc))]
+        if i + 1 == len(steps) or not same_block(steps[i + 1], step):
+            out.append(Store(self.block_address(step.qi, step.ki)))
+        return out
 
     @property
     def _core_groups(self) -> ChannelGroups:
@@ -695,15 +728,16 @@ def plan_linear(cfg: KaleidoConfig, grid, c_in: int, c_out: int, groups=None, bo
 
 
 def _commands(plan: _BlockPlan) -> list:
-    """CONFIG, GROUPS, both sides' STRIDES; per step its LOADs and COMPUTE of the plan's
-    kind (``acc`` when the step before computed a slice of the same block), and a STORE after
-    each block's last step; FENCE."""
+    """CONFIG, GROUPS, the plan's preamble, its STRIDES; per step its LOADs (the next step's
+    new operands first, into the other bank, when the core has two), its COMPUTE and STORE
+    (:meth:`_BlockPlan._compute_store`); FENCE."""
     reuse, sched, match = variant_flags(plan.variant)
     g = plan.grid
     groups = plan._core_groups
     out = [Config(*plan.box, groups.head_dim, *groups.directions, plan.full_bits,
                   plan.half_bits, int(reuse), int(sched), int(match), g.t, g.h, g.w)]
     out += groups_commands(groups.group_of)
+    out += plan._preamble()
     out += plan._strides()
 
     def loads(step):
@@ -711,11 +745,8 @@ def _commands(plan: _BlockPlan) -> list:
         if step.load_q:
             cmds.append(plan._load(SIDE_Q, step.q_bank, step.qi, step.slice))
         if step.load_k:
-            cmds.append(plan._load(SIDE_K, step.k_bank, step.ki, step.slice))
+            cmds += plan._k_loads(step)
         return cmds
-
-    def same_block(a, b):
-        return (a.qi, a.ki) == (b.qi, b.ki)
 
     prefetch = plan.limits.banks >= 2
     steps = plan.steps
@@ -730,10 +761,7 @@ def _commands(plan: _BlockPlan) -> list:
             assert not (nxt.load_q and nxt.q_bank == step.q_bank)
             assert not (nxt.load_k and nxt.k_bank == step.k_bank)
             out += loads(nxt)
-        acc = i > 0 and same_block(steps[i - 1], step)
-        out.append(Compute(step.q_bank, step.k_bank, plan.KIND, int(acc)))
-        if i + 1 == len(steps) or not same_block(steps[i + 1], step):
-            out.append(Store(plan.block_address(step.qi, step.ki)))
+        out += plan._compute_store(i)
     out.append(Fence())
     return out
 
@@ -759,7 +787,7 @@ def plan_counts(plan) -> dict:
     plain_q = plan.n_q if computes == blocks else computes
     stored = blocks * plan.block_bytes
     return {"commands": len(plan.commands), "per_opcode": per,
-            "loads": {"Q": len(lq), "K": len(lk)},
+            "loads": {"Q": len(lq), "K": len(lk), "V": 0},
             "loads_saved": plain_q + computes - len(lq) - len(lk),
             "bytes_loaded": loaded, "bytes_stored": stored, "bytes_moved": loaded + stored,
             "blocks": blocks}

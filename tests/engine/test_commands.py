@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from golden.engine.commands import (ALIGN, COMMANDS, ERROR_CODES, FIELDS, GROUPS_PER_WORD,
-                                    OPCODES, WORD_BITS, Compute, Config, DecodeError,
+                                    OPCODES, WORD_BITS, Attention, Compute, Config,
+                                    DecodeError,
                                     FieldError, Groups, Load, Store, Strides, decode,
                                     encode_program, error_table, groups_commands,
                                     markdown_table)
@@ -41,9 +42,25 @@ def test_fixed_layout_of_config_and_load():
     assert (w >> 84) & 0xFFFF == 17
     ld = Load(1, 1, 2, 4, 8, 0x1234_5678_9ABC_DEF0).encode()
     assert ld >> 64 == 0x1234_5678_9ABC_DEF0 and (ld >> 4) & 0xF == 0b0101
+    a = Attention(0xB8AA, 13, 2, 1, 1).encode()
+    assert a & 0xF == 8 and (a >> 4) & 0xFFFF == 0xB8AA and (a >> 20) & 0x3F == 13
+    assert (a >> 26) & 3 == 2 and (a >> 28) & 3 == 0b11 and a >> 30 == 0
+    cp = Compute(1, 0, 2, 0, 3, 1, 1).encode()
+    assert (cp >> 4) & 0x1FFF == 0b1_1_11_0_0010_00_01 and cp >> 17 == 0
+
+
+def _compute_strategy():
+    """Valid COMPUTEs: kinds 0 and 1 with v_bank, first, last 0; kind 2 without acc."""
+    bank = st.integers(0, 3)
+    s_or_linear = st.builds(Compute, bank, bank, st.integers(0, 1), st.integers(0, 1))
+    attention = st.builds(Compute, bank, bank, st.just(2), st.just(0), bank,
+                          st.integers(0, 1), st.integers(0, 1))
+    return st.one_of(s_or_linear, attention)
 
 
 def _command_strategy(cls):
+    if cls is Compute:
+        return _compute_strategy()
     if cls is Groups:
         return st.builds(Groups, st.integers(0, 511),
                          st.lists(st.integers(0, 3), min_size=1, max_size=GROUPS_PER_WORD)
@@ -52,8 +69,6 @@ def _command_strategy(cls):
     for field, _, width, _ in FIELDS[cls.NAME]:
         hi = (1 << width) - 1
         if field == "side":
-            hi = 1
-        if field == "kind":
             hi = 2
         kw[field] = st.integers(0, hi)
     return st.builds(cls, **kw)
@@ -85,16 +100,20 @@ def test_every_reserved_bit_is_rejected(cmd, bit):
         decode(w | 1 << bit)
 
 
-@pytest.mark.parametrize("op", [0, 8, 9, 15])
+@pytest.mark.parametrize("op", [0, 9, 15])
 def test_unknown_opcode(op):
     with pytest.raises(DecodeError, match=f"opcode {op} is not a command"):
         decode(op | 1 << 64)
 
 
 @pytest.mark.parametrize("word, match", [
-    (Strides(0, 16, 16, 16).encode() | 2 << 4, r"STRIDES.side must be 0 \(Q\) or 1 \(K\); 2"),
+    (Strides(0, 16, 16, 16).encode() | 3 << 4,
+     r"STRIDES.side must be 0 \(Q\), 1 \(K\) or 2 \(V\); 3"),
     (Load(0, 0, 0, 0, 0, 0).encode() | 3 << 4, r"LOAD.side .* 3 is reserved"),
     (Compute(0, 0).encode() | 7 << 8, r"COMPUTE.kind .* 7 is reserved"),
+    (Compute(0, 0).encode() | 1 << 15, r"v_bank, first and last must be 0 with kind 0"),
+    (Compute(0, 0, 1).encode() | 2 << 13, r"v_bank, first and last must be 0 with kind 1"),
+    (Compute(0, 0, 2).encode() | 1 << 12, r"acc must be 0 with kind 2"),
     (2 | 0 << 13, r"GROUPS.count must be in \[1, 48\], got 0"),
     (2 | 49 << 13, r"GROUPS.count must be in \[1, 48\], got 49"),
     (2 | 1 << 13 | 1 << 34, "group bits set past its count 1"),

@@ -19,7 +19,7 @@ import pytest
 from core_harness import run_core
 
 from golden import ChannelGroups
-from golden.engine.commands import (ERROR_CODES, Compute, Config, Fence, Groups, Load, Store,
+from golden.engine.commands import (ERROR_CODES, Attention, Compute, Config, Fence, Groups, Load, Store,
                                     Strides, groups_commands)
 from golden.engine.core_model import (BenchMemory, core_counters, core_cycles, core_schedule,
                                      load_run_cycles)
@@ -373,7 +373,13 @@ def _error_programs():
         "result_pending": base[:i_cmp + 1] + [base[i_cmp]],
         "result_pending-acc": base[:i_cmp + 1] + [next(c for c in base if isinstance(c, Groups)),
                                                   Compute(0, 0, 0, 1)],
+        "malformed-side": base[:i_load] + [ld.encode() | 3 << 4],
+        "malformed-first": base[:i_cmp] + [Compute(0, 0).encode() | 1 << 15],
+        "malformed-acc-pv": base[:i_cmp] + [Compute(0, 0, 2).encode() | 1 << 12],
         "unsupported": base[:i_cmp] + [Compute(0, 0, 2)],
+        "unsupported-attention": [cfg, Attention(0xB8AA, 13, 2, 1, 1)],
+        "unsupported-v-strides": [cfg, Strides(2, 16, 1024, 4096)],
+        "unsupported-v-load": base[:i_load] + [rep(ld, side=2)],
         "out_of_range-address": base[:i_load] + [rep(ld, address=1 << 40)],
     }
     return progs, mem, plan, base

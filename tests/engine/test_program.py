@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from golden import ChannelGroups, attention_scores, make_qkv
-from golden.engine.commands import (ERROR_CODES, SIDE_K, SIDE_Q, Compute, Config, Fence,
+from golden.engine.commands import (ERROR_CODES, SIDE_K, SIDE_Q, SIDE_V, Attention, Compute,
+                                    Config, Fence,
                                     Groups, Load, Store, Strides, groups_commands)
 from golden.engine.model import VARIANTS, EngineParams, engine_counters, plain_walk
 from golden.engine.program import (CoreLimits, Memory, ProgramError, box_coords, run_program,
@@ -141,7 +142,7 @@ def test_one_box_pair_with_padding_is_the_box_grids_S():
     assert c["products"] == 16 * 16 * D and c["real_products"] == 1 * 4 * D
     assert c["commands"] == {"CONFIG": 1, "GROUPS": 1, "STRIDES": 2, "LOAD": 2, "COMPUTE": 1,
                              "STORE": 1, "FENCE": 1}
-    assert c["loads"] == {"Q": 1, "K": 1}
+    assert c["loads"] == {"Q": 1, "K": 1, "V": 0}
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -239,8 +240,10 @@ def _error_programs():
         1: [(lambda pre, ka: pre + [0], "opcode 0 is not a command"),
             (lambda pre, ka: pre + [Fence().encode() | 1 << 100], "reserved bit"),
             (lambda pre, ka: pre + [Groups(0, (0,) * 49)], "GROUPS.count"),
-            (lambda pre, ka: pre + [Load(SIDE_Q, 0, 0, 0, 0, 0).encode() | 2 << 4],
-             "side must be 0")],
+            (lambda pre, ka: pre + [Load(SIDE_Q, 0, 0, 0, 0, 0).encode() | 3 << 4],
+             "side must be 0"),
+            (lambda pre, ka: pre + [Compute(0, 0).encode() | 1 << 16],
+             "v_bank, first and last must be 0 with kind 0")],
         2: [(lambda pre, ka: [cfg(box_t=0)], "box_t must be at least 1"),
             (lambda pre, ka: [cfg(grid_h=0)], "grid_h must be at least 1"),
             (lambda pre, ka: [cfg(box_t=4, box_h=4, box_w=8)],
@@ -291,7 +294,13 @@ def _error_programs():
              (lambda pre, ka: pre + [ld_q, Load(SIDE_K, 0, 0, 0, 0, ka), Compute(0, 0)] + pre[:1],
               "CONFIG while the result")],
         11: [(lambda pre, ka: pre + [ld_q, Load(SIDE_K, 0, 0, 0, 0, ka), Compute(0, 0, 2)],
-              r"kind 2 \(PV\) is reserved")],
+              r"COMPUTE kind 2 \(PV\) needs the attention path"),
+             (lambda pre, ka: pre + [Attention(0xB8AA, 13)], "ATTENTION needs the attention"),
+             (lambda pre, ka: [Attention(0xB8AA, 13)], "ATTENTION needs the attention"),
+             (lambda pre, ka: pre + [Strides(SIDE_V, 16, 64, 192)],
+              "STRIDES of side V needs the attention path"),
+             (lambda pre, ka: pre + [Load(SIDE_V, 0, 0, 0, 0, ka)],
+              "LOAD of side V needs the attention path")],
         12: [(lambda pre, ka: pre + [Load(SIDE_Q, 0, 0, 0, 0, 1 << 20)], "reads up to byte"),
              (lambda pre, ka: pre + [Load(SIDE_K, 1, 0, 0, 0, 1 << 20, rows=1)],
               "LOAD of the K .* rows at 1048576 reads up to byte"),
