@@ -30,13 +30,13 @@ Numerics: ``golden.vector.softmax_int(S, mult, shift)`` then
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.kaleido_engine import KaleidoEngine
-from kaleido_hw.engine.p_transposer import PTransposer
+from kaleido_hw.engine.p_transposer import PTransposer, p_blocks_written
 from kaleido_hw.engine.p_transposer import ERROR_BITS as P_ERROR_BITS
 from kaleido_hw.engine.pv_engine import PvEngine
 from kaleido_hw.engine.pv_layouts import pv_v_word_layout
@@ -219,10 +219,7 @@ class AttentionHead(wiring.Component):
         # Row blocks of P written so far: P @ V reads a row block once its last word is in;
         # once the transposer is done (also after an error), every row block is open, so
         # that P @ V always ends.
-        p_rows = Signal(len(pv.p_blocks))
-        with m.If(pv.p_in.valid & pv.p_in.ready & (pv.p_in.payload.key == n - 1)):
-            m.d.sync += p_rows.eq(pv.p_in.payload.rb + 1)
-        m.d.comb += pv.p_blocks.eq(Mux(tr.done, (1 << len(pv.p_blocks)) - 1, p_rows))
+        p_rows = p_blocks_written(m, pv, tr.done, n)
 
         cnt = self.cnt
         with m.If(self.busy):

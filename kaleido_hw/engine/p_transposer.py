@@ -36,7 +36,7 @@ from kaleido_hw.engine.pv_layouts import pv_p_word_layout
 from kaleido_hw.vector.layouts import prob_beat_layout
 
 
-__all__ = ["PTransposer", "ERROR_BITS"]
+__all__ = ["PTransposer", "ERROR_BITS", "p_blocks_written"]
 
 #: ``error`` bits, sticky until the next ``start``.
 ERROR_BITS = {
@@ -222,3 +222,16 @@ class PTransposer(wiring.Component):
             with m.Else():
                 m.d.sync += busy.eq(1)
         return m
+
+
+def p_blocks_written(m: Module, pv, transposer_done, keys) -> Signal:
+    """Drive ``pv.p_blocks`` (a streamed-P ``PvEngine``) from its P writes: a row block
+    counts once its last key's word is written (the transposer writes a row block's words
+    in key order); once the transposer is done (also after an error) every row block is
+    open, so that P @ V always ends. Returns the count register, which the caller clears
+    when a run starts."""
+    p_rows = Signal(len(pv.p_blocks), name="p_rows")
+    with m.If(pv.p_in.valid & pv.p_in.ready & (pv.p_in.payload.key == keys - 1)):
+        m.d.sync += p_rows.eq(pv.p_in.payload.rb + 1)
+    m.d.comb += pv.p_blocks.eq(Mux(transposer_done, (1 << len(pv.p_blocks)) - 1, p_rows))
+    return p_rows

@@ -41,7 +41,7 @@ from kaleido_hw.bitops import bits_for
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.host_port import (ARRAY_COUNTER_NAMES, array_counter_names,
                                          array_counter_values)
-from kaleido_hw.engine.pv_buffer import PvOutBuffer
+from kaleido_hw.engine.pv_buffer import PvOutBuffer, out_beat_layout
 from kaleido_hw.engine.pv_layouts import pv_p_word_layout, pv_v_word_layout
 from kaleido_hw.engine.pv_sequencer import PvSequencer
 from kaleido_hw.engine.shared_arrays import ArrayView, check_shared, folded_array
@@ -105,13 +105,17 @@ class PvEngine(wiring.Component):
         Build no arrays: drive the :class:`~kaleido_hw.engine.shared_arrays.ArrayView`\\ s in
         ``array_views`` (the KaleidoEngine's arrays with the P @ V mode, owned and connected
         by ``attention_head``; needs ``engine_pe = "reuse-pv"``).
+    beat_out : bool
+        ``o`` gives ``engine_arrays * cols`` channels of one query per beat
+        (``pv_buffer.out_beat_layout``: ``values``, ``row``, ``chunk``, ``last``) instead of
+        one value (the block output unit's feed, ``block_attention``).
     """
 
     def __init__(self, config: KaleidoConfig, streamed_p: bool = False,
-                 shared_arrays: bool = False):
+                 shared_arrays: bool = False, beat_out: bool = False):
         if not isinstance(config, KaleidoConfig):
             raise TypeError(f"PvEngine takes a KaleidoConfig, got {type(config).__name__}")
-        self.config, self.streamed_p = config, streamed_p
+        self.config, self.streamed_p, self.beat_out = config, streamed_p, beat_out
         R, C = config.rows, config.cols
         self.arrays = config.engine_arrays
         self.max_keys = self.max_queries = config.engine_max_tokens
@@ -144,8 +148,10 @@ class PvEngine(wiring.Component):
             "busy": Out(1),
             "done": Out(1),
             "error": Out(len(ERROR_BITS)),
-            "o": Out(stream.Signature(data.StructLayout({
-                "data": signed(config.acc_width), "last": unsigned(1)}))),
+            "o": Out(stream.Signature(
+                out_beat_layout(config.acc_width, self.arrays * C, self.max_queries,
+                                self.max_channels, self.arrays, C) if beat_out else
+                data.StructLayout({"data": signed(config.acc_width), "last": unsigned(1)}))),
             "cnt": Out(wiring.Signature({
                 **{n: Out(_CNT_WIDTH) for n in COUNTERS},
                 **{f"a{a}": Out(wiring.Signature({n: Out(_CNT_WIDTH)
@@ -290,7 +296,7 @@ class PvEngine(wiring.Component):
 
         # -- O buffer: the drained outputs in, O out ---------------------------------------------
         m.submodules.obuf = obuf = PvOutBuffer(R, C, aw, self.max_queries, self.max_channels,
-                                               bw, P)
+                                               bw, P, beat=self.beat_out)
         for a, arr in enumerate(arrays):
             for j in range(C):
                 m.d.comb += obuf.drain[a * C + j].eq(arr.drain[j])
