@@ -116,6 +116,10 @@ def variant_configs():
         KaleidoConfig(rows=2, cols=4, acc_width=28, engine_max_tokens=24, engine_max_head_dim=24,
                       sched_entries=8, sched_pattern_width=8, matcher_channels=8, engine_arrays=3,
                       vector_lanes=3, vector_max_row=24, vector_score_bits=20),
+        # vector_lanes = engine_arrays * cols (block_attention's beats).
+        KaleidoConfig(rows=2, cols=3, acc_width=26, engine_max_tokens=12, engine_max_head_dim=24,
+                      sched_entries=8, sched_pattern_width=4, matcher_channels=4, engine_arrays=2,
+                      vector_lanes=6, vector_max_row=12, vector_score_bits=18),
     ]
 
 

@@ -69,6 +69,43 @@ def check_block_attention_config(config: KaleidoConfig) -> None:
                           f"{config.engine_max_tokens}")
 
 
+def _port_docs() -> dict:
+    """Port meanings: P @ V's V stream and counters under this block's names, and its own."""
+    docs = {}
+    for name, text in PvEngine.PORT_DOCS.items():
+        group, _, rest = name.partition("__")
+        if group == "v_in":
+            docs[name] = text
+        elif group == "cnt":
+            docs[f"cnt__pv__{rest}"] = "P @ V: " + text
+        elif group == "cfg" and rest not in ("queries",):
+            docs[name] = ("the key box: " if rest in ("t", "h", "w") else "V: ") + text
+    docs.update({
+        "s__valid": "S rows: a beat is offered",
+        "s__ready": "S rows: the softmax takes it (only while a block runs)",
+        "s__payload": ("S beat: vector_lanes scores (signed vector_score_bits; padding keys "
+                       "the most negative), tail (last valid lane of a last beat), last (the "
+                       "row's end), mult and shift (ignored: cfg's)"),
+        "cfg__mult": "softmax scale multiplier, in [2^15, 2^16) (golden.vector.softmax_scale)",
+        "cfg__shift": "softmax scale shift, in [1, 47]",
+        "start": "pulse: run one key block (taken when idle)",
+        "first": "with start: the query box's first key block (its rows' state starts afresh)",
+        "last": "with start: its last key block (O of the box leaves on out after it)",
+        "busy": "a block is in progress",
+        "done": "the last block ended (after a last block: O has left); cleared by start",
+        "out__valid": "O: a beat is offered (after a last block)",
+        "out__ready": "O: the consumer takes it",
+        "out__payload": ("O beat: vector_lanes int16 values (8 fractional bits, V's units), "
+                         "row, chunk, last (the row's last chunk)"),
+        "error__p": "the P transposer's sticky bits (PTransposer ERROR_BITS)",
+        "error__softmax": "the block softmax unit's sticky overflow",
+        "error__pv": "P @ V's rejected-start bits (pv_engine ERROR_BITS)",
+        "error__weight": "the block output unit's sticky bad-weight flag",
+        "cnt__cycles": "cycles of the last block, from start to the cycle done was set",
+    })
+    return docs
+
+
 class BlockAttention(wiring.Component):
     """Section 15 of one key block on the P @ V arrays (module docstring).
 
@@ -99,6 +136,8 @@ class BlockAttention(wiring.Component):
     P @ V's rejected-start bits, ``weight`` the output unit's bad-weight flag. ``cnt``:
     ``cycles`` of the last run (``start`` to ``done``) and P @ V's counters.
     """
+
+    PORT_DOCS = _port_docs()
 
     def __init__(self, config: KaleidoConfig, shared_arrays: bool = False):
         if not isinstance(config, KaleidoConfig):

@@ -12,97 +12,48 @@ from __future__ import annotations
 import random
 import shutil
 
-import numpy as np
 import pytest
 from amaranth.hdl import Const, Value
 from amaranth.sim import Simulator
 
+from block_attention_data import attention_blocks, out_chunks, run_settings
 from golden import ChannelGroups
-from golden.engine.pv import pv_v_words
-from golden.numerics import VideoGrid
 from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.block_attention import BlockAttention, check_block_attention_config
-from kaleido_hw.engine.host_attention import run_attention
 from kaleido_hw.engine.pv_engine import COUNTERS
-from kaleido_hw.engine.pv_layouts import pv_v_word_layout
 from kaleido_hw.flow.generate import emit_verilog
 from kaleido_hw.flow.lint import lint_file
-from kaleido_hw.vector.layouts import output_beat_layout, score_beat_layout
-from token_data import smooth_tokens as _smooth
+from kaleido_hw.vector.layouts import output_beat_layout
 
 
 CFG = KaleidoConfig(engine_arrays=2, vector_lanes=8, engine_max_tokens=16,
                     engine_max_head_dim=16, vector_max_row=16)
 
 
-def _pack(layout, fields) -> int:
-    return Const.cast(layout.const(fields)).value
-
-
-def _blocks(cfg, grid, groups, seed, **kw):
-    """The interpreter's run of the head and, per block in program order, what the unit is
-    given: (first, last, S rows with padding keys at the most negative score, the key
-    box's V as pv_engine words) and what it must give (the block's P @ V counters, the
-    query box's O after its last block)."""
-    rng = np.random.default_rng(seed)
-    n = VideoGrid(*grid).n
-    d = groups.head_dim
-    q, k, v = (_smooth(rng, n, d) for _ in range(3))
-    run = run_attention(cfg, q, k, v, grid, groups, engine=True, **kw)
-    plan = run.plan
-    nb = plan.box_tokens
-    lowest = -(1 << (cfg.vector_score_bits - 1))
-    out = []
-    for st, blk in zip(plan.steps, run.result.blocks):
-        real = plan._real(st.ki)
-        s = np.where(real[None, :], blk.s, lowest)
-        vbox = np.zeros((nb, d), np.int64)
-        coords = np.argwhere(np.ones(plan.box, bool))[real] + np.asarray(plan.origin(st.ki))
-        vbox[real] = v[np.ravel_multi_index(coords.T, grid)]
-        out.append((st.ki == 0, st.ki == plan.n_k - 1, s, pv_v_words(vbox, cfg.cols), blk))
-    return run, out
-
-
-def _simulate(cfg, run, blocks, *, gap=0.0, stall=0.0, seed=0):
+def _simulate(cfg, run, cases, *, gap=0.0, stall=0.0, seed=0):
+    """Each case (a block) in turn: V written, ``start`` with its flags, S streamed (random
+    gaps), ``out`` taken (random stalls) until ``done``. Returns per block the ``out``
+    beats, P @ V's counters and the block's cycles."""
     dut = BlockAttention(cfg)
-    plan = run.plan
     rng = random.Random(seed)
-    L = cfg.vector_lanes
-    s_layout, v_layout = score_beat_layout(cfg), pv_v_word_layout(cfg)
-    chunks = -(-cfg.engine_max_head_dim // L)
-    got = {"o": [], "cnt": []}
-    nb = plan.box_tokens
+    got = {"out": [], "cnt": [], "cycles": []}
 
     async def bench(ctx):
-        c = dut.cfg
-        for name, value in (("t", plan.box[0]), ("h", plan.box[1]), ("w", plan.box[2]),
-                            ("channels", plan.groups.head_dim), ("axis", plan.v_dir),
-                            ("window", plan.v_window), ("reuse", int(plan.v_reuse)),
-                            ("full_bits", plan.full_bits), ("half_bits", plan.half_bits),
-                            ("mult", plan.scale.mult), ("shift", plan.scale.shift)):
-            ctx.set(getattr(c, name), value)
+        for name, value in run_settings(run).items():
+            ctx.set(getattr(dut.cfg, name), value)
         s_pay, v_pay = Value.cast(dut.s.payload), Value.cast(dut.v_in.payload)
-        for first, last, s, vwords, _ in blocks:
-            for cb, key, word in vwords:
-                ctx.set(v_pay, _pack(v_layout, {"cb": cb, "key": key, "v": word}))
+        for case in cases:
+            for word in case.v_words:
+                ctx.set(v_pay, word)
                 ctx.set(dut.v_in.valid, 1)
                 await ctx.tick().until(dut.v_in.ready)
             ctx.set(dut.v_in.valid, 0)
-            ctx.set(dut.first, int(first))
-            ctx.set(dut.last, int(last))
+            ctx.set(dut.first, int(case.first))
+            ctx.set(dut.last, int(case.last))
             ctx.set(dut.start, 1)
             await ctx.tick()
             ctx.set(dut.start, 0)
-            beats = []
-            for r in range(nb):
-                row = [int(x) for x in s[r]]
-                for j in range(0, nb, L):
-                    chunk = row[j:j + L]
-                    beats.append(_pack(s_layout, {
-                        "scores": chunk + [0] * (L - len(chunk)), "tail": len(chunk) - 1,
-                        "last": int(j + L >= nb), "mult": 0, "shift": 0}))
-            rows, cycles = [], 0
-            offer = False
+            beats, out, cycles, offer = list(case.s_beats), [], 0, False
             while True:
                 if not offer and beats and not (gap and rng.random() < gap):
                     ctx.set(s_pay, beats[0])
@@ -116,21 +67,17 @@ def _simulate(cfg, run, blocks, *, gap=0.0, stall=0.0, seed=0):
                     beats.pop(0)
                     offer = False
                 if ov and orr:
-                    rows.append(Const.cast(op).value)
+                    out.append(Const.cast(op).value)
                 cycles += 1
                 assert cycles < 200_000, "hang"
                 if done and not beats:
                     break
             ctx.set(dut.s.valid, 0)
-            assert not beats
             assert ctx.get(dut.error.p) == 0 and ctx.get(dut.error.pv) == 0
             assert ctx.get(dut.error.softmax) == 0 and ctx.get(dut.error.weight) == 0
+            got["out"].append(out)
             got["cnt"].append({n: ctx.get(getattr(dut.cnt.pv, n)) for n in COUNTERS})
-            if last:
-                assert len(rows) == nb * chunks
-                got["o"].append(rows)
-            else:
-                assert not rows
+            got["cycles"].append(ctx.get(dut.cnt.cycles))
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -140,31 +87,26 @@ def _simulate(cfg, run, blocks, *, gap=0.0, stall=0.0, seed=0):
 
 
 def _check(cfg, grid, groups, seed=0, sim_kw=None, **kw):
-    run, blocks = _blocks(cfg, grid, groups, seed, **kw)
-    got = _simulate(cfg, run, blocks, **(sim_kw or {}))
+    run, cases = attention_blocks(cfg, grid, groups, seed, **kw)
+    got = _simulate(cfg, run, cases, **(sim_kw or {}))
     layout = output_beat_layout(cfg)
-    L, nb = cfg.vector_lanes, run.plan.box_tokens
-    chunks = -(-cfg.engine_max_head_dim // L)
-    d = groups.head_dim
-    finals = [blk for *_, blk in blocks if blk.o is not None]
-    assert len(got["o"]) == len(finals) == run.plan.n_q
-    for qi, (beats, blk) in enumerate(zip(got["o"], finals)):
-        o = np.zeros((nb, chunks * L), np.int64)
-        for i, x in enumerate(beats):
-            f = layout.from_bits(x)
-            assert (f.row, f.chunk, f.last) == (i // chunks, i % chunks, int(i % chunks ==
-                                                                          chunks - 1))
-            o[f.row, f.chunk * L:(f.chunk + 1) * L] = [f.values[j] for j in range(L)]
-        assert np.array_equal(o[:, :d], blk.o), f"query box {qi}"
-        assert not o[:, d:].any()
-    for cnt, (*_, blk) in zip(got["cnt"], blocks):
-        want = blk.pv
+    assert sum(bool(c.out_beats) for c in cases) == run.plan.n_q
+    for i, (case, out) in enumerate(zip(cases, got["out"])):
+        assert len(out) == len(case.out_beats), f"block {i}"
+        for j, (x, e) in enumerate(zip(out, case.out_beats)):
+            assert x == e, f"block {i} beat {j}: {layout.from_bits(x)} != {layout.from_bits(e)}"
+    nb, chunks = run.plan.box_tokens, out_chunks(cfg)
+    for cnt, cycles, case in zip(got["cnt"], got["cycles"], cases):
+        want = case.pv
         assert cnt["busy_pe_cycles"] == want.busy_pe_cycles
         assert [cnt["issued_a"], cnt["issued_f1"], cnt["issued_f2"]] == list(want.issued)
         assert [cnt["skipped_f1"], cnt["skipped_f2"]] == list(want.skipped[1:])
         assert (cnt["bubbles"], cnt["blocks"], cnt["steps"]) == \
             (want.bubbles, want.blocks, want.steps)
         assert cnt["cycles"] >= want.cycles
+        # The block: P @ V, then its read-out (a beat per row and chunk) and, after a last
+        # block, O's (as many beats, and each row's finish), at least.
+        assert cycles > cnt["cycles"] + nb * chunks * (2 if case.last else 1)
 
 
 G16 = ChannelGroups.from_sizes(4, 6, 6)

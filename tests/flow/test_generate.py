@@ -222,7 +222,7 @@ def test_on_demand_tops_are_lint_clean(tmp_path):
     32 tokens). In make regress only (two minutes): the committed tops, the core among
     them, are linted in make test."""
     r, out = _generate_cli(tmp_path, "engine_arrays = 2\nengine_max_head_dim = 16\n"
-                           "engine_max_tokens = 32\n", "--all")
+                           "engine_max_tokens = 32\nvector_lanes = 8\n", "--all")
     assert r.returncode == 0, r.stderr
     on_demand = [t.module for t in TOPS if not t.in_rtl_out]
     assert on_demand and all((out / f"{m}.v").exists() for m in on_demand)

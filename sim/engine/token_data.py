@@ -1,4 +1,5 @@
-"""Test data shared by the engine tests: int8 tokens that look like a smooth latent video."""
+"""Test data shared by the engine tests and benches: int8 tokens that look like a smooth
+latent video."""
 
 from __future__ import annotations
 
