@@ -333,10 +333,15 @@ class _BlockPlan:
         """Address of block (qi, ki)."""
         return self._blocks + (qi * self.n_k + ki) * self.block_pitch
 
-    def _real(self, i: int) -> np.ndarray:
+    def real_tokens(self, i: int) -> np.ndarray:
         """Which tokens of box ``i`` (box-local order) lie inside the grid."""
         coords = box_coords(self.origin(i), self.box)
         return (coords < np.asarray(self.grid.shape)[None, :]).all(axis=1)
+
+    def grid_tokens(self, i: int) -> tuple:
+        """``(tokens, real)``: the grid token indices of box ``i``'s tokens inside the grid
+        (box-local order) and :meth:`real_tokens`."""
+        return _on_grid(self.origin(i), self.box, self.grid)
 
     def _box_load(self, side: int, bank: int, i: int, address: int) -> Load:
         return Load(side, bank, *self.origin(i), address)
@@ -409,7 +414,7 @@ class HeadPlan(_BlockPlan):
         return self._box_load(side, bank, i, self.addrs.q if side == SIDE_Q else self.addrs.k)
 
     def _loaded_tokens(self, side: int, i: int) -> int:
-        return int(self._real(i).sum())
+        return int(self.real_tokens(i).sum())
 
     def _operand_ends(self) -> tuple:
         d = self.groups.head_dim
@@ -496,7 +501,7 @@ class LinearPlan(_BlockPlan):
         return Load(SIDE_K, bank, 0, 0, 0, rows, rows=1)
 
     def _loaded_tokens(self, side: int, i: int) -> int:
-        return int(self._real(i).sum()) if side == SIDE_Q else self.box_tokens
+        return int(self.real_tokens(i).sum()) if side == SIDE_Q else self.box_tokens
 
     def _operand_ends(self) -> tuple:
         a = self.addrs

@@ -155,7 +155,7 @@ class AttentionPlan(_BlockPlan):
         return out
 
     def _loaded_tokens(self, side: int, i: int) -> int:
-        return int(self._real(i).sum())
+        return int(self.real_tokens(i).sum())
 
     def _operand_ends(self) -> tuple:
         d = self.groups.head_dim

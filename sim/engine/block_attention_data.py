@@ -66,7 +66,7 @@ def attention_blocks(cfg, grid, groups, seed: int = 0, **plan_args) -> tuple:
     o_layout, chunks = output_beat_layout(cfg), out_chunks(cfg)
     cases = []
     for st, blk in zip(plan.steps, run.result.blocks):
-        real = plan._real(st.ki)
+        tokens, real = plan.grid_tokens(st.ki)
         s = np.where(real[None, :], blk.s, lowest)
         beats = []
         for r in range(nb):
@@ -76,8 +76,7 @@ def attention_blocks(cfg, grid, groups, seed: int = 0, **plan_args) -> tuple:
                                               "tail": len(chunk) - 1, "last": int(j + L >= nb),
                                               "mult": 0, "shift": 0}))
         vbox = np.zeros((nb, d), np.int64)
-        coords = np.argwhere(np.ones(plan.box, bool))[real] + np.asarray(plan.origin(st.ki))
-        vbox[real] = v[np.ravel_multi_index(coords.T, grid)]
+        vbox[real] = v[tokens]
         words = [_pack(v_layout, {"cb": cb, "key": key, "v": w})
                  for cb, key, w in pv_v_words(vbox, C)]
         out = []

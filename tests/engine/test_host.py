@@ -561,7 +561,7 @@ def test_linear_program_in_slices():
     assert sorted(blocks) == [(i, j) for i in range(plan.n_q) for j in range(plan.n_k)]
     loads_of, run, pc, c = _prefetch_and_counts(plan, computes, SLICED, GS, c_out)
     assert pc["bytes_loaded"] == c["bytes_loaded"] == hd * (
-        sum(int(run.plan._real(s.qi).sum()) for s in plan.steps if s.load_q)
+        sum(int(run.plan.real_tokens(s.qi).sum()) for s in plan.steps if s.load_q)
         + n * sum(s.load_k for s in plan.steps))
     assert pc["bytes_stored"] == c["bytes_stored"] and pc["blocks"] == c["stores"]
     assert pc["loads_saved"] == pc["blocks"] - 1 == 2 * len(computes) - sum(loads_of)

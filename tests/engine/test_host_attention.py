@@ -137,12 +137,11 @@ def test_blocks_against_their_models():
     run = run_attention(SMALL, q, k, v, grid, G16, engine=True, variant="pe", v_dir=2)
     p, res = run.plan, run.result
     box = VideoGrid(*p.box)
-    s_plan_s = []
     for blk in res.blocks:
         assert blk.kind == KIND_PV and blk.engine is not None and blk.pv is not None
         ki = next(i for i in range(p.n_q) if p.origin(i) == blk.k_origin)
         vbox = np.zeros((box.n, 16), np.int8)
-        real = p._real(ki)
+        real = p.real_tokens(ki)
         coords = box_coords(blk.k_origin, p.box)[real]
         vbox[real] = v[np.ravel_multi_index(coords.T, grid)]
         assert not blk.p[:, ~real].any()
@@ -152,7 +151,6 @@ def test_blocks_against_their_models():
         v_eff = window_effective_operand(vbox, masks, box, 2, 2)
         assert np.array_equal(pv_engine(blk.p, vbox, box, 2, 2, p.full_bits, p.half_bits),
                               blk.p @ v_eff.astype(np.int64))
-        s_plan_s.append(blk.s)
     assert res.counters["pv_cycles"] == sum(b.pv.cycles for b in res.blocks)
     assert res.counters["cycles"] == sum(b.engine.cycles for b in res.blocks)
     # The same boxes as S blocks (kind 0): the same S.
