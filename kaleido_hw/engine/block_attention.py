@@ -129,6 +129,7 @@ class BlockAttention(wiring.Component):
     box ``t``, ``h``, ``w``, ``channels`` (head_dim), the softmax ``mult``/``shift``, V's
     ``axis``, ``window``, ``reuse``, ``full_bits``, ``half_bits``. ``start`` (pulse, taken
     when idle) with ``first`` (the query box's first block) and ``last`` (its last).
+    A row beyond the block's n is not taken (it waits for the next run).
     ``busy``; ``done``. ``out`` (out stream, ``output_beat_layout``): after a ``last`` block,
     O of the box's rows, ``ceil(engine_max_head_dim / vector_lanes)`` beats a row (channels
     past ``channels`` 0), rows in order.
@@ -198,8 +199,10 @@ class BlockAttention(wiring.Component):
         # -- S rows into the softmax, with the run's row index, first flag and scale -------
         row = Signal(range(n_max + 1))
         s_in = sm.s.payload
-        m.d.comb += [sm.s.valid.eq(self.s.valid & (stage == 1)),
-                     self.s.ready.eq(sm.s.ready & (stage == 1)),
+        # The block's n rows only: a beat past them waits for the next run.
+        taking = (stage == 1) & (row < n)
+        m.d.comb += [sm.s.valid.eq(self.s.valid & taking),
+                     self.s.ready.eq(sm.s.ready & taking),
                      s_in.scores.eq(self.s.payload.scores), s_in.tail.eq(self.s.payload.tail),
                      s_in.last.eq(self.s.payload.last), s_in.mult.eq(cfg.mult),
                      s_in.shift.eq(cfg.shift), s_in.row.eq(row), s_in.first.eq(first)]

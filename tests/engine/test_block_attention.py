@@ -58,12 +58,14 @@ def _simulate(cfg, run, cases, *, gap=0.0, stall=0.0, seed=0):
                 if not offer and beats and not (gap and rng.random() < gap):
                     ctx.set(s_pay, beats[0])
                     offer = True
-                ctx.set(dut.s.valid, offer)
+                # Past the block's rows a beat is offered too: it must not be taken.
+                ctx.set(dut.s.valid, offer or not beats)
                 ctx.set(dut.out.ready, int(not (stall and rng.random() < stall)))
                 _, _, sv, sr, ov, orr, op, done = await ctx.tick().sample(
                     dut.s.valid, dut.s.ready, dut.out.valid, dut.out.ready, dut.out.payload,
                     dut.done)
                 if sv and sr:
+                    assert beats, "a beat past the block's rows was taken"
                     beats.pop(0)
                     offer = False
                 if ov and orr:
