@@ -25,8 +25,8 @@ from golden.checks import (as_codes, as_int8, check_axes, check_bits, check_int,
 from golden.numerics import AXIS_T, FULL, NONE, _axis_channels, as_grid, exact_matmul
 
 
-__all__ = ["window_anchor_index", "window_masks", "window_effective_operand", "linear",
-           "linear_ops"]
+__all__ = ["window_anchor_index", "window_masks", "window_effective_operand", "window_operand",
+           "linear", "linear_ops"]
 
 
 def _window_slices(axis: int, length: int, window: int, offset: int, channels):
@@ -136,10 +136,17 @@ def linear(x, w, grid, directions=AXIS_T, window: int = 2, full_bits: int = 5,
     if wm.ndim != 2 or wm.shape[0] != x4.shape[-1] or wm.shape[1] < 1:
         raise ValueError(f"w must have shape (C_in, C_out) with C_in = {x4.shape[-1]} "
                          f"(the channels of x), got {tuple(wm.shape)}")
-    x2 = x4.reshape(grid.n, -1)
-    masks = window_masks(x2, grid, directions, window, full_bits, half_bits)
-    x_eff = window_effective_operand(x2, masks, grid, directions, window)
+    x_eff = window_operand(x4.reshape(grid.n, -1), grid, directions, window, full_bits,
+                           half_bits)
     return exact_matmul(x_eff, wm)
+
+
+def window_operand(x, grid, directions=AXIS_T, window: int = 2, full_bits: int = 5,
+                   half_bits: int = 3) -> np.ndarray:
+    """(N, C) int8 ``x`` as the reuse hardware multiplies it: its window codes
+    (:func:`window_masks`) applied (:func:`window_effective_operand`)."""
+    masks = window_masks(x, grid, directions, window, full_bits, half_bits)
+    return window_effective_operand(x, masks, grid, directions, window)
 
 
 def linear_ops(masks, out_features: int) -> dict:

@@ -52,7 +52,7 @@ from golden.numerics import (RESULT_CHANNELS, ChannelGroups, VideoGrid, _effecti
                              code_counts, exact_matmul, group_channels, oracle_from_counts)
 from golden.vector.online import OnlineState, block_max_partial, online_block, online_finish
 from golden.vector.softmax import MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN
-from golden.window import window_effective_operand, window_masks
+from golden.window import window_operand
 
 
 __all__ = ["Memory", "CoreLimits", "ProgramError", "BoxData", "BlockResult", "ProgramResult",
@@ -580,9 +580,8 @@ class _Core:
         a, cfg = self.attention, self.config
         if not a.v_reuse:
             return vbox.x
-        grid = VideoGrid(*cfg.box)
-        masks = window_masks(vbox.x, grid, a.v_dir, a.v_window, cfg.full_bits, cfg.half_bits)
-        return window_effective_operand(vbox.x, masks, grid, a.v_dir, a.v_window)
+        return window_operand(vbox.x, VideoGrid(*cfg.box), a.v_dir, a.v_window, cfg.full_bits,
+                              cfg.half_bits)
 
     def _attention_block(self, c: Compute, block: BlockResult, kb: BoxData, vbox: BoxData):
         """Take the block's S into the open query box's softmax and P @ V (module

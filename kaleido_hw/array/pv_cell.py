@@ -214,7 +214,7 @@ class PvArray(_ArrayBase):
     PORT_DOCS = _array_docs()
 
     def __init__(self, config: KaleidoConfig, tag_width: int = 8):
-        super().__init__(config, tag_width, cell=PvCell, row_layout=pv_row_layout(),
+        super().__init__(config, tag_width, row_layout=pv_row_layout(),
                          col_layout=pv_col_layout())
 
     def _cell_row_layout(self):

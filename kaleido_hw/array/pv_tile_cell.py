@@ -263,5 +263,5 @@ class PvPEArray(FoldedEdges, _ArrayBase):
     PORT_DOCS = _docs()
 
     def __init__(self, config: KaleidoConfig, tag_width: int = 8):
-        super().__init__(config, tag_width, cell=PvTileCell, row_layout=pv_tile_row_layout(),
+        super().__init__(config, tag_width, row_layout=pv_tile_row_layout(),
                          col_layout=pv_tile_col_layout())

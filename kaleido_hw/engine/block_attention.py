@@ -192,7 +192,7 @@ class BlockAttention(wiring.Component):
         wiring.connect(m, wiring.flipped(self.out), bo.out)
         wiring.connect(m, pv.cnt, wiring.flipped(self.cnt.pv))
         m.d.comb += [self.error.p.eq(tr.error), self.error.softmax.eq(sm.overflow),
-                     self.error.weight.eq(bo.bad_weight)]
+                     self.error.pv.eq(pv.error), self.error.weight.eq(bo.bad_weight)]
 
         first, last = Signal(), Signal()             # the run's flags
         stage = Signal(2)        # 0 idle, 1 softmax + P @ V, 2 partials in, 3 O out
@@ -263,7 +263,6 @@ class BlockAttention(wiring.Component):
             # Softmax into P alongside P @ V, to P @ V's end (at once if it rejected the
             # start: then nothing is read out and the run ends).
             with m.If(tr.done & pv.done):
-                m.d.sync += self.error.pv.eq(pv.error)
                 with m.If(pv.error != 0):
                     m.d.sync += [stage.eq(0), self.busy.eq(0), self.done.eq(1)]
                 with m.Else():

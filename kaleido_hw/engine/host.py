@@ -373,8 +373,37 @@ class _BlockPlan:
         return self.groups
 
 
+class _BoxPlan(_BlockPlan):
+    """Plans whose every side is the grid's boxes (a head's S, an attention head): as many
+    K (and V) boxes as Q boxes, every side's tensor with the addresses' strides.
+    ``_tensors`` gives the sides' tensor addresses in side order (Q, K, then V)."""
+
+    @property
+    def n_boxes(self) -> int:
+        """Boxes of one side."""
+        return self.n_q
+
+    @property
+    def n_k(self) -> int:
+        """K boxes: :attr:`n_boxes`."""
+        return self.n_q
+
+    def _strides(self) -> list:
+        return [Strides(side, *self.addrs.strides) for side in range(len(self._tensors()))]
+
+    def _load(self, side: int, bank: int, i: int, s: int = 0) -> Load:
+        return self._box_load(side, bank, i, self._tensors()[side])
+
+    def _loaded_tokens(self, side: int, i: int) -> int:
+        return int(self.real_tokens(i).sum())
+
+    def _operand_ends(self) -> tuple:
+        d = self.groups.head_dim
+        return tuple(_tensor_end(a, self.grid, self.addrs.strides, d) for a in self._tensors())
+
+
 @dataclass
-class HeadPlan(_BlockPlan):
+class HeadPlan(_BoxPlan):
     """A head's program: grid, groups, box, boxes per axis, the steps, the addresses, the
     core limits and variant, and the commands."""
     grid: VideoGrid
@@ -389,16 +418,6 @@ class HeadPlan(_BlockPlan):
     half_bits: int
     commands: list
 
-    @property
-    def n_boxes(self) -> int:
-        """Boxes of one side."""
-        return self.n_q
-
-    @property
-    def n_k(self) -> int:
-        """K boxes: :attr:`n_boxes`."""
-        return self.n_q
-
     def s_address(self, qi: int, ki: int) -> int:
         """Address of S block (qi, ki)."""
         return self.block_address(qi, ki)
@@ -407,19 +426,8 @@ class HeadPlan(_BlockPlan):
     def _blocks(self) -> int:
         return self.addrs.s
 
-    def _strides(self) -> list:
-        return [Strides(side, *self.addrs.strides) for side in (SIDE_Q, SIDE_K)]
-
-    def _load(self, side: int, bank: int, i: int, s: int = 0) -> Load:
-        return self._box_load(side, bank, i, self.addrs.q if side == SIDE_Q else self.addrs.k)
-
-    def _loaded_tokens(self, side: int, i: int) -> int:
-        return int(self.real_tokens(i).sum())
-
-    def _operand_ends(self) -> tuple:
-        d = self.groups.head_dim
-        return tuple(_tensor_end(a, self.grid, self.addrs.strides, d)
-                     for a in (self.addrs.q, self.addrs.k))
+    def _tensors(self) -> tuple:
+        return (self.addrs.q, self.addrs.k)
 
 
 @dataclass

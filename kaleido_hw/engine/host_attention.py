@@ -29,16 +29,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from golden.checks import check_axes, check_window
-from golden.engine.commands import (KIND_PV, SIDE_K, SIDE_Q, SIDE_V, Attention, Compute, Load,
-                                    Store, Strides)
+from golden.engine.commands import KIND_PV, SIDE_K, SIDE_V, Attention, Compute, Store
 from golden.engine.program import CoreLimits, Memory, ProgramResult, run_program
 from golden.numerics import ChannelGroups, VideoGrid, _as_groups, as_grid
 from golden.vector.online import box_blocks, online_stages
 from golden.vector.softmax import SoftmaxScale, softmax_scale
-from golden.window import window_effective_operand, window_masks
+from golden.window import window_operand
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.engine.host import (_AXES, _BlockPlan, _align, _check_cfg, _check_tensor,
-                                    _commands, _core, _on_grid, _place, _plan_box, _tensor_end,
+from kaleido_hw.engine.host import (_AXES, _BoxPlan, _align, _check_cfg, _check_tensor,
+                                    _commands, _core, _on_grid, _place, _plan_box,
                                     _tensor_layout, box_counts, choose_box, command_order,
                                     whole_grid_s)
 
@@ -75,7 +74,7 @@ class AttentionAddrs:
 
 
 @dataclass
-class AttentionPlan(_BlockPlan):
+class AttentionPlan(_BoxPlan):
     """An attention head's program: grid, channel groups (S's reuse), box, boxes per axis,
     the steps (query boxes x key boxes, forward), the addresses, the core limits and
     variant (S), the thresholds (S and V), the softmax ``scale`` pair, V's reuse
@@ -96,16 +95,6 @@ class AttentionPlan(_BlockPlan):
     v_window: int
     v_reuse: bool
     commands: list
-
-    @property
-    def n_boxes(self) -> int:
-        """Boxes of one side."""
-        return self.n_q
-
-    @property
-    def n_k(self) -> int:
-        """Key boxes: :attr:`n_boxes`."""
-        return self.n_q
 
     @property
     def o_bytes(self) -> int:
@@ -134,12 +123,8 @@ class AttentionPlan(_BlockPlan):
         return [Attention(self.scale.mult, self.scale.shift, self.v_dir,
                           int(self.v_window == 3), int(self.v_reuse))]
 
-    def _strides(self) -> list:
-        return [Strides(side, *self.addrs.strides) for side in (SIDE_Q, SIDE_K, SIDE_V)]
-
-    def _load(self, side: int, bank: int, i: int, s: int = 0) -> Load:
-        at = {SIDE_Q: self.addrs.q, SIDE_K: self.addrs.k, SIDE_V: self.addrs.v}[side]
-        return self._box_load(side, bank, i, at)
+    def _tensors(self) -> tuple:
+        return (self.addrs.q, self.addrs.k, self.addrs.v)
 
     def _k_loads(self, step) -> list:
         """A new key box: its K and its V, into the same bank index of their sides."""
@@ -154,13 +139,6 @@ class AttentionPlan(_BlockPlan):
             out.append(Store(self.o_address(st.qi)))
         return out
 
-    def _loaded_tokens(self, side: int, i: int) -> int:
-        return int(self.real_tokens(i).sum())
-
-    def _operand_ends(self) -> tuple:
-        d = self.groups.head_dim
-        return tuple(_tensor_end(a, self.grid, self.addrs.strides, d)
-                     for a in (self.addrs.q, self.addrs.k, self.addrs.v))
 
 
 def _v_axis(v_dir) -> int:
@@ -281,8 +259,6 @@ def whole_grid_o(q, k, v, grid, groups, full_bits: int, half_bits: int, variant:
     s = whole_grid_s(q, k, grid, groups, full_bits, half_bits, variant)
     v = np.asarray(v)
     if v_reuse:
-        axis = _v_axis(v_dir)
-        masks = window_masks(v, grid, axis, v_window, full_bits, half_bits)
-        v = window_effective_operand(v, masks, grid, axis, v_window)
+        v = window_operand(v, grid, _v_axis(v_dir), v_window, full_bits, half_bits)
     mult, shift = scale
     return online_stages(s, v, mult, shift, box_blocks(grid, box))["out"]

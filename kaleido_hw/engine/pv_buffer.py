@@ -76,7 +76,6 @@ class PvOutBuffer(wiring.Component):
         self.rows, self.cols, self.acc_width, self.arrays = rows, cols, acc_width, arrays
         self.max_queries, self.max_channels = max_queries, max_channels
         self.bw, self.beat = block_width, beat
-        self.ncb_max = -(-max_channels // cols)      # column blocks of the largest run
         self.qw, self.cw = bits_for(max_queries), bits_for(max_channels)
         super().__init__({
             "drain": In(data.ArrayLayout(drain_port_layout(acc_width, rows, 1 + 2 * block_width),
@@ -112,7 +111,7 @@ class PvOutBuffer(wiring.Component):
 
         rports = [bank.read_port(domain="sync", transparent_for=()) for bank in banks]
         if self.beat:
-            self._beat_readout(m, rports, qk, lk)
+            self._beat_readout(m, rports, qk, lk, ncbl_max)
             return m
 
         # Read-out, row-major: channel rc = (l*P + a)*C + j.
@@ -154,14 +153,13 @@ class PvOutBuffer(wiring.Component):
                 m.d.sync += self.reading.eq(0)
         return m
 
-    def _beat_readout(self, m, rports, qk: int, lk: int):
+    def _beat_readout(self, m, rports, qk: int, lk: int, chunks: int):
         """The wide read-out (``beat``): word ``(l, query)`` of every bank per beat, queries
-        outer, ``l`` inner; a read only when the output register is free or being taken."""
+        outer, ``l`` inner over ``chunks`` = every column-block index of the build (those
+        past the run's channels as zeros: a consumer with a fixed number of beats per row);
+        a read only when the output register is free or being taken."""
         C, P = self.cols, self.arrays
         rq, rl = Signal(self.qw), Signal(max(lk, 1))
-        # Beats per row: every column-block index of the build, those past the run's
-        # channels as zeros (a consumer with a fixed number of beats per row).
-        chunks = -(-self.ncb_max // P)
         with m.If(self.start):
             m.d.sync += [self.reading.eq(1), rq.eq(0), rl.eq(0)]
         out = self.o
