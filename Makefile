@@ -12,7 +12,7 @@ SEEDS   ?= 8
 export PATH := $(CURDIR)/tools/bin:$(VENV)/bin:$(PATH)
 export KALEIDO_PYTHON := $(VPY)
 
-.PHONY: install test verilog lint bench bench-head synth synth-engine synth-engine-compare synth-vector energy regress report clean
+.PHONY: install test verilog lint bench bench-head bench-attention synth synth-engine synth-engine-compare synth-vector energy regress report clean
 
 install:
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +65,16 @@ energy:
 # cycle count equal the exact model (30-60 minutes on 2 busy cores; docs/engine.md).
 bench-head:
 	nice $(MAKE) -C sim/engine/core CORE_FAST=1 KALEIDO_CORE_GRID=4x16x16 COCOTB_TEST_FILTER=test_timing
+
+# Whole attention heads (COMPUTE kind 2) through the AXI port of the default build generated
+# with core_attention = true (not the rtl_out build): ATT_GRID sets the head's grid.
+ATT_RTL  := $(CURDIR)/sim_build/engine/core/rtl-attention
+ATT_GRID ?= 2x4x16
+bench-attention:
+	mkdir -p $(CURDIR)/sim_build
+	printf 'core_attention = true\n' > $(CURDIR)/sim_build/attention.toml
+	$(VENV)/bin/kaleido-hw generate --config $(CURDIR)/sim_build/attention.toml --top kaleido_core --out $(ATT_RTL)
+	nice $(MAKE) -C sim/engine/core RTL_DIR=$(ATT_RTL) KALEIDO_MANIFEST=$(ATT_RTL)/manifest.json SIM_BUILD=sim_build/verilator-attention KALEIDO_CORE_GRID=$(ATT_GRID) COCOTB_TEST_FILTER=test_attention_head
 
 # Every cocotb bench x simulator x SEEDS random seeds, then the test cases make test leaves
 # out (marked full_set: larger builds, longer parametrizations).

@@ -174,6 +174,14 @@ class KaleidoConfig:
             of LOAD and COMPUTE): the engine's Q/K memories hold ``core_banks`` boxes each.
             2 (the default) lets a LOAD into one bank run while a COMPUTE reads the other;
             1 runs loads and computes one after another.
+        core_attention : bool
+            Build the attention path into the core (ATTENTION, STRIDES and LOAD of side V,
+            COMPUTE kind 2, STORE of O: ``docs/engine.md``, "Attention commands"): the
+            block_attention datapath with ``core_banks`` banks of V. Needs ``vector_lanes =
+            engine_arrays * cols``, ``vector_max_row >= engine_max_tokens``, ``cols`` in
+            1, 2, 4, 8 and ``vector_score_bits`` wide enough for an S of
+            ``engine_max_head_dim`` channels. False (the default) builds a core that
+            answers those commands with error 11.
     """
 
     preset: str = "hunyuanvideo"
@@ -207,6 +215,7 @@ class KaleidoConfig:
     axi_max_burst: int = 16
     axi_max_outstanding: int = 4
     core_banks: int = 2
+    core_attention: bool = False
 
     def __post_init__(self):
         if self.preset not in PRESETS:
@@ -287,6 +296,9 @@ class KaleidoConfig:
         check_int("axi_max_outstanding", self.axi_max_outstanding, 1, 16)
         check_int("core_banks", self.core_banks, 1, 4,
                    " (scratchpad banks per side: the 2-bit bank field of LOAD and COMPUTE)")
+        if not isinstance(self.core_attention, bool):
+            raise ConfigError(f"core_attention must be true or false, got "
+                              f"{self.core_attention!r}")
 
     @property
     def ordered_sides(self) -> tuple[str, ...]:

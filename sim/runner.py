@@ -134,8 +134,10 @@ def run_bench(bench: str, toplevel: str, sim: str, *, sources=None, variant: str
     assert num_failed == 0, f"{bench} on {sim}: {num_failed} of {num_tests} cocotb tests failed"
 
 
-def run_variant(bench: str, toplevel: str, config, variant: str, sim: str = "icarus") -> None:
-    """Generate ``toplevel`` with a non-default ``config`` and run its bench on it.
+def run_variant(bench: str, toplevel: str, config, variant: str, sim: str = "icarus",
+                testcase=None) -> None:
+    """Generate ``toplevel`` with a non-default ``config`` and run its bench on it (only the
+    cocotb tests named in ``testcase``, if given).
 
     The Verilog and its manifest go to ``sim_build/<bench>/rtl-<variant>``; benches that
     read parameters from a manifest find it through ``KALEIDO_MANIFEST``.
@@ -145,4 +147,4 @@ def run_variant(bench: str, toplevel: str, config, variant: str, sim: str = "ica
     out = REPO / "sim_build" / bench / f"rtl-{variant}"
     generate(config, out, [t for t in TOPS if t.module == toplevel])
     run_bench(bench, toplevel, sim, sources=[out / f"{toplevel}.v"], variant=variant,
-              extra_env={"KALEIDO_MANIFEST": str(out / "manifest.json")})
+              extra_env={"KALEIDO_MANIFEST": str(out / "manifest.json")}, testcase=testcase)

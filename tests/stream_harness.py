@@ -70,16 +70,19 @@ def _simulate(dut, bench) -> None:
 
 
 def run_stream(dut, inputs, n_out: int, *, gap: float = 0.0, stall: float = 0.0, seed: int = 0,
-               settle: int = 16, max_cycles: int = 100_000, ports: tuple[str, str] = ("i", "o")
-               ) -> StreamRun:
+               settle: int = 16, max_cycles: int = 100_000, ports: tuple[str, str] = ("i", "o"),
+               cfg: dict | None = None) -> StreamRun:
     """Feed ``inputs`` (packed ints) into the input stream (``dut.i``, or ``ports[0]``),
     collect ``n_out`` items from the output stream (``dut.o``, or ``ports[1]``), then run
-    ``settle`` more cycles (with ready high) to catch any extra output."""
+    ``settle`` more cycles (with ready high) to catch any extra output. ``cfg``: values of
+    ``dut.cfg`` members, set before the first cycle."""
     run = StreamRun()
     i_port, o_port = getattr(dut, ports[0]), getattr(dut, ports[1])
     pair = _StreamPair(i_port, o_port, inputs, random.Random(seed), gap, stall, packed=True)
 
     async def bench(ctx):
+        for name, value in (cfg or {}).items():
+            ctx.set(getattr(dut.cfg, name), value)
         cycle, extra = 0, 0
         while cycle < max_cycles:
             done = len(run.out_items) >= n_out
@@ -135,6 +138,15 @@ def run_stream_runs(dut, runs, *, gap: float = 0.0, stall: float = 0.0, seed: in
 
     _simulate(dut, bench)
     return results
+
+
+def pack(layout, **fields: int) -> int:
+    """A ``data.StructLayout`` value packed from its ``fields`` (ints; missing ones 0)."""
+    out = 0
+    for name, value in fields.items():
+        f = layout[name]
+        out |= (value & ((1 << f.width) - 1)) << f.offset
+    return out
 
 
 def unpack(value: int, layout, *fields: str) -> tuple:

@@ -10,7 +10,9 @@ from kaleido_hw.config import ConfigError, KaleidoConfig, min_acc_width
 
 def test_defaults_are_valid_and_round_trip(tmp_path):
     cfg = KaleidoConfig()
-    text = "\n".join(f"{k} = {v!r}".replace("'", '"') for k, v in cfg.to_dict().items())
+    def toml(v):
+        return str(v).lower() if isinstance(v, bool) else repr(v).replace("'", '"')
+    text = "\n".join(f"{k} = {toml(v)}" for k, v in cfg.to_dict().items())
     path = tmp_path / "c.toml"
     path.write_text(text + "\n")
     assert KaleidoConfig.from_toml(path) == cfg
@@ -27,6 +29,7 @@ def test_min_acc_width_is_tight(channels, width):
 @pytest.mark.parametrize("key,value,needle", [
     ("preset", "sora", "preset must be one of"),
     ("full_bits", 8, "full_bits must be in [4, 7]"),
+    ("core_attention", 1, "core_attention must be true or false"),
     ("half_bits", 2, "half_bits must be in [3, 6]"),
     ("full_bits", 4, None),
     ("acc_width", 20, "acc_width must be in [21, 48]"),

@@ -35,6 +35,7 @@ import numpy as np
 from golden.checks import check_int
 
 __all__ = ["COMPUTE_OVERHEAD", "DECODE_CYCLES", "ARITH_CYCLES", "CORE_COUNTERS",
+           "ATTENTION_COUNTERS",
            "core_counters", "MemoryTiming", "memory_cycles", "core_time", "STORE_OVERHEAD",
            "store_readout_cycles",
            "FENCE_CYCLES", "AXI_RAM_LATENCY", "BenchMemory", "load_run_cycles",
@@ -56,12 +57,18 @@ CORE_COUNTERS = ("cycles", "commands", "compute", "mem_wait", "engine_cycles", "
                  "busy_pe_cycles", "issued0", "issued1", "issued2", "issued3", "skipped0",
                  "skipped1", "skipped2", "skipped3", "merged", "bubbles", "quads", "idle",
                  "stall")
+#: Counters a core with the attention path adds (``core_attention``): P @ V's work in the
+#: attention blocks (``golden.engine.pv.pv_counters`` but ``cycles``), summed over blocks.
+ATTENTION_COUNTERS = ("pv_busy_pe_cycles", "pv_issued_a", "pv_issued_f1", "pv_issued_f2",
+                      "pv_skipped_f1", "pv_skipped_f2", "pv_bubbles", "pv_blocks", "pv_steps")
 
 
 def core_counters(result) -> dict:
     """The exact counters of a program run with ``engine=True`` (``cycles`` and
     ``mem_wait`` depend on the memory: not included). ``stall`` is 0 (the engine model has
-    no dispatcher stalls)."""
+    no dispatcher stalls). A program with attention blocks (COMPUTE kind 2) adds
+    :data:`ATTENTION_COUNTERS` and has no ``compute``: its blocks' S streams through the
+    softmax into P @ V, whose cycles this model does not have."""
     blocks = result.blocks
     if any(b.engine is None for b in blocks):
         raise ValueError("core_counters needs run_program(..., engine=True)")
@@ -77,7 +84,21 @@ def core_counters(result) -> dict:
     for p in range(4):
         out[f"issued{p}"] = int(sum(b.engine.issued[:, p].sum() for b in blocks))
         out[f"skipped{p}"] = int(sum(b.engine.skipped[:, p].sum() for b in blocks))
-    out["compute"] = out["engine_cycles"] + COMPUTE_OVERHEAD * len(blocks)
+    pv = [b.pv for b in blocks if getattr(b, "pv", None) is not None]
+    if pv:
+        # Attention blocks: P @ V's work counters; their cycles (the S read-out streaming
+        # through the softmax into P @ V) are the RTL's, not modelled here.
+        out.update({"pv_busy_pe_cycles": sum(int(c.busy_pe_cycles) for c in pv),
+                    "pv_issued_a": sum(int(c.issued[0]) for c in pv),
+                    "pv_issued_f1": sum(int(c.issued[1]) for c in pv),
+                    "pv_issued_f2": sum(int(c.issued[2]) for c in pv),
+                    "pv_skipped_f1": sum(int(c.skipped[1]) for c in pv),
+                    "pv_skipped_f2": sum(int(c.skipped[2]) for c in pv),
+                    "pv_bubbles": sum(int(c.bubbles) for c in pv),
+                    "pv_blocks": sum(int(c.blocks) for c in pv),
+                    "pv_steps": sum(int(c.steps) for c in pv)})
+    else:
+        out["compute"] = out["engine_cycles"] + COMPUTE_OVERHEAD * len(blocks)
     return out
 
 

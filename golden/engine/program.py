@@ -142,9 +142,8 @@ class CoreLimits:
                            exactly (``acc_width``: 511 at 24 bits), over a COMPUTE and the
                            results it adds onto (``acc``)
     attention : bool       the attention path is built (ATTENTION, side V, COMPUTE kind 2);
-                           without it those are error 11. No RTL core has it yet
-                           (``docs/engine.md``, "Attention commands"): ``from_config`` gives
-                           False, the host's attention plans set it for the model
+                           without it those are error 11 (``from_config``: the config's
+                           ``core_attention``; the host's attention plans set it)
     pv_keys : int          most keys of one attention block whose P @ V partial the
                            accumulators hold exactly (``255 * 128 * keys < 2**(acc_width-1)``:
                            257 at 24 bits)
@@ -190,7 +189,8 @@ class CoreLimits:
         return cls(config.engine_max_tokens, config.engine_max_head_dim, banks, variants,
                    EngineParams.from_config(config), plain=config.engine_pe == "plain",
                    group_channels=group_channels(config.acc_width),
-                   pv_keys=pv_block_keys(config.acc_width))
+                   pv_keys=pv_block_keys(config.acc_width),
+                   attention=bool(getattr(config, "core_attention", False)))
 
 
 def pv_block_keys(acc_width: int) -> int:

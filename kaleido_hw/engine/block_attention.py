@@ -88,6 +88,8 @@ def _port_docs() -> dict:
                        "row's end), mult and shift (ignored: cfg's)"),
         "cfg__mult": "softmax scale multiplier, in [2^15, 2^16) (golden.vector.softmax_scale)",
         "cfg__shift": "softmax scale shift, in [1, 47]",
+        "cfg__v_bank": "V bank the block reads (v_banks > 1)",
+        "v_in_bank": "V bank v_in writes (v_banks > 1)",
         "start": "pulse: run one key block (taken when idle)",
         "first": "with start: the query box's first key block (its rows' state starts afresh)",
         "last": "with start: its last key block (O of the box leaves on out after it)",
@@ -119,6 +121,10 @@ class BlockAttention(wiring.Component):
     shared_arrays : bool
         P @ V on ``array_views`` (the engine's arrays with the P @ V mode; needs
         ``engine_pe = "reuse-pv"``) instead of arrays of its own.
+    v_banks : int
+        Key boxes of V held (``PvEngine``'s ``v_banks``): with more than one, ``v_in_bank``
+        names the bank ``v_in`` writes and ``cfg.v_bank`` the one a block reads, and V of the
+        next key box may be written while a block runs on another bank.
 
     Ports
     -----
@@ -140,14 +146,16 @@ class BlockAttention(wiring.Component):
 
     PORT_DOCS = _port_docs()
 
-    def __init__(self, config: KaleidoConfig, shared_arrays: bool = False):
+    def __init__(self, config: KaleidoConfig, shared_arrays: bool = False, v_banks: int = 1):
         if not isinstance(config, KaleidoConfig):
             raise TypeError(f"BlockAttention takes a KaleidoConfig, got {type(config).__name__}")
         check_block_attention_config(config)
         self.config = config
         self.softmax = BlockSoftmaxUnit(config)
         self.transposer = PTransposer(config)
-        self.pv = PvEngine(config, streamed_p=True, shared_arrays=shared_arrays, beat_out=True)
+        self.pv = PvEngine(config, streamed_p=True, shared_arrays=shared_arrays, beat_out=True,
+                           v_banks=v_banks)
+        banked = {"v_bank": Out(range(v_banks))} if v_banks > 1 else {}
         self.output = BlockOutputUnit(config)
         self.array_views = self.pv.array_views
         pv = self.pv.signature.members
@@ -159,7 +167,8 @@ class BlockAttention(wiring.Component):
                 **{name: Out(pv_cfg[name].shape) for name in
                    ("t", "h", "w", "channels", "axis", "window", "reuse", "full_bits",
                     "half_bits")},
-                "mult": Out(MULT_BITS), "shift": Out(SHIFT_BITS)})),
+                "mult": Out(MULT_BITS), "shift": Out(SHIFT_BITS), **banked})),
+            **({"v_in_bank": In(range(v_banks))} if v_banks > 1 else {}),
             "start": In(1), "first": In(1), "last": In(1),
             "busy": Out(1), "done": Out(1),
             "out": Out(stream.Signature(output_beat_layout(config))),
@@ -188,6 +197,8 @@ class BlockAttention(wiring.Component):
                        ("t", "h", "w", "channels", "axis", "window", "reuse", "full_bits",
                         "half_bits"))]
         wiring.connect(m, wiring.flipped(self.v_in), pv.v_in)
+        if pv.v_banks > 1:
+            m.d.comb += [pv.v_in_bank.eq(self.v_in_bank), pv.v_bank.eq(cfg.v_bank)]
         wiring.connect(m, tr.o, pv.p_in)
         wiring.connect(m, wiring.flipped(self.out), bo.out)
         wiring.connect(m, pv.cnt, wiring.flipped(self.cnt.pv))

@@ -39,29 +39,45 @@ which the arrays waited for memory (every counted cycle outside a COMPUTE).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.engine import commands as cmds
-from golden.engine.core_model import CORE_COUNTERS
+from golden.engine.core_model import ATTENTION_COUNTERS, CORE_COUNTERS
+from golden.engine.program import pv_block_keys
 from kaleido_hw.config import ConfigError, KaleidoConfig
+from kaleido_hw.engine.block_attention import BlockAttention, check_block_attention_config
 from kaleido_hw.engine.core_walk import BoxWalker
 from kaleido_hw.engine.dma import BEATS_WIDTH, request_layout
 from kaleido_hw.engine.kaleido_engine import ARRAY_COUNTERS, KaleidoEngine
 from kaleido_hw.engine.host_port import WRITE_BYTES
+from kaleido_hw.engine.o_packer import OPacker, VALUES_PER_BEAT
+from kaleido_hw.engine.pv_engine import COUNTERS as PV_COUNTERS
+from kaleido_hw.engine.s_row_packer import SRowPacker
+from kaleido_hw.engine.shared_arrays import folded_array, share_array
 from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH
+from golden.vector.softmax import MULT_MIN, SHIFT_MAX, SHIFT_MIN
+from kaleido_hw.vector.layouts import MULT_BITS, SHIFT_BITS
 
-__all__ = ["CoreController", "CORE_COUNTERS", "check_core_config"]
+__all__ = ["CoreController", "CORE_COUNTERS", "ATTENTION_COUNTERS", "ATTENTION_ERROR_BITS",
+           "check_core_config"]
 
 # The core's counters are its own, then the engine's summed over COMPUTEs and arrays.
 assert CORE_COUNTERS[6:] == ARRAY_COUNTERS
+# A core with the attention path adds P @ V's work counters, summed over attention blocks.
+assert ATTENTION_COUNTERS == tuple(f"pv_{n}" for n in PV_COUNTERS if n != "cycles")
+
+#: Bits of ``attention_error`` (a core with the attention path): what ended an attention
+#: block with error 2. None is reachable from a program the decode accepts; they guard the
+#: numerics' bounds in silicon.
+ATTENTION_ERROR_BITS = {"score_range": 0, "softmax": 1, "weight": 2, "pv_start": 3, "p": 4}
 
 #: Opcode bits [3:0] and opcode of each command name.
 OPCODE_BITS = 4
 OPCODES = {name: code for code, name in cmds.OPCODES.items()}
 #: States of the controller (``docs/engine.md``, "Engine core").
-ST = {name: i for i, name in enumerate(("IDLE", "GROUPS", "STRIDES", "LD_ADDR", "LD_WAIT", "CMP_START", "CMP_WAIT", "ST_REQ", "ST_DATA", "FENCE", "ERROR"))}
+ST = {name: i for i, name in enumerate(("IDLE", "GROUPS", "STRIDES", "LD_ADDR", "LD_WAIT", "CMP_START", "CMP_WAIT", "ST_REQ", "ST_DATA", "FENCE", "ERROR", "AT_READ", "AT_BLOCK"))}
 #: Bits of the grid extents and origins in CONFIG and LOAD.
 GRID_FIELD_BITS = 16
 
@@ -73,6 +89,18 @@ def check_core_config(config: KaleidoConfig):
         raise ConfigError(f"engine_max_tokens must be at most 362 for the engine core (an S "
                           f"block is one DMA write of at most {(1 << BEATS_WIDTH) - 1} beats), "
                           f"got {n}")
+    if config.core_attention:
+        check_block_attention_config(config)
+        if WRITE_BYTES % config.cols:
+            raise ConfigError(f"core_attention needs cols in [1, 2, 4, 8] (a memory beat of V "
+                              f"is whole words of cols channels), got cols = {config.cols}")
+        # A score of int8 operands: at most 128 * 128 per channel.
+        top = 128 * 128 * config.engine_max_head_dim
+        if top >= 1 << (config.vector_score_bits - 1):
+            raise ConfigError(f"core_attention needs vector_score_bits > "
+                              f"{top.bit_length()} (an S of engine_max_head_dim = "
+                              f"{config.engine_max_head_dim} int8 channels reaches {top}), got "
+                              f"vector_score_bits = {config.vector_score_bits}")
 
 
 def _fields(word, name: str) -> dict:
@@ -106,7 +134,8 @@ class CoreController(wiring.Component):
     ``dma_error_clear``, ``error_clear``, ``busy``, ``error`` (code of
     ``golden.engine.commands.ERROR_CODES``), ``error_command`` (index of the failing
     command, counted from 0 after reset), ``engine_error`` (the engine's error mask of a
-    rejected COMPUTE), and ``cnt`` (:data:`CORE_COUNTERS`).
+    rejected COMPUTE), and ``cnt`` (:data:`CORE_COUNTERS`; with the attention path
+    :data:`ATTENTION_COUNTERS` too, and ``attention_error``: :data:`ATTENTION_ERROR_BITS`).
     """
 
     def __init__(self, config: KaleidoConfig, addr_width: int = 32):
@@ -115,7 +144,26 @@ class CoreController(wiring.Component):
         aw, dw = addr_width, 8 * WRITE_BYTES
         #: Scratchpad banks per side (``core_banks``, ``CoreLimits.banks``).
         self.banks = config.core_banks
-        self.engine = KaleidoEngine(config, self.banks)
+        #: The attention path (``core_attention``): S rows with padding keys masked, the
+        #: block datapath with a V bank per scratchpad bank, O packed into memory beats.
+        #: With ``engine_pe = "reuse-pv"`` the engine's arrays run its P @ V too (one set of
+        #: arrays with the P @ V mode, owned here: S in COMPUTE, P @ V in AT_BLOCK).
+        self.attention = config.core_attention
+        shared = self.attention and config.engine_pe == "reuse-pv"
+        self.engine = KaleidoEngine(config, self.banks, shared_arrays=shared)
+        self.arrays = []
+        if self.attention:
+            self.s_rows = SRowPacker(config, key_mask=True)
+            self.block = BlockAttention(config, shared_arrays=shared, v_banks=self.banks)
+            self.o_packer = OPacker(config)
+        if shared:
+            cls, _, _ = folded_array(config)
+            tag_width = max(self.engine.array_views[0].tag_width,
+                            self.block.array_views[0].tag_width)
+            self.arrays = [cls(config, tag_width=tag_width) for _ in range(config.engine_arrays)]
+        counters = CORE_COUNTERS + (ATTENTION_COUNTERS if self.attention else ())
+        #: Most keys of an attention block (``CoreLimits.pv_keys``).
+        self.pv_keys = pv_block_keys(config.acc_width)
         # Dispatcher blocks built, and a plain build: what CONFIG's reuse bits may ask for.
         self.built = (int(config.engine_dispatcher in ("scheduler", "full")),
                       int(config.engine_dispatcher in ("matcher", "full")),
@@ -134,12 +182,40 @@ class CoreController(wiring.Component):
             "error": Out(4),
             "error_command": Out(32),
             "engine_error": Out(8),
-            "cnt": Out(wiring.Signature({n: Out(COUNTER_WIDTH) for n in CORE_COUNTERS})),
+            **({"attention_error": Out(len(ATTENTION_ERROR_BITS))} if self.attention else {}),
+            "cnt": Out(wiring.Signature({n: Out(COUNTER_WIDTH) for n in counters})),
         })
+
+    def _v_writes(self, m, is_v, beat, taken, last_word, word, wrw, lane, head_dim):
+        """A V LOAD's beats into the block datapath's V memory: ``8 / cols`` words of ``cols``
+        channels each per beat, one per cycle (word w of beat ``lane`` is column block
+        ``lane * 8 / cols + w``); a padding token's words are zeros, and so are channels past
+        ``head_dim`` (the beat's bytes beyond them belong to the next token in memory).
+        ``taken``: the beat's last word is written this cycle (``last_word`` marks it);
+        ``word``: the word of the beat written next."""
+        C = self.config.cols
+        W = WRITE_BYTES // C
+        vin = self.block.v_in
+        m.d.comb += last_word.eq(word == W - 1)
+        first_ch = Signal(range(self.config.engine_max_head_dim + WRITE_BYTES),
+                          name="v_first_ch")
+        m.d.comb += first_ch.eq(lane * WRITE_BYTES + word * C)
+        data = self.rd_data.payload.data.word_select(word, 8 * C) if W > 1 else \
+            self.rd_data.payload.data
+        m.d.comb += [vin.valid.eq(is_v & beat),
+                     vin.payload.cb.eq(lane * W + word), vin.payload.key.eq(wrw.tok),
+                     vin.payload.v.eq(Mux(wrw.inside, Cat(*(
+                         Mux(first_ch + j < head_dim, data[8 * j:8 * j + 8], 0)
+                         for j in range(C))), 0)),
+                     taken.eq(vin.valid & vin.ready & last_word)]
+        with m.If(vin.valid & vin.ready):
+            m.d.sync += word.eq(Mux(last_word, 0, word + 1))
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.engine = eng = self.engine
+        att = self.attention
+        NS = 3 if att else 2                  # sides the scratchpad holds: Q, K (and V)
         geo = eng.geo
         t = geo.tile
         D, N = t.max_dim, t.max_tokens
@@ -166,11 +242,19 @@ class CoreController(wiring.Component):
         group_map = Signal(2 * D)
         assigned = Signal(D)                  # channel has a group since CONFIG
         # Strides per side: token (x), y, t; in bytes.
-        strides = [[Signal(aw, name=f"stride_{'qk'[sd]}_{a}") for a in "xyt"] for sd in (0, 1)]
-        strides_set = Signal(2)
+        strides = [[Signal(aw, name=f"stride_{'qkv'[sd]}_{a}") for a in "xyt"]
+                   for sd in range(NS)]
+        strides_set = Signal(NS)
         configured, pending = Signal(), Signal()
         B = self.banks
-        loaded = Signal(2 * B)                # bank b of side s (bit s*B + b) holds a box
+        loaded = Signal(NS * B)               # bank b of side s (bit s*B + b) holds a box
+
+        def side_stride(sd, i):
+            # Stride i (x, y, t) of side sd.
+            if not att:
+                return Mux(sd, strides[1][i], strides[0][i])
+            return Mux(sd == cmds.SIDE_V, strides[2][i], Mux(sd[0], strides[1][i],
+                                                              strides[0][i]))
         n_tok = Signal(3 * sw)                # tokens of one box
         m.d.comb += n_tok.eq(box[0] * box[1] * box[2])
         beats_per_token = Signal(t.dim_width)
@@ -208,7 +292,7 @@ class CoreController(wiring.Component):
         # -- load ---------------------------------------------------------------------------------
         # The controller decodes a LOAD and computes its origin's address (LD_ADDR), then
         # hands the walk to the load unit (ld_*), which runs while the controller goes on.
-        side = Signal()                       # side of the STRIDES / LOAD being decoded
+        side = Signal(2 if att else 1)        # side of the STRIDES / LOAD being decoded
         bank = Signal(range(B))               # bank of the LOAD being decoded
         addr_high = Signal()                  # LOAD address beyond axi_addr_width
         origin = [Signal(G, name=f"origin_{a}") for a in "thw"]
@@ -218,7 +302,7 @@ class CoreController(wiring.Component):
             room = grid[i] - origin[i]
             m.d.sync += lim_next[i].eq(Mux((room < box[i]) & ~rows, room, box[i]))
         ld_busy = Signal()                    # the load unit walks a box
-        ld_side, ld_bank, ld_rows = Signal(), Signal(range(B)), Signal()
+        ld_side, ld_bank, ld_rows = Signal(2 if att else 1), Signal(range(B)), Signal()
         ld_index = Signal(32)                 # its LOAD's command index
         ld_err = Signal()                     # a DMA error ended the load unit's LOAD
         lim = [Signal(sw, name=f"lim_{a}") for a in "thw"]
@@ -227,15 +311,17 @@ class CoreController(wiring.Component):
         req.connect(box, lim)
         wrw.connect(box, lim)
         lane = Signal(t.dim_width)
-        side_strides = [Mux(ld_side, strides[1][i], strides[0][i]) for i in range(3)]
+        v_beat_taken, v_last_word = Signal(), Signal()    # a V beat's last word is written
+        v_word = Signal(range(WRITE_BYTES // self.config.cols)) if att else None
+        side_strides = [side_stride(ld_side, i) for i in range(3)]
         rr = self.rd_req.payload
         m.d.comb += [rr.addr.eq(req.addr), rr.beats.eq(beats_per_token)]
 
         def bank_bit(sd, b):
             # One-hot of bank b of side sd in ``loaded``.
-            return Const(1, 2 * B) << (Mux(sd, B, 0) + b)
+            return Const(1, NS * B) << ((sd * B if att else Mux(sd, B, 0)) + b)
 
-        cmp_bank = [Signal(range(B), name=f"cmp_{s}_bank") for s in "qk"]   # COMPUTE's banks
+        cmp_bank = [Signal(range(B), name=f"cmp_{s}_bank") for s in "qkv"[:NS]]  # COMPUTE's
 
         # -- groups -------------------------------------------------------------------------------
         g_first = Signal(9)
@@ -255,6 +341,43 @@ class CoreController(wiring.Component):
             m.d.sync += s_count.eq(s_count + 1)
             with m.If(s_count + 1 == s_total):
                 m.d.sync += draining.eq(0)
+
+        # -- attention ------------------------------------------------------------------------------
+        # ATTENTION's fields; the open query box and the unstored O; the COMPUTE's kind 2
+        # flags; which keys of each K bank are tokens of the grid (the rest are padding).
+        open_box, pending_o = Signal(), Signal()
+        storing_o = Signal()                  # the STORE running writes O
+        cmp_pv, cmp_first, cmp_last = Signal(), Signal(), Signal()
+        if att:
+            blk = self.block
+            blk_reset = Signal()              # leaving the error state: drop a block's state
+            m.submodules.s_rows = ResetInserter(blk_reset)(self.s_rows)
+            m.submodules.block = ResetInserter(blk_reset)(blk)
+            m.submodules.o_packer = ResetInserter(blk_reset)(self.o_packer)
+            a_mult, a_shift = Signal(MULT_BITS), Signal(SHIFT_BITS)
+            a_dir, a_window3, a_reuse, a_set = Signal(2), Signal(), Signal(), Signal()
+            k_real = [Signal(N, name=f"k_real{b}") for b in range(B)]
+            o_total = Signal(range(1 << BEATS_WIDTH))      # memory beats of an O
+            m.d.sync += o_total.eq((n_tok * head_dim + VALUES_PER_BEAT - 1) // VALUES_PER_BEAT)
+            bc = blk.cfg
+            m.d.comb += [bc.t.eq(box[0]), bc.h.eq(box[1]), bc.w.eq(box[2]),
+                         bc.channels.eq(head_dim), bc.mult.eq(a_mult), bc.shift.eq(a_shift),
+                         bc.axis.eq(a_dir), bc.window.eq(Mux(a_window3, 3, 2)),
+                         bc.reuse.eq(a_reuse), bc.full_bits.eq(full_bits),
+                         bc.half_bits.eq(half_bits), blk.first.eq(cmp_first),
+                         blk.last.eq(cmp_last)]
+            if B > 1:
+                m.d.comb += [bc.v_bank.eq(cmp_bank[2]), blk.v_in_bank.eq(ld_bank)]
+            sr = self.s_rows
+            m.d.comb += [sr.cfg.keys.eq(n_tok), sr.cfg.mult.eq(a_mult), sr.cfg.shift.eq(a_shift),
+                         sr.cfg.real.eq(Array(k_real)[cmp_bank[1]] if B > 1 else k_real[0])]
+            wiring.connect(m, sr.o, blk.s)
+            opk = self.o_packer
+            wiring.connect(m, blk.out, opk.i)
+            m.d.comb += [opk.cfg.rows.eq(n_tok), opk.cfg.channels.eq(head_dim)]
+            att_errors = Cat(sr.error, blk.error.softmax, blk.error.weight, blk.error.pv != 0,
+                             blk.error.p != 0)
+            assert len(att_errors) == len(ATTENTION_ERROR_BITS)
 
         # The controller's state, decoded by an If chain (an m.FSM or m.Switch of 11 states
         # emits incomplete cases, which Verilator -Wall rejects).
@@ -289,7 +412,13 @@ class CoreController(wiring.Component):
         # it walks), STORE (no store runs while an earlier LOAD may still fail: the
         # interpreter's memory), and a COMPUTE that reads the bank being loaded.
         fc = _fields(word, "COMPUTE")
-        conflict = Mux(ld_side, fc["k_bank"] == ld_bank, fc["q_bank"] == ld_bank)
+        if att:
+            # A V walk conflicts with an attention block reading its bank.
+            conflict = Mux(ld_side == cmds.SIDE_V,
+                           (fc["kind"] == cmds.KIND_PV) & (fc["v_bank"] == ld_bank),
+                           Mux(ld_side[0], fc["k_bank"] == ld_bank, fc["q_bank"] == ld_bank))
+        else:
+            conflict = Mux(ld_side, fc["k_bank"] == ld_bank, fc["q_bank"] == ld_bank)
         hold = Signal()
         m.d.comb += hold.eq(ld_busy & ((op == OPCODES["CONFIG"]) | (op == OPCODES["STRIDES"])
                                        | (op == OPCODES["STORE"])
@@ -310,6 +439,8 @@ class CoreController(wiring.Component):
                                               | Const(plain))
 
                     def latch():
+                        if att:
+                            m.d.sync += a_set.eq(0)
                         m.d.sync += [configured.eq(1), loaded.eq(0), strides_set.eq(0),
                                      assigned.eq(0), head_dim.eq(f["head_dim"]),
                                      dirs.eq(Cat(*d3)), full_bits.eq(f["full_bits"]),
@@ -320,6 +451,7 @@ class CoreController(wiring.Component):
                     check([
                         (word & ~cmds.used_mask("CONFIG") != 0, E["malformed"]),
                         (pending, E["result_pending"]),
+                        *([(open_box, E["result_pending"])] if att else []),
                         (Cat(*(e == 0 for e in ext)).any(), E["bad_config"]),
                         (ext[0] * ext[1] * ext[2] > N, E["bad_config"]),
                         ((f["head_dim"] == 0) | (f["head_dim"] > D), E["bad_config"]),
@@ -363,6 +495,11 @@ class CoreController(wiring.Component):
                                      mul_s[0].eq(vals[0]), mul_s[1].eq(vals[1]),
                                      mul_s[2].eq(0)]
                         for i in range(3):
+                            if att:
+                                m.d.sync += [strides[k][i].eq(Mux(f["side"] == k, vals[i],
+                                                                  strides[k][i]))
+                                             for k in range(NS)]
+                                continue
                             m.d.sync += [strides[0][i].eq(Mux(f["side"], strides[0][i],
                                                               vals[i])),
                                          strides[1][i].eq(Mux(f["side"], vals[i],
@@ -371,14 +508,14 @@ class CoreController(wiring.Component):
                     check([
                         (word & ~cmds.used_mask("STRIDES") != 0, E["malformed"]),
                         (f["side"] == 3, E["malformed"]),
-                        (f["side"] == cmds.SIDE_V, E["unsupported"]),
+                        *([] if att else [(f["side"] == cmds.SIDE_V, E["unsupported"])]),
                         (~configured, E["not_configured"]),
                         (Cat(*(v[0:4] != 0 for v in vals)).any(), E["misaligned"]),
                     ], start_strides)
                 with m.Elif(op == OPCODES["LOAD"]):
                     f = _fields(word, "LOAD")
                     org = [f["origin_t"], f["origin_h"], f["origin_w"]]
-                    sd = f["side"][0]
+                    sd = f["side"] if att else f["side"][0]
 
                     def start_load():
                         m.d.sync += [side.eq(sd), bank.eq(f["bank"]), step.eq(0), addr_high.eq(
@@ -389,26 +526,47 @@ class CoreController(wiring.Component):
                                          div_n[i].eq(org[i]), rem[i].eq(0)]
                         # origin (t, y, x) times the side's (t, y, x) strides
                         for i, k in enumerate((2, 1, 0)):
-                            m.d.sync += mul_s[i].eq(Mux(sd, strides[1][k],
-                                                        strides[0][k]))
+                            m.d.sync += mul_s[i].eq(side_stride(sd, k))
                         m.d.sync += state.eq(ST["LD_ADDR"])
                     check([
                         (word & ~cmds.used_mask("LOAD") != 0, E["malformed"]),
                         (f["side"] == 3, E["malformed"]),
-                        (f["side"] == cmds.SIDE_V, E["unsupported"]),
+                        *([] if att else [(f["side"] == cmds.SIDE_V, E["unsupported"])]),
                         (~configured, E["not_configured"]),
                         (f["bank"] >= B, E["bad_bank"]),
                         (~strides_set.bit_select(sd, 1), E["not_configured"]),
                         (f["address"][0:4] != 0, E["misaligned"]),
+                        *([(f["rows"] & (f["side"] == cmds.SIDE_V), E["bad_origin"])]
+                          if att else []),
                     ], start_load)
                 with m.Elif(op == OPCODES["COMPUTE"]):
                     f = fc
+
+                    pv = f["kind"] == cmds.KIND_PV
 
                     def start_compute():
                         m.d.sync += [cmp_bank[0].eq(f["q_bank"]), cmp_bank[1].eq(f["k_bank"]),
                                      cmp_linear.eq(f["kind"] == cmds.KIND_LINEAR),
                                      cmp_acc.eq(f["acc"]), regrouped.eq(0)]
+                        if att:
+                            m.d.sync += [cmp_bank[2].eq(f["v_bank"]), cmp_pv.eq(pv),
+                                         cmp_first.eq(f["first"]), cmp_last.eq(f["last"])]
                         goto("CMP_START")
+                    # An attention block's checks beyond every COMPUTE's, in the
+                    # interpreter's order (golden.engine.program, _check_attention).
+                    pv_checks = [
+                        (pv & (f["v_bank"] >= B), E["bad_bank"]),
+                        (pv & ((loaded & bank_bit(cmds.SIDE_V, f["v_bank"])) == 0),
+                         E["bank_empty"]),
+                    ] if att else []
+                    open_checks = [
+                        (pv & ~a_set, E["not_configured"]),
+                        (pv & f["first"] & pending, E["result_pending"]),
+                        (pv & f["first"] & open_box, E["result_pending"]),
+                        (pv & ~f["first"] & ~open_box, E["no_result"]),
+                        (pv & (n_tok > self.pv_keys), E["bad_config"]),
+                        (~pv & open_box, E["result_pending"]),
+                    ] if att else []
                     check([
                         (word & ~cmds.used_mask("COMPUTE") != 0, E["malformed"]),
                         (f["kind"] > 2, E["malformed"]),
@@ -416,13 +574,16 @@ class CoreController(wiring.Component):
                          & (f["v_bank"].any() | f["first"] | f["last"]), E["malformed"]),
                         ((f["kind"] == cmds.KIND_PV) & f["acc"], E["malformed"]),
                         (~configured, E["not_configured"]),
-                        (f["kind"] == cmds.KIND_PV, E["unsupported"]),
+                        *([] if att else [(f["kind"] == cmds.KIND_PV, E["unsupported"])]),
                         (f["q_bank"] >= B, E["bad_bank"]),
                         ((loaded & bank_bit(0, f["q_bank"])) == 0, E["bank_empty"]),
                         (f["k_bank"] >= B, E["bad_bank"]),
                         ((loaded & bank_bit(1, f["k_bank"])) == 0, E["bank_empty"]),
+                        *pv_checks,
                         ((assigned | ~in_head) != (1 << D) - 1, E["not_configured"]),
+                        *open_checks,
                         (f["acc"] & ~pending, E["no_result"]),
+                        *([(f["acc"] & pending_o, E["no_result"])] if att else []),
                         (~f["acc"] & pending, E["result_pending"]),
                         (f["acc"] & regrouped, E["result_pending"]),
                     ], start_compute)
@@ -443,9 +604,26 @@ class CoreController(wiring.Component):
                     check([(word & ~cmds.used_mask("FENCE") != 0, E["malformed"])],
                           lambda: goto("FENCE"))
                 with m.Elif(op == OPCODES["ATTENTION"]):
-                    # This core has no attention path (``CoreLimits.attention`` False).
-                    check([(word & ~cmds.used_mask("ATTENTION") != 0, E["malformed"]),
-                           (Const(1), E["unsupported"])], lambda: None)
+                    if att:
+                        f = _fields(word, "ATTENTION")
+
+                        def latch_attention():
+                            m.d.sync += [a_mult.eq(f["scale_mult"]), a_shift.eq(f["scale_shift"]),
+                                         a_dir.eq(f["v_dir"]), a_window3.eq(f["v_window3"]),
+                                         a_reuse.eq(f["v_reuse"]), a_set.eq(1)]
+                        check([(word & ~cmds.used_mask("ATTENTION") != 0, E["malformed"]),
+                               (~configured, E["not_configured"]),
+                               (open_box, E["result_pending"]),
+                               (f["scale_mult"] < MULT_MIN, E["bad_config"]),
+                               ((f["scale_shift"] < SHIFT_MIN) | (f["scale_shift"] > SHIFT_MAX),
+                                E["bad_config"]),
+                               (f["v_dir"] == 3, E["bad_config"]),
+                               (f["v_reuse"] & Const(self.built[2]), E["bad_config"]),
+                               ], latch_attention)
+                    else:
+                        # This core has no attention path (``CoreLimits.attention`` False).
+                        check([(word & ~cmds.used_mask("ATTENTION") != 0, E["malformed"]),
+                               (Const(1), E["unsupported"])], lambda: None)
                 with m.Else():
                     m.d.comb += [fail.eq(1), fail_code.eq(E["malformed"])]
             stop_on_fail()
@@ -468,14 +646,15 @@ class CoreController(wiring.Component):
             m.d.sync += [acc[0].eq(acc[0] + term[0]), acc[1].eq(acc[1] + term[1])]
             with m.If(step == G):
                 # grid_w * token_stride and grid_h * y_stride are complete.
-                vals = [Mux(side, strides[1][i], strides[0][i]) for i in range(3)]
+                vals = [side_stride(side, i) for i in range(3)]
                 check([
                     (vals[0] < head_dim, E["bad_strides"]),
                     (vals[1] < acc[0], E["bad_strides"]),
                     (vals[2] < acc[1], E["bad_strides"]),
                 ], lambda: None)
                 with m.If(~fail):
-                    m.d.sync += strides_set.eq(strides_set | Mux(side, 0b10, 0b01))
+                    m.d.sync += strides_set.eq(strides_set | (Const(1, NS) << side if att else
+                                                              Mux(side, 0b10, 0b01)))
                     m.d.sync += state.eq(ST["IDLE"])
             stop_on_fail(dma=False)
 
@@ -498,6 +677,8 @@ class CoreController(wiring.Component):
             # Hand the walk to the load unit once it is free and no write is in flight (an
             # AXI error while the load unit walks is then its LOAD's).
             with m.If(~ld_busy & self.dma_idle):
+                if att:
+                    m.d.sync += v_word.eq(0)
                 m.d.sync += [*req.start(acc[0][:aw]), *wrw.start(), lane.eq(0),
                              ld_busy.eq(1), ld_side.eq(side), ld_bank.eq(bank),
                              ld_rows.eq(rows),
@@ -517,32 +698,80 @@ class CoreController(wiring.Component):
                     m.d.sync += self.engine_error.eq(eng.error)
                     m.d.comb += [fail.eq(1), fail_code.eq(E["bad_config"])]
                 with m.Else():
-                    m.d.sync += [pending.eq(1),
-                                 cnt.engine_cycles.eq(cnt.engine_cycles + eng.cnt.cycles),
+                    m.d.sync += [cnt.engine_cycles.eq(cnt.engine_cycles + eng.cnt.cycles),
                                  cnt.chunks.eq(cnt.chunks + eng.cnt.chunks)]
                     for name in ARRAY_COUNTERS:
                         total = sum(getattr(getattr(eng.cnt, f"a{a}"), name)
                                     for a in range(geo.arrays))
                         mine = getattr(cnt, name)
                         m.d.sync += mine.eq(mine + total)
-                    m.d.sync += state.eq(ST["IDLE"])
+                    if att:
+                        with m.If(cmp_pv):
+                            # An attention block: its S goes on into the block datapath.
+                            m.d.sync += state.eq(ST["AT_READ"])
+                        with m.Else():
+                            m.d.sync += [pending.eq(1), state.eq(ST["IDLE"])]
+                    else:
+                        m.d.sync += [pending.eq(1), state.eq(ST["IDLE"])]
             stop_on_fail(dma=False)
+
+        if att:
+            with m.Elif(state == ST["AT_READ"]):
+                # Once the block datapath is idle (O of the query box before has left): start
+                # the S read-out, the row packer and the block.
+                with m.If(~blk.busy):
+                    m.d.comb += [eng.read.eq(1), sr.start.eq(1), blk.start.eq(1)]
+                    m.d.sync += state.eq(ST["AT_BLOCK"])
+
+            with m.Elif(state == ST["AT_BLOCK"]):
+                # S rows through the softmax into P @ V, to the block's end: its partials in
+                # the output unit, or after a last block O ready to leave (STORE takes it).
+                m.d.comb += [sr.s.valid.eq(s.valid), sr.s.payload.eq(s.payload),
+                             s.ready.eq(sr.s.ready)]
+                with m.If(blk.done | (cmp_last & blk.out.valid)):
+                    with m.If(att_errors != 0):
+                        m.d.sync += self.attention_error.eq(att_errors)
+                        m.d.comb += [fail.eq(1), fail_code.eq(E["bad_config"])]
+                    with m.Else():
+                        m.d.sync += [open_box.eq(~cmp_last), pending.eq(cmp_last),
+                                     pending_o.eq(cmp_last), state.eq(ST["IDLE"])]
+                        for name in ATTENTION_COUNTERS:
+                            mine = getattr(cnt, name)
+                            m.d.sync += mine.eq(mine + getattr(blk.cnt.pv, name[3:]))
+                stop_on_fail(dma=False)
 
         with m.Elif(state == ST["ST_REQ"]):
             wq = self.wr_req.payload
             m.d.comb += [self.wr_req.valid.eq(1), wq.addr.eq(base),
-                         wq.beats.eq(s_total)]
+                         wq.beats.eq(Mux(pending_o, o_total, s_total) if att else s_total)]
             with m.If(self.wr_req.ready):
-                m.d.comb += eng.read.eq(1)
-                m.d.sync += [draining.eq(1), pending.eq(0)]
+                m.d.sync += pending.eq(0)
+                if att:
+                    m.d.sync += [pending_o.eq(0), storing_o.eq(pending_o)]
+                    with m.If(~pending_o):
+                        m.d.comb += eng.read.eq(1)
+                        m.d.sync += draining.eq(1)
+                else:
+                    m.d.comb += eng.read.eq(1)
+                    m.d.sync += draining.eq(1)
                 m.d.sync += state.eq(ST["ST_DATA"])
             stop_on_fail()
 
         with m.Elif(state == ST["ST_DATA"]):
             # The engine's read-out beats are the memory's (two S values, the first in the
-            # low half; an odd count ends with a zero high half): forward them.
+            # low half; an odd count ends with a zero high half): forward them. O's beats
+            # come packed from the block datapath (four int16 a beat).
             wd = self.wr_data
-            with m.If(s_count != s_total):
+            if att:
+                o_left = storing_o & (s_count != o_total)
+                with m.If(o_left):
+                    m.d.comb += [wd.valid.eq(opk.o.valid), wd.payload.eq(opk.o.payload),
+                                 opk.o.ready.eq(wd.ready)]
+                    with m.If(wd.valid & wd.ready):
+                        m.d.sync += s_count.eq(s_count + 1)
+                with m.Elif(storing_o):
+                    m.d.sync += state.eq(ST["IDLE"])
+            with m.Elif(s_count != s_total) if att else m.If(s_count != s_total):
                 m.d.comb += [wd.valid.eq(s.valid), wd.payload.eq(s.payload),
                              s.ready.eq(wd.ready)]
             with m.Else():
@@ -563,6 +792,10 @@ class CoreController(wiring.Component):
             with m.If(self.error_clear & ~draining & self.dma_idle & ~ld_busy):
                 m.d.sync += [self.error.eq(0), self.engine_error.eq(0), loaded.eq(0),
                              pending.eq(0), ld_err.eq(0)]
+                if att:
+                    # The block datapath's state (an open box, an O not stored) is dropped.
+                    m.d.comb += blk_reset.eq(1)
+                    m.d.sync += [self.attention_error.eq(0), open_box.eq(0), pending_o.eq(0)]
                 m.d.sync += state.eq(ST["IDLE"])
 
         with m.Else():
@@ -587,15 +820,26 @@ class CoreController(wiring.Component):
             wr = eng.wr
             take = Signal()
             m.d.comb += [wr.sel.eq(ld_side), wr.token.eq(wrw.tok), wr.lane.eq(lane),
-                         wr.en.eq(take)]
+                         wr.en.eq(take & (ld_side != cmds.SIDE_V) if att else take)]
             if B > 1:
                 m.d.comb += wr.bank.eq(ld_bank)
+            beat = Signal()                         # this cycle's beat is there to write
             with m.If(~wrw.done):
                 with m.If(wrw.inside):
                     m.d.comb += [wr.data.eq(self.rd_data.payload.data),
-                                 take.eq(self.rd_data.valid)]
+                                 beat.eq(self.rd_data.valid)]
                 with m.Else():
-                    m.d.comb += take.eq(1)          # padding: zeros, nothing fetched
+                    m.d.comb += beat.eq(1)          # padding: zeros, nothing fetched
+            if att:
+                m.d.comb += take.eq(Mux(ld_side == cmds.SIDE_V, v_beat_taken, beat))
+                self._v_writes(m, ld_side == cmds.SIDE_V, beat, v_beat_taken, v_last_word,
+                               v_word, wrw, lane, head_dim)
+                with m.If(take & (ld_side == cmds.SIDE_K)):
+                    for b in range(B):
+                        with m.If(ld_bank == b):
+                            m.d.sync += k_real[b].bit_select(wrw.tok, 1).eq(wrw.inside)
+            else:
+                m.d.comb += take.eq(beat)
             with m.If(take):
                 with m.If(lane + 1 == beats_per_token):
                     m.d.sync += lane.eq(0)
@@ -612,14 +856,26 @@ class CoreController(wiring.Component):
         # The write walker takes the beats of its inside tokens; the error state drops the
         # beats of a walk a DMA error ended. (Low otherwise, as the DMA's R channel expects
         # of an idle consumer.)
-        m.d.comb += self.rd_data.ready.eq(Mux(ld_busy, ~wrw.done & wrw.inside,
-                                              state == ST["ERROR"]))
+        taking = ~wrw.done & wrw.inside
+        if att:
+            # A beat of V leaves with its last word.
+            taking = taking & ((ld_side != cmds.SIDE_V) | (v_last_word & self.block.v_in.ready))
+        m.d.comb += self.rd_data.ready.eq(Mux(ld_busy, taking, state == ST["ERROR"]))
 
         if B > 1:
             m.d.comb += [eng.q_bank.eq(cmp_bank[0]), eng.k_bank.eq(cmp_bank[1])]
 
+        # Shared arrays: the engine's steps in COMPUTE (its run has ended with its last drain
+        # wave before AT_READ), the block datapath's P @ V in AT_BLOCK.
+        for a, arr in enumerate(self.arrays):
+            m.submodules[f"array{a}"] = arr
+            share_array(m, arr, [eng.array_views[a], self.block.array_views[a]],
+                        state == ST["AT_BLOCK"])
+
         executing = ~(state == ST["IDLE"]) & ~(state == ST["ERROR"])
         computing = (state == ST["CMP_START"]) | (state == ST["CMP_WAIT"])
+        if att:
+            computing = computing | (state == ST["AT_READ"]) | (state == ST["AT_BLOCK"])
         # A cycle counts from a command's arrival (its decode cycle) until the core, load
         # unit included, is idle.
         running = executing | ld_busy | ((state == ST["IDLE"]) & self.cmd.valid)

@@ -17,9 +17,9 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.config import ConfigError, KaleidoConfig
-from kaleido_hw.engine.core import CoreController
+from kaleido_hw.engine.core import ATTENTION_ERROR_BITS, CoreController
 from golden.engine.commands import ERROR_CODES
-from golden.engine.core_model import CORE_COUNTERS
+from golden.engine.core_model import ATTENTION_COUNTERS, CORE_COUNTERS
 from kaleido_hw.engine.dma import AXI_PORT_DOCS, AxiDma
 from kaleido_hw.engine.kaleido_engine import _ARRAY_COUNTER_DOCS
 from kaleido_hw.engine.host_port import WRITE_BYTES
@@ -71,6 +71,11 @@ class KaleidoCore(wiring.Component):
         "cnt__chunks": "the engine's chunks, summed over COMPUTEs",
         **{f"cnt__{n}": _ARRAY_COUNTER_DOCS[n].format(a="k").replace("array k", "the arrays")
            + ", summed over COMPUTEs and arrays" for n in CORE_COUNTERS[6:]},
+        # A build with the attention path (core_attention).
+        "attention_error": ("what ended an attention block with error 2 (bit k: " + ", ".join(
+            f"{k} {n}" for n, k in ATTENTION_ERROR_BITS.items()) + "; else 0)"),
+        **{f"cnt__{n}": f"P @ V's {n[3:]} counter (pv_engine), summed over attention blocks"
+           for n in ATTENTION_COUNTERS},
     }
 
     def __init__(self, config: KaleidoConfig):
@@ -89,6 +94,8 @@ class KaleidoCore(wiring.Component):
             "error": Out(ctrl_sig["error"].shape),
             "error_command": Out(ctrl_sig["error_command"].shape),
             "engine_error": Out(ctrl_sig["engine_error"].shape),
+            **({"attention_error": Out(ctrl_sig["attention_error"].shape)}
+               if config.core_attention else {}),
             "error_clear": In(1),
             "cnt": ctrl_sig["cnt"],
         })
@@ -113,6 +120,8 @@ class KaleidoCore(wiring.Component):
             self.error_command.eq(ctrl.error_command),
             self.engine_error.eq(ctrl.engine_error),
         ]
+        if self.config.core_attention:
+            m.d.comb += self.attention_error.eq(ctrl.attention_error)
         m.d.comb += [getattr(self.cnt, n).eq(getattr(ctrl.cnt, n))
                      for n in ctrl.signature.members["cnt"].signature.members]
         return m

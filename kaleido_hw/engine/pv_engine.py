@@ -38,7 +38,7 @@ from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.pv_cell import PvArray
 from kaleido_hw.bitops import bits_for
-from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.host_port import (ARRAY_COUNTER_NAMES, array_counter_names,
                                          array_counter_values)
 from kaleido_hw.engine.pv_buffer import PvOutBuffer, out_beat_layout
@@ -109,13 +109,21 @@ class PvEngine(wiring.Component):
         ``o`` gives ``engine_arrays * cols`` channels of one query per beat
         (``pv_buffer.out_beat_layout``: ``values``, ``row``, ``chunk``, ``last``) instead of
         one value (the block output unit's feed, ``block_attention``).
+    v_banks : int
+        Boxes of V the V memories hold (1..4). With more than one, ``v_in_bank`` names the
+        bank ``v_in`` writes and ``v_bank`` (read at ``start``) the one a run reads, and
+        ``v_in`` is ready while a run is busy too, for the banks it does not read: the next
+        key box's V loads while a block runs (the engine core's double buffering).
     """
 
     def __init__(self, config: KaleidoConfig, streamed_p: bool = False,
-                 shared_arrays: bool = False, beat_out: bool = False):
+                 shared_arrays: bool = False, beat_out: bool = False, v_banks: int = 1):
         if not isinstance(config, KaleidoConfig):
             raise TypeError(f"PvEngine takes a KaleidoConfig, got {type(config).__name__}")
+        if v_banks not in (1, 2, 3, 4):
+            raise ConfigError(f"v_banks must be in [1, 4], got {v_banks!r}")
         self.config, self.streamed_p, self.beat_out = config, streamed_p, beat_out
+        self.v_banks = v_banks
         R, C = config.rows, config.cols
         self.arrays = config.engine_arrays
         self.max_keys = self.max_queries = config.engine_max_tokens
@@ -158,6 +166,8 @@ class PvEngine(wiring.Component):
                                                   for n in ARRAY_COUNTER_NAMES}))
                    for a in range(self.arrays)}})),
             **({"p_blocks": In(self.bw)} if streamed_p else {}),
+            **({"v_in_bank": In(range(v_banks)), "v_bank": In(range(v_banks))}
+               if v_banks > 1 else {}),
         })
 
     PORT_DOCS = {
@@ -166,7 +176,10 @@ class PvEngine(wiring.Component):
         "p_in__payload": ("P write: rb (row block), key, p (the uint8 P of queries rb*R+i at "
                           "bits [8i, 8i+8), R lanes), LSB first in that order"),
         "v_in__valid": "V write stream: a word is offered",
-        "v_in__ready": "V write stream: accepted (1 unless a run is busy)",
+        "v_in__ready": ("V write stream: accepted (1 unless a run is busy; with v_banks > 1, "
+                        "unless a run reads v_in_bank)"),
+        "v_in_bank": "V bank v_in writes (v_banks > 1)",
+        "v_bank": "V bank a run reads (read at start; v_banks > 1)",
         "v_in__payload": ("V write: cb (column block), key, v (the int8 V of channels cb*C+j "
                           "at bits [8j, 8j+8), C lanes), LSB first in that order"),
         "cfg__t": "run configuration (read at start): grid length along t",
@@ -199,7 +212,7 @@ class PvEngine(wiring.Component):
         m = Module()
         cfgc = self.config
         R, C, P, aw = cfgc.rows, cfgc.cols, self.arrays, cfgc.acc_width
-        kw, bw, sw, lk = self.key_width, self.bw, self.sw, self.lcb_width
+        kw, bw, sw = self.key_width, self.bw, self.sw
         arrays, seqs, codes = [], [], []
         # engine_pe "reuse-pv": the KaleidoEngine's arrays with the P @ V mode folded in run
         # the P @ V steps (every step pv 1), instead of PvArrays.
@@ -276,23 +289,34 @@ class PvEngine(wiring.Component):
         # and per V bank --------------------------------------------------------------------
         pmem = memory.Memory(shape=unsigned(8 * R), depth=self.nrb_max << kw, init=[])
         m.submodules.pmem = pmem
-        vmems = [memory.Memory(shape=unsigned(8 * C), depth=self.ncbl_max << kw, init=[])
+        vmems = [memory.Memory(shape=unsigned(8 * C),
+                               depth=(self.ncbl_max << kw) * self.v_banks, init=[])
                  for _ in range(P)]
         for a, vm in enumerate(vmems):
             m.submodules[f"vmem{a}"] = vm
         pw = pmem.write_port()
         vin = self.v_in.payload
         p_open = 1 if self.streamed_p else ~self.busy
-        m.d.comb += [self.p_in.ready.eq(p_open), self.v_in.ready.eq(~self.busy),
+        # V bank of the words written, and of the run's reads (the top address bits).
+        w_bank, r_bank = [], []
+        v_open = ~self.busy
+        if self.v_banks > 1:
+            run_bank = Signal.like(self.v_bank)
+            with m.If(accept):
+                m.d.sync += run_bank.eq(self.v_bank)
+            w_bank, r_bank = [self.v_in_bank], [run_bank]
+            v_open = ~self.busy | (self.v_in_bank != run_bank)
+        m.d.comb += [self.p_in.ready.eq(p_open), self.v_in.ready.eq(v_open),
                      pw.en.eq(self.p_in.valid & p_open),
                      pw.addr.eq(Cat(self.p_in.payload.key, self.p_in.payload.rb)),
                      pw.data.eq(self.p_in.payload.p)]
         for a, vm in enumerate(vmems):
             vw = vm.write_port()
-            m.d.comb += [vw.en.eq(self.v_in.valid & ~self.busy & (vin.cb % P == a)),
-                         vw.addr.eq(Cat(vin.key, (vin.cb // P)[:lk])), vw.data.eq(vin.v)]
+            m.d.comb += [vw.en.eq(self.v_in.valid & v_open & (vin.cb % P == a)),
+                         vw.addr.eq(Cat(vin.key, self._lcb(vin.cb // P), *w_bank)),
+                         vw.data.eq(vin.v)]
         for a, (arr, seq, cu, vm) in enumerate(zip(arrays, seqs, codes, vmems)):
-            self._array_path(m, a, arr, seq, cu, pmem, vm, run)
+            self._array_path(m, a, arr, seq, cu, pmem, vm, run, r_bank)
 
         # -- O buffer: the drained outputs in, O out ---------------------------------------------
         m.submodules.obuf = obuf = PvOutBuffer(R, C, aw, self.max_queries, self.max_channels,
@@ -331,11 +355,17 @@ class PvEngine(wiring.Component):
         (``engine_pe = "reuse-pv"``), else None (PvArrays)."""
         return folded_array(self.config)[0] if self.config.engine_pe == "reuse-pv" else None
 
-    def _array_path(self, m, a, arr, seq, cu, pmem, vmem, run):
+    def _lcb(self, cb):
+        """A column block's index in its array's V bank, exactly ``lcb_width`` bits wide (the
+        bank bits of the address follow it)."""
+        lk = self.lcb_width
+        return cb[:lk] if len(cb) >= lk else Cat(cb, Const(0, lk - len(cb)))
+
+    def _array_path(self, m, a, arr, seq, cu, pmem, vmem, run, v_bank=()):
         """Array ``a``'s reads of P and of its V bank, the window codes and work bits of the
         fetched unit, the unit registers and the register stage in front of the array."""
         R, C = self.config.rows, self.config.cols
-        kw, sw, lk = self.key_width, self.sw, self.lcb_width
+        kw, sw = self.key_width, self.sw
         preads = [pmem.read_port(domain="sync", transparent_for=()) for _ in range(3)]
         vreads = [vmem.read_port(domain="sync", transparent_for=()) for _ in range(3)]
         for k in range(3):
@@ -343,7 +373,7 @@ class PvEngine(wiring.Component):
             m.d.comb += tok.eq(seq.rd_tok0 + k * seq.rd_stride)
             m.d.comb += [preads[k].en.eq(seq.rd_en), vreads[k].en.eq(seq.rd_en),
                          preads[k].addr.eq(Cat(tok[:kw], seq.rd_rb)),
-                         vreads[k].addr.eq(Cat(tok[:kw], seq.rd_cb[:lk]))]
+                         vreads[k].addr.eq(Cat(tok[:kw], self._lcb(seq.rd_cb), *v_bank))]
         read_present = Signal(2, name=f"a{a}_rd_present")
         with m.If(seq.rd_en):
             m.d.sync += read_present.eq(Cat(seq.rd_present1, seq.rd_present2))

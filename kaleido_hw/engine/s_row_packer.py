@@ -10,12 +10,14 @@ hands it to its output register when the beat is full or the row ends (when both
 an input beat would end a beat, as with rows of one score or one lane, it takes them one per
 cycle: the output register takes one beat per cycle). A score that does not fit the lanes' width
 sets an error bit (the lanes keep its low bits): with the defaults (24-bit lanes, int8
-operands) any head of up to 128 channels fits.
+operands) any head of up to 128 channels fits. Built with ``key_mask`` (the engine core's
+attention blocks), a key whose bit of ``cfg.real`` is clear (a padding token of an edge K box)
+gives the most negative score instead of its S, so that the softmax gives it a P of 0.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -50,23 +52,26 @@ class SRowPacker(wiring.Component):
     is dropped).
     ``o`` (out stream, ``score_beat_layout``): ``n`` rows of ``ceil(n / L)`` beats, lanes past
     a row's end 0, every beat with the run's ``mult`` and ``shift``.
-    ``cfg`` (in): ``keys`` (n), ``mult``, ``shift``, sampled at ``start``.
+    ``cfg`` (in): ``keys`` (n), ``mult``, ``shift``, sampled at ``start``; with ``key_mask``
+    also ``real`` (bit k: key k is a token of the grid), read while the run goes.
     ``start`` (in): one-cycle pulse that begins a run (ignored while ``busy``).
     ``busy`` (out); ``done`` (out): high after the run's last beat left, to the next
     ``start``. ``error`` (out): ``ERROR_BITS``, cleared by ``start``.
     """
 
-    def __init__(self, config: KaleidoConfig):
+    def __init__(self, config: KaleidoConfig, key_mask: bool = False):
         if not isinstance(config, KaleidoConfig):
             raise TypeError(f"SRowPacker takes a KaleidoConfig, got {type(config).__name__}")
-        self.config = config
+        self.config, self.key_mask = config, key_mask
         self.lanes, self.score_bits = config.vector_lanes, config.vector_score_bits
         self.max_tokens = config.engine_max_tokens
         super().__init__({
             "s": In(stream.Signature(2 * S_VALUE_BITS)),
             "o": Out(stream.Signature(score_beat_layout(config))),
-            "cfg": In(wiring.Signature({"keys": Out(bits_for(self.max_tokens)),
-                                        "mult": Out(MULT_BITS), "shift": Out(SHIFT_BITS)})),
+            "cfg": In(wiring.Signature({
+                "keys": Out(bits_for(self.max_tokens)), "mult": Out(MULT_BITS),
+                "shift": Out(SHIFT_BITS),
+                **({"real": Out(self.max_tokens)} if key_mask else {})})),
             **run_control_members(len(ERROR_BITS)),
         })
 
@@ -94,13 +99,21 @@ class SRowPacker(wiring.Component):
         # half, when a is the low one and not the run's last) right after it.
         va = Signal(signed(S_VALUE_BITS))
         vb = Signal(signed(S_VALUE_BITS))
-        m.d.comb += [va.eq(Mux(half, held[S_VALUE_BITS:], held[:S_VALUE_BITS])),
-                     vb.eq(held[S_VALUE_BITS:])]
+        raw_a = Mux(half, held[S_VALUE_BITS:], held[:S_VALUE_BITS])
+        raw_b = held[S_VALUE_BITS:]
         row_end_a = col == keys - 1
         run_end_a = row_end_a & (row == keys - 1)
         beat_end_a = (lane == L - 1) | row_end_a
         lane_b = Mux(beat_end_a, 0, lane + 1)
         col_b = Mux(row_end_a, 0, col + 1)
+        if self.key_mask:
+            # A padding key's score: the lanes' most negative value.
+            lowest = Const(-(1 << (B - 1)), signed(S_VALUE_BITS))
+            real = self.cfg.real
+            m.d.comb += [va.eq(Mux(real.bit_select(col, 1), raw_a, lowest)),
+                         vb.eq(Mux(real.bit_select(col_b, 1), raw_b, lowest))]
+        else:
+            m.d.comb += [va.eq(raw_a), vb.eq(raw_b)]
         row_b = Mux(row_end_a, row + 1, row)
         row_end_b = col_b == keys - 1
         beat_end_b = (lane_b == L - 1) | row_end_b

@@ -24,6 +24,17 @@ def lint_file(path, top: str) -> subprocess.CompletedProcess:
                            str(WAIVERS), str(path)], capture_output=True, text=True)
 
 
+def lint_problems(path, top: str) -> list[str]:
+    """What ``verilator --lint-only -Wall`` reports on one Verilog file: its ``%`` lines
+    (warnings and errors), or its output when it fails without any; empty when clean."""
+    result = lint_file(path, top)
+    out = result.stdout + result.stderr
+    lines = [line for line in out.splitlines() if line.startswith("%")]
+    if result.returncode != 0 and not lines:
+        lines = [out.strip() or f"verilator exited with {result.returncode}"]
+    return lines
+
+
 def add_arguments(parser):
     """Options of ``kaleido-hw lint``."""
     parser.add_argument("--dir", default="rtl_out", help="folder with manifest.json (default: rtl_out)")

@@ -12,10 +12,14 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
+import numpy as np
+import pytest
 from amaranth.hdl import Value
 from amaranth.sim import Simulator
 
-from kaleido_hw.engine.core import CORE_COUNTERS
+from golden.engine.commands import ERROR_CODES
+from golden.engine.program import Memory, ProgramError, run_program
+
 
 
 @dataclass
@@ -117,7 +121,8 @@ def run_core(dut, words, memory: bytearray, *, latency: int = 3, outstanding: in
         out.error = ctx.get(dut.error)
         out.error_command = ctx.get(dut.error_command)
         out.engine_error = ctx.get(dut.engine_error)
-        out.counters = {n: ctx.get(getattr(dut.cnt, n)) for n in CORE_COUNTERS}
+        out.counters = {n: ctx.get(getattr(dut.cnt, n))
+                        for n in dut.signature.members["cnt"].signature.members}
         state["dma_error"], state["cycle"] = dma_error, cycle
         runs.append(out)
 
@@ -141,3 +146,47 @@ def run_core(dut, words, memory: bytearray, *, latency: int = 3, outstanding: in
     sim.add_testbench(bench)
     sim.run()
     return runs[0] if then is None else tuple(runs)
+
+
+def failing_program(errors, name):
+    """(command words, code, index): error program ``name`` of ``errors`` (``(programs by
+    name, memory, plan, clean program)``; a name starts with its error's name) followed by
+    the clean program (whose commands the core must drop), and where the interpreter stops
+    it."""
+    progs, _, plan, base = errors
+    prog = progs[name] + base          # commands after the error are dropped
+    with pytest.raises(ProgramError) as exc:
+        run_program(prog, Memory(plan.memory_size), plan.limits)
+    code, index = exc.value.code, exc.value.index
+    assert ERROR_CODES[code][0] == name.split("-")[0]
+    return [c.encode() if hasattr(c, "encode") else c for c in prog], code, index
+
+
+def check_clean_run(errors, good, buf):
+    """The clean program after the errors left the interpreter's memory."""
+    _, mem, plan, base = errors
+    gold = Memory(plan.memory_size)
+    gold.data[:] = mem.data
+    run_program(base, gold, plan.limits)
+    assert good.error == 0
+    assert np.array_equal(np.frombuffer(bytes(buf), np.uint8), gold.data)
+
+
+def check_errors_back_to_back(dut, errors, **run_kw):
+    """Every error program of ``errors`` (as for :func:`failing_program`) in one simulation
+    of ``dut``, each after the ``error_clear`` of the one before, then the clean program:
+    each stops at the interpreter's command index (counted from reset) with its code, the
+    rest of it dropped, and the clean program leaves the interpreter's memory."""
+    progs, mem, _, base = errors
+    failing = [failing_program(errors, name) for name in progs]
+    buf = bytearray(mem.data.tobytes())
+    runs = run_core(dut, failing[0][0], buf,
+                    then=[w for w, _, _ in failing[1:]] + [[c.encode() for c in base]],
+                    **run_kw)
+    executed = 0                       # error_command counts commands from reset
+    for name, (words, code, index), bad in zip(progs, failing, runs):
+        assert (name, bad.error, bad.error_command) == (name, code, executed + index)
+        assert bad.accepted == len(words)
+        executed += index + 1          # the failing command is executed, the rest dropped
+        assert bad.counters["commands"] == executed
+    check_clean_run(errors, runs[-1], buf)

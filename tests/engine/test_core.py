@@ -16,10 +16,11 @@ import dataclasses
 
 import numpy as np
 import pytest
-from core_harness import run_core
+from core_harness import (check_clean_run, check_errors_back_to_back, failing_program,
+                          run_core)
 
 from golden import ChannelGroups
-from golden.engine.commands import (ERROR_CODES, Attention, Compute, Config, Fence, Groups, Load, Store,
+from golden.engine.commands import (Attention, Compute, Config, Fence, Groups, Load, Store,
                                     Strides, groups_commands)
 from golden.engine.core_model import (BenchMemory, core_counters, core_cycles, core_schedule,
                                      load_run_cycles)
@@ -385,48 +386,13 @@ def _error_programs():
     return progs, mem, plan, base
 
 
-def _failing(errors, name):
-    """(command words, code, index): error program ``name`` of ``errors`` (the result of
-    :func:`_error_programs`) followed by the clean program (whose commands the core must
-    drop), and where the interpreter stops it."""
-    progs, _, plan, base = errors
-    prog = progs[name] + base          # commands after the error are dropped
-    with pytest.raises(ProgramError) as exc:
-        run_program(prog, Memory(plan.memory_size), plan.limits)
-    code, index = exc.value.code, exc.value.index
-    assert ERROR_CODES[code][0] == name.split("-")[0]
-    return [c.encode() if hasattr(c, "encode") else c for c in prog], code, index
-
-
-def _check_clean_run(errors, good, buf):
-    """The clean program after the errors left the interpreter's memory."""
-    _, mem, plan, base = errors
-    gold = Memory(plan.memory_size)
-    gold.data[:] = mem.data
-    run_program(base, gold, plan.limits)
-    assert good.error == 0
-    assert np.array_equal(np.frombuffer(bytes(buf), np.uint8), gold.data)
-
-
 def test_core_errors_back_to_back():
     """Every error program of :func:`_error_programs` in one simulation, each after the
     ``error_clear`` of the one before: each stops at the interpreter's command index with
     its code and the rest of its program dropped; the clean program at the end leaves the
     interpreter's memory. (``test_core_errors``, in ``make regress``, runs the clean program
     after every error in a simulation of its own.)"""
-    errors = _error_programs()
-    progs, mem, _, base = errors
-    failing = [_failing(errors, name) for name in progs]
-    buf = bytearray(mem.data.tobytes())
-    runs = run_core(CoreController(TINY), failing[0][0], buf, gap=0.1, stall=0.1,
-                    then=[w for w, _, _ in failing[1:]] + [[c.encode() for c in base]])
-    executed = 0                       # error_command counts commands from reset
-    for name, (words, code, index), bad in zip(progs, failing, runs):
-        assert (name, bad.error, bad.error_command) == (name, code, executed + index)
-        assert bad.accepted == len(words)
-        executed += index + 1          # the failing command is executed, the rest dropped
-        assert bad.counters["commands"] == executed
-    _check_clean_run(errors, runs[-1], buf)
+    check_errors_back_to_back(CoreController(TINY), _error_programs(), gap=0.1, stall=0.1)
 
 
 @pytest.mark.full_set
@@ -434,14 +400,14 @@ def test_core_errors_back_to_back():
 def test_core_errors(name):
     """Each error at the interpreter's command index; the rest dropped; then a clean run."""
     errors = _error_programs()
-    words, code, index = _failing(errors, name)
+    words, code, index = failing_program(errors, name)
     _, mem, _, base = errors
     buf = bytearray(mem.data.tobytes())
     bad, good = run_core(CoreController(TINY), words, buf, then=[[c.encode() for c in base]],
                          gap=0.1, stall=0.1)
     assert (bad.error, bad.error_command) == (code, index)
     assert bad.accepted == len(words)
-    _check_clean_run(errors, good, buf)
+    check_clean_run(errors, good, buf)
 
 
 def test_core_bus_error():

@@ -35,6 +35,29 @@ VARIANTS = {
 }
 
 
+#: Builds with the attention path (``core_attention``): variant -> (configuration,
+#: simulator, grid); only the bench's ``test_attention_head`` runs on them.
+ATTENTION_VARIANTS = {
+    f"att-p2-d16-{sim}": (KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
+                                        engine_max_head_dim=16, engine_dispatcher="none",
+                                        vector_lanes=4, vector_max_row=16,
+                                        core_attention=True), sim, "2x3x5")
+    for sim in ("icarus", "verilator")}
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("variant", [
+    # the Verilator build takes about 6 minutes: make regress runs it
+    pytest.param(v, marks=pytest.mark.full_set) if ATTENTION_VARIANTS[v][1] == "verilator"
+    else v for v in ATTENTION_VARIANTS])
+def test_core_attention_bench(variant, monkeypatch):
+    """Whole attention heads through the core's AXI port on both simulators: O bit-exact."""
+    config, sim, grid = ATTENTION_VARIANTS[variant]
+    monkeypatch.setenv("KALEIDO_CORE_GRID", grid)
+    run_variant("engine/core", "kaleido_core", config, variant, sim=sim,
+                testcase="test_attention_head")
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize("variant", [
     # the Verilator build of the core takes minutes: make regress runs it

@@ -32,13 +32,16 @@ def cfg_ports(grid, queries, channels, axis, window, reuse=True, full_bits=5, ha
                 channels=channels, reuse=int(reuse), full_bits=full_bits, half_bits=half_bits)
 
 
-def run_jobs(config, jobs, seed=0, valid_prob=0.7, ready_prob=0.6, streamed=False):
-    """Each job: dict(p, v, ports); returns per job {"error", "counters", "O"}. ``streamed``:
+def run_jobs(config, jobs, seed=0, valid_prob=0.7, ready_prob=0.6, streamed=False,
+             v_banks=1):
+    """Each job: dict(p, v, ports); returns per job {"error", "counters", "O"}. ``v_banks``
+    2: job i reads V bank i mod 2, and the next job's V is written into the other bank while
+    job i runs (each word taken while busy; the run's own bank not ready). ``streamed``:
     a ``PvEngine(streamed_p=True)`` whose P is written after ``start``, row block by row
     block after random pauses (some longer than a row block's work), ``p_blocks`` raised
     after each block's last word; then each job also has ``"p_ready"``, the cycle (the
     start's = 0) from which each row block could be read."""
-    dut = PvEngine(config, streamed_p=streamed)
+    dut = PvEngine(config, streamed_p=streamed, v_banks=v_banks)
     R, C = config.rows, config.cols
     rng = np.random.default_rng(seed)
     outs = []
@@ -59,23 +62,43 @@ def run_jobs(config, jobs, seed=0, valid_prob=0.7, ready_prob=0.6, streamed=Fals
         ctx.set(port.valid, 0)
         return edges
 
+    def v_words(v):
+        return [{"cb": cb, "key": k, "v": word} for cb, k, word in pv_v_words(v, C)]
+
     async def bench(ctx):
-        for job in jobs:
+        for i, job in enumerate(jobs):
             p, v, ports = job["p"], job["v"], job["ports"]
             q, n = p.shape
             d = v.shape[1]
             pwords = [{"rb": rb, "key": k, "p": word} for rb, k, word in pv_p_words(p, R)]
-            vwords = [{"cb": cb, "key": k, "v": word} for cb, k, word in pv_v_words(v, C)]
             if not streamed:
                 await write(ctx, dut.p_in, pwords)
-            await write(ctx, dut.v_in, vwords)
+            if v_banks == 1:
+                await write(ctx, dut.v_in, v_words(v))
+            elif i == 0:
+                ctx.set(dut.v_in_bank, 0)
+                await write(ctx, dut.v_in, v_words(v))
             for name, value in ports.items():
                 ctx.set(getattr(dut.cfg, name), value)
+            if v_banks > 1:
+                ctx.set(dut.v_bank, i % 2)
             ctx.set(dut.start, 1)
             if streamed:
                 ctx.set(dut.p_blocks, 0)
             await ctx.tick()
             ctx.set(dut.start, 0)
+            if v_banks > 1 and i + 1 < len(jobs):
+                # While this job runs: its own bank takes no write, the other one does.
+                ctx.set(dut.v_in_bank, i % 2)
+                assert ctx.get(dut.busy) and not ctx.get(dut.v_in.ready)
+                ctx.set(dut.v_in_bank, (i + 1) % 2)
+                nxt = v_words(jobs[i + 1]["v"])
+                for w in nxt:
+                    assert ctx.get(dut.busy) and ctx.get(dut.v_in.ready)
+                    ctx.set(dut.v_in.valid, 1)
+                    ctx.set(dut.v_in.payload, w)
+                    await ctx.tick()
+                ctx.set(dut.v_in.valid, 0)
             if streamed:
                 p_ready, edge = [], 0          # edge 0 accepted the start
                 for rb in range(-(-q // R)):
@@ -175,6 +198,19 @@ def test_runs_on_the_folded_arrays(dispatcher):
         _job(rng, "1x1x1", 1, 1, 0, 2),
     ]
     outs = run_jobs(config, jobs, seed=4)
+    for job, out in zip(jobs, outs):
+        _check(job, out, config)
+
+
+def test_two_v_banks():
+    """``v_banks = 2``: each job's V written into the bank the job before does not read,
+    while that job runs; O and every counter exact for every job."""
+    config = CONFIG.replace(engine_max_head_dim=16)
+    rng = np.random.default_rng(6)
+    # Long runs (many queries) so that the next V's words all go in while one runs.
+    jobs = [_job(rng, "4x2x3", 24, 7, 0, 2), _job(rng, "5x2x2", 24, 4, 0, 3),
+            _job(rng, "2x3x3", 24, 3, 1, 3, bits=(4, 3)), _job(rng, "4x2x3", 24, 6, 2, 2)]
+    outs = run_jobs(config, jobs, seed=7, v_banks=2)
     for job, out in zip(jobs, outs):
         _check(job, out, config)
 

@@ -83,3 +83,27 @@ def test_rate_and_range_error():
     assert 32 <= cycles <= 32 + 4, cycles
     outs, error, _, _ = res[1]
     assert error == 1 << ERROR_BITS["score_range"] and len(outs) == 16
+
+
+def test_key_mask():
+    """Built with ``key_mask``: a key whose bit of ``cfg.real`` is clear gives the lanes' most
+    negative score in every row (a padding token of an edge K box), the others their S; a
+    masked key's S out of range sets no error."""
+    config = KaleidoConfig(vector_lanes=4, vector_max_row=32, vector_score_bits=16,
+                           engine_max_tokens=8)
+    rng = np.random.default_rng(9)
+    runs, wants = [], []
+    for n, real in ((7, 0b1011011), (8, 0b11110000), (3, 0b111), (5, 0b00001)):
+        s = rng.integers(-(1 << 15), 1 << 15, (n, n))
+        masked = np.array([not (real >> j) & 1 for j in range(n)])
+        s[:, masked] = 1 << 20                      # never seen: masked
+        want = s.copy()
+        want[:, masked] = -(1 << 15)
+        runs.append(({"keys": n, "mult": 1 << 15, "shift": 8, "real": real}, s_beats(s)))
+        wants.append(expected(want, 4, 16, 1 << 15, 8))
+    dut = SRowPacker(config, key_mask=True)
+    layout = dut.o.payload.shape()
+    for (outs, error, _, _), want in zip(
+            run_stream_runs(dut, runs, gap=0.2, stall=0.3, seed=4, ports=("s", "o")), wants):
+        assert error == 0
+        assert [decoded(w, config, layout) for w in outs] == want

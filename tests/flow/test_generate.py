@@ -16,7 +16,7 @@ import pytest
 
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.flow.generate import RTL_OUT_TOPS, TOPS, generate
-from kaleido_hw.flow.lint import lint_file
+from kaleido_hw.flow.lint import lint_problems
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,10 +99,8 @@ def test_verilog_has_no_paths_or_source_locations(fresh):
 def test_every_top_is_lint_clean(fresh):
     out, manifest = fresh
     for top in manifest["tops"]:
-        result = lint_file(out / top["file"], top["module"])
-        warnings = [line for line in (result.stdout + result.stderr).splitlines()
-                    if line.startswith("%")]
-        assert result.returncode == 0 and not warnings, f"{top['file']}:\n" + "\n".join(warnings)
+        problems = lint_problems(out / top["file"], top["module"])
+        assert not problems, f"{top['file']}:\n" + "\n".join(problems)
 
 
 def _verilog_ports(text: str, module: str) -> dict[str, tuple[str, int]]:
@@ -145,6 +143,9 @@ def _generate_cli(tmp_path, toml_text, *extra):
     ("acc_width = 60\n", ["acc_width must be in [21, 48]"]),
     ('preset = "sora"\n', ["preset must be one of", "hunyuanvideo"]),
     ("core_banks = 5\n", ["core_banks must be in [1, 4]", "bank field of LOAD and COMPUTE"]),
+    ("core_attention = true\nvector_lanes = 8\n",
+     ["vector_lanes = engine_arrays * cols = 16", "got vector_lanes = 8"]),
+    ("core_attention = 1\n", ["core_attention must be true or false"]),
     ("acc_width = 24\nrows = \n", ["not valid TOML"]),
 ])
 def test_bad_config_is_rejected_before_anything_is_written(tmp_path, toml_text, needles):
@@ -192,26 +193,25 @@ def test_dispatcher_with_odd_cluster_shapes_is_lint_clean(tmp_path, toml_text):
                            "--top", "cluster_scheduler", "--top", "merge_matcher")
     assert r.returncode == 0, r.stderr
     for module in ("cluster_scheduler", "merge_matcher"):
-        result = lint_file(out / f"{module}.v", module)
-        assert result.returncode == 0, result.stdout + result.stderr
+        problems = lint_problems(out / f"{module}.v", module)
+        assert not problems, f"{module}:\n" + "\n".join(problems)
 
 
 @pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH: make install")
 def test_pv_mode_builds_are_lint_clean(tmp_path):
-    """``engine_pe = "reuse-pv"``: the core on the arrays with the P @ V mode, ``pv_engine``
-    on them, and ``attention_head`` with one set of arrays shared through views."""
+    """``engine_pe = "reuse-pv"``: the core with the attention path on the arrays with the
+    P @ V mode (one set for S and P @ V), ``pv_engine`` on them, and ``attention_head``
+    with one set of arrays shared through views."""
     toml_text = ('engine_pe = "reuse-pv"\nrows = 2\ncols = 2\nengine_arrays = 2\n'
                  'engine_max_tokens = 16\nengine_max_head_dim = 16\nsched_pattern_width = 4\n'
                  'matcher_channels = 4\nsched_entries = 4\nvector_lanes = 4\n'
-                 'vector_max_row = 16\nvector_row_buffers = 3\n')
+                 'vector_max_row = 16\nvector_row_buffers = 3\ncore_attention = true\n')
     tops = ("kaleido_core", "pv_engine", "attention_head")
     r, out = _generate_cli(tmp_path, toml_text, *(a for t in tops for a in ("--top", t)))
     assert r.returncode == 0, r.stderr
     for module in tops:
-        result = lint_file(out / f"{module}.v", module)
-        warnings = [line for line in (result.stdout + result.stderr).splitlines()
-                    if line.startswith("%")]
-        assert result.returncode == 0 and not warnings, f"{module}:\n" + "\n".join(warnings)
+        problems = lint_problems(out / f"{module}.v", module)
+        assert not problems, f"{module}:\n" + "\n".join(problems)
 
 
 @pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH: make install")
@@ -227,10 +227,8 @@ def test_on_demand_tops_are_lint_clean(tmp_path):
     on_demand = [t.module for t in TOPS if not t.in_rtl_out]
     assert on_demand and all((out / f"{m}.v").exists() for m in on_demand)
     for module in on_demand:
-        result = lint_file(out / f"{module}.v", module)
-        warnings = [line for line in (result.stdout + result.stderr).splitlines()
-                    if line.startswith("%")]
-        assert result.returncode == 0 and not warnings, f"{module}:\n" + "\n".join(warnings)
+        problems = lint_problems(out / f"{module}.v", module)
+        assert not problems, f"{module}:\n" + "\n".join(problems)
 
 
 def test_top_and_all_exclude_each_other(tmp_path):

@@ -13,6 +13,11 @@ which the host library's tests prove of the interpreter), every exact counter eq
 dropped, and a clean run follows ``error_clear``; a reset in the middle of a run, then a
 clean run.
 
+On a build with the attention path (``core_attention``), ``test_attention_head`` runs whole
+attention heads (``kaleido_hw.engine.host_attention``): O in memory equal to the
+interpreter's byte for byte and to the whole-grid golden O, the counters to the models; an
+AXI error in a V LOAD and a reset in the middle of a query box, each followed by a clean head.
+
 ``KALEIDO_CORE_GRID`` (``TxHxW``, default 2x4x6) and ``KALEIDO_CORE_VARIANT`` (default: the
 most capable the build runs) choose the head; the head's channel groups are the preset's when
 ``engine_max_head_dim`` holds them, else 4/6/6 channels of 16. ``make -C sim/engine/core``
@@ -37,10 +42,13 @@ from simlib import StreamSource, seeds_requested, start_clock_and_reset
 
 from golden import ChannelGroups, make_qkv
 from golden.numerics import _as_groups
-from golden.engine.core_model import CORE_COUNTERS, BenchMemory, core_counters, core_cycles
+from golden.engine.core_model import (ATTENTION_COUNTERS, CORE_COUNTERS, BenchMemory,
+                                     core_counters, core_cycles)
 from golden.engine.program import Memory, ProgramError, run_program
 from kaleido_hw.engine.host import (plan_head, plan_linear, read_y, whole_grid_y,
                                     write_linear_operands, write_operands)
+from kaleido_hw.engine.host_attention import (plan_attention, read_o, whole_grid_o,
+                                              write_attention_operands)
 
 CFG = load_config()
 AXI_PREFIX = "axi_"          # AxiBus joins prefix and name with "_": axi__araddr
@@ -138,7 +146,8 @@ def _idle_inputs(dut):
 
 
 def _counters(dut):
-    return {n: int(getattr(dut, f"cnt__{n}").value) for n in CORE_COUNTERS}
+    names = CORE_COUNTERS + (ATTENTION_COUNTERS if CFG.core_attention else ())
+    return {n: int(getattr(dut, f"cnt__{n}").value) for n in names}
 
 
 async def _clear(dut):
@@ -293,7 +302,19 @@ async def test_errors_and_reset(dut):
     await clean(ram)
 
     # 2. the K tensor past the end of memory: an AXI error response on the K LOAD
-    cut = plan.addrs.k + 16
+    await _fault_run(dut, ram, plan, mem, plan.addrs.k + 16, rng)
+    await clean(ram)
+
+    # 3. reset in the middle of a run, then a clean run
+    await _reset_during(dut, words, rng, ClockCycles(dut.clk, 300))
+    await clean(ram)
+
+
+async def _fault_run(dut, ram, plan, mem, cut, rng) -> int:
+    """Run the plan with the RAM answering SLVERR at and past byte ``cut``: the core stops
+    with the interpreter's code at its command (the interpreter: a LOAD past the end of a
+    memory of ``cut`` bytes), the rest dropped; then ``error_clear``. Returns the command's
+    index in the plan."""
     small = Memory(cut)
     small.data[:] = mem.data[:cut]
     try:
@@ -303,20 +324,99 @@ async def test_errors_and_reset(dut):
         code, index = e.code, e.index
     ram.fault_from = cut
     base = int(dut.cnt__commands.value)         # error_command counts from reset
-    await _run(dut, words, rng=rng)
+    ram.write(0, mem.data.tobytes())
+    await _run(dut, [c.encode() for c in plan.commands], rng=rng)
     assert (int(dut.error.value), int(dut.error_command.value)) == (code, base + index)
     ram.fault_from = None
     await _clear(dut)
-    await clean(ram)
+    return index
 
-    # 3. reset in the middle of a run, then a clean run
+
+async def _reset_during(dut, words, rng, trigger):
+    """Send ``words`` (random gaps) and reset the core once ``trigger`` (an awaitable) has
+    fired, in the middle of the run."""
     src = StreamSource(dut, "cmd", gap=0.1, rng=rng)
     task = cocotb.start_soon(src.send(words))
-    await ClockCycles(dut.clk, 300)
+    await trigger
     task.cancel()
     dut.cmd__valid.value = 0
     dut.rst.value = 1
     await ClockCycles(dut.clk, 3)
     dut.rst.value = 0
     await ClockCycles(dut.clk, 2)
-    await clean(ram)
+
+
+def _attention_plan(grid, seed=0, **plan_args):
+    """An attention head of the preset's synthetic Q, K, V (their first d channels on a
+    small build), V along t unless given."""
+    groups = _groups()
+    d = groups.head_dim
+    h = make_qkv(CFG.preset, grid, seed=seed)
+    q, k, v = (x[:, :d].copy() for x in (h.q, h.k, h.v))
+    plan = plan_attention(CFG, grid, d, groups=groups, **plan_args)
+    mem = Memory(plan.memory_size)
+    write_attention_operands(mem, q, k, v, plan.addrs, grid)
+    return plan, mem, (q, k, v)
+
+
+@cocotb.test(skip=not CFG.core_attention)
+async def test_attention_head(dut):
+    """Attention heads as commands through the AXI memory (random pauses, command gaps):
+    padded boxes; one head with reuse (V along t, windows of 2) and dense without V reuse,
+    then V along y with windows of 3; O equal to the whole grid's golden O, memory to the interpreter's, counters to the
+    models. Then an AXI error in a V LOAD (the V tensor past the end of memory) and a reset
+    in the middle of a query box, each followed by a clean head."""
+    rng = random.Random(5)
+    ram = None
+    # The same head with reuse (S: the build's variant; V along t) and without (dense S, V
+    # as loaded): the whole head's cycles side by side. Then V along y in windows of 3.
+    cases = [dict(v_dir=0, v_window=2), dict(v_dir=0, v_reuse=False, variant="dense"),
+             dict(v_dir=1, v_window=3, seed=1)]
+    for case in cases:
+        case = dict(case)
+        plan, mem, (q, k, v) = _attention_plan(GRID, seed=case.pop("seed", 0), **case)
+        if ram is None:
+            ram = _ram(dut, plan.memory_size, rng)
+        result, c, cycles = await _run_head(dut, ram, plan, mem, rng=rng)
+        want = core_counters(result)
+        assert {n: c[n] for n in want} == want
+        assert c["cycles"] == c["compute"] + c["mem_wait"]
+        mem.data[:] = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
+        p = plan
+        ref = whole_grid_o(q, k, v, GRID, p.groups, p.full_bits, p.half_bits, p.variant,
+                           p.scale, p.box, p.v_dir, p.v_window, p.v_reuse)
+        assert np.array_equal(read_o(mem, plan), ref)
+        serial = result.counters["cycles"] + result.counters["pv_cycles"]
+        dut._log.info(f"attention head on grid {GRID}, box {plan.box}, variant {plan.variant}, "
+                      f"V along {'tyx'[plan.v_dir]} windows of {plan.v_window} reuse "
+                      f"{plan.v_reuse}: {len(plan.commands)} commands, {len(result.blocks)} "
+                      f"blocks; cnt cycles {c['cycles']}, compute {c['compute']} (S engine "
+                      f"{c['engine_cycles']}), mem_wait {c['mem_wait']}; the models' S + "
+                      f"P @ V one after the other {serial}; O equal to the whole grid's")
+
+    plan, mem, _ = _attention_plan(GRID)
+    words = [c.encode() for c in plan.commands]
+    gold = Memory(plan.memory_size)
+    gold.data[:] = mem.data
+    run_program(plan.commands, gold, plan.limits)
+
+    async def clean():
+        ram.write(0, mem.data.tobytes())
+        await _run(dut, words, rng=rng)
+        assert int(dut.error.value) == 0
+        got = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
+        assert np.array_equal(got, gold.data)
+
+    # An AXI error on the first V LOAD (V past the end of memory), then a clean head.
+    index = await _fault_run(dut, ram, plan, mem, plan.addrs.v + 16, rng)
+    assert plan.commands[index].NAME == "LOAD" and plan.commands[index].side == 2
+    await clean()
+
+    # A reset once the first query box's first block has run, then a clean head.
+    first = next(i for i, c in enumerate(plan.commands) if c.NAME == "COMPUTE")
+
+    async def first_block_ran():
+        while int(dut.cnt__commands.value) <= first + 2:
+            await RisingEdge(dut.clk)
+    await _reset_during(dut, words, rng, first_block_ran())
+    await clean()

@@ -1,0 +1,175 @@
+"""The engine core with the attention path (``core_attention``) in the Amaranth simulator,
+with the behavioural DMA and memory of ``core_harness``: attention heads planned by
+``kaleido_hw.engine.host_attention`` run as commands, O in memory byte for byte the
+interpreter's (``golden.engine.program`` with ``CoreLimits.attention``) and equal to the
+whole-grid golden O, every exact counter (S's and P @ V's work) equal to
+``golden.engine.core_model.core_counters``, under random command gaps, memory latency and
+back-pressure, on one scratchpad bank per side and on two (the next key box's K and V
+loading while a block runs); the attention errors raised at the interpreter's command; a
+clean head after an error in the middle of a query box."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import numpy as np
+import pytest
+from core_harness import check_errors_back_to_back, run_core
+
+from golden import ChannelGroups
+from golden.engine.commands import Attention, Compute, Load, Store
+from golden.engine.core_model import ATTENTION_COUNTERS, core_counters
+from golden.engine.program import CoreLimits, Memory, run_program
+from golden.numerics import VideoGrid
+from kaleido_hw.config import ConfigError, KaleidoConfig
+from kaleido_hw.engine.core import CoreController, check_core_config
+from kaleido_hw.engine.core_top import KaleidoCore
+from kaleido_hw.engine.host_attention import (plan_attention, read_o, whole_grid_o,
+                                              write_attention_operands)
+from kaleido_hw.flow.generate import emit_verilog
+from kaleido_hw.flow.lint import lint_problems
+from token_data import smooth_tokens as _smooth
+
+G16 = ChannelGroups.from_sizes(4, 6, 6)
+#: Two arrays of 2 x 2 (4 lanes: a P @ V beat), boxes of 16 tokens, 16 channels; V as
+#: words of 2 channels (four to a memory beat).
+ATT = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
+                    engine_max_head_dim=16, engine_dispatcher="none", vector_lanes=4,
+                    vector_max_row=16, core_attention=True)
+#: One array of 2 x 4 (words of four channels), the full dispatcher, one bank per side.
+ATT1 = dataclasses.replace(ATT, rows=2, cols=4, engine_arrays=1, engine_dispatcher="full",
+                           core_banks=1)
+
+
+def _qkv(grid, d, seed):
+    rng = np.random.default_rng(seed)
+    n = VideoGrid(*grid).n
+    return _smooth(rng, n, d), _smooth(rng, n, d), _smooth(rng, n, d)
+
+
+def _run_rtl(dut, commands, mem: Memory, **kw):
+    words = [c.encode() if hasattr(c, "encode") else c for c in commands]
+    buf = bytearray(mem.data.tobytes())
+    out = run_core(dut, words, buf, **kw)
+    return out, np.frombuffer(bytes(buf), np.uint8).copy()
+
+
+def _setup(cfg, grid, seed=0, **plan_args):
+    q, k, v = _qkv(grid, G16.head_dim, seed)
+    plan = plan_attention(cfg, grid, G16.head_dim, groups=G16, **plan_args)
+    mem = Memory(plan.memory_size)
+    write_attention_operands(mem, q, k, v, plan.addrs, grid)
+    return (q, k, v), plan, mem
+
+
+@pytest.mark.parametrize("cfg, grid, plan_args, kw", [
+    (ATT, (2, 3, 5), dict(variant="pe", v_dir=2), dict(gap=0.2, stall=0.3, latency=5, seed=1)),
+    pytest.param(ATT1, (3, 2, 4), dict(variant="full", v_dir=0, v_window=3),
+                 dict(gap=0.1, stall=0.2, latency=2, outstanding=2, seed=2),
+                 marks=pytest.mark.full_set),
+    pytest.param(ATT, (1, 4, 6), dict(variant="dense", v_reuse=False), dict(seed=3),
+                 marks=pytest.mark.full_set),
+    pytest.param(ATT.replace(engine_pe="reuse-pv"), (2, 3, 5), dict(variant="pe", v_dir=1),
+                 dict(gap=0.1, stall=0.2, latency=3, seed=4), marks=pytest.mark.full_set),
+], ids=["pe-x-padded", "full-t3-one-bank", "dense-no-v-reuse", "shared-arrays"])
+def test_core_attention_head(cfg, grid, plan_args, kw):
+    (q, k, v), plan, mem = _setup(cfg, grid, seed=kw["seed"], **plan_args)
+    assert plan.limits.attention and plan.limits == dataclasses.replace(
+        CoreLimits.from_config(cfg), variants=plan.limits.variants)
+    dut = CoreController(cfg)
+    # engine_pe "reuse-pv": one set of arrays, the engine's, runs S and P @ V.
+    assert len(dut.arrays) == (cfg.engine_arrays if cfg.engine_pe == "reuse-pv" else 0)
+    assert plan.n_q > 1 and plan.n_k > 1
+    gold = Memory(mem.size)
+    gold.data[:] = mem.data
+    result = run_program(plan.commands, gold, plan.limits, engine=True)
+    out, data = _run_rtl(dut, plan.commands, mem, **kw)
+    assert (out.error, out.accepted) == (0, len(plan.commands))
+    # The memory the core leaves is the interpreter's byte for byte; O is the whole grid's.
+    assert np.array_equal(data, gold.data)
+    mem.data[:] = data
+    p = plan
+    ref = whole_grid_o(q, k, v, grid, G16, p.full_bits, p.half_bits, p.variant, p.scale,
+                       p.box, p.v_dir, p.v_window, p.v_reuse)
+    assert np.array_equal(read_o(mem, plan), ref)
+    want = core_counters(result)
+    assert set(ATTENTION_COUNTERS) <= set(want) and "compute" not in want
+    assert {n: out.counters[n] for n in want} == want
+    c = out.counters
+    assert c["cycles"] == c["compute"] + c["mem_wait"] and c["compute"] > c["engine_cycles"]
+
+
+def _error_programs():
+    """Attention programs that fail, each from the clean head's preamble (CONFIG, GROUPS,
+    ATTENTION, STRIDES, the first LOADs), and the clean head (two query boxes of two key
+    boxes) that runs after them."""
+    cfg = ATT
+    (_, _, _), plan, mem = _setup(cfg, (2, 2, 8), seed=7, variant="pe", v_dir=2)
+    base = list(plan.commands)
+    assert plan.n_q == 2 and plan.n_k == 2
+    i_cmp = next(i for i, c in enumerate(base) if isinstance(c, Compute))
+    pre, first = base[:i_cmp], base[i_cmp]
+    assert first.first and not first.last
+    conf = base[0]
+    att = next(c for c in base if isinstance(c, Attention))
+    i_st = next(i for i, c in enumerate(base) if isinstance(c, Store))
+    store = base[i_st]
+    v_load = next(c for c in pre if isinstance(c, Load) and c.side == 2)
+    rep = dataclasses.replace
+    only = rep(first, last=1)                       # a query box of one key block
+    progs = {
+        # First: no CONFIG has run since reset (error_clear keeps the configuration).
+        "not_configured-attention": [att],
+        "bad_config-mult": [conf, rep(att, scale_mult=(1 << 15) - 1)],
+        "bad_config-shift0": [conf, rep(att, scale_shift=0)],
+        "bad_config-shift48": [conf, rep(att, scale_shift=48)],
+        "bad_config-v_dir": [conf, rep(att, v_dir=3)],
+        "not_configured-compute": [c for c in pre if not isinstance(c, Attention)] + [first],
+        "bank_empty-v": [c for c in pre if not (isinstance(c, Load) and c.side == 2)]
+        + [first],
+        "bad_bank-v": pre + [rep(first, v_bank=cfg.core_banks)],
+        "no_result-not-first": pre + [rep(first, first=0)],
+        "result_pending-first-open": pre + [first, first],
+        "result_pending-config-open": pre + [first, conf],
+        "result_pending-attention-open": pre + [first, att],
+        "result_pending-kind0-open": pre + [first, Compute(0, 0, 0)],
+        "no_result-store-open": pre + [first, store],
+        "no_result-acc-onto-o": pre + [only, Compute(0, 0, 0, 1)],
+        "result_pending-o-unstored": pre + [only, Compute(0, 0, 0)],
+        "bad_origin-rows-v": pre + [rep(v_load, rows=1)],
+        # An error in the middle of a query box (its first block ran, its O half made).
+        "malformed-mid-box": pre + [first, 0x9],
+    }
+    return progs, mem, plan, base
+
+
+def test_core_attention_errors_back_to_back():
+    """Every attention error program in one simulation, each after the ``error_clear`` of
+    the one before, at the interpreter's command index with its code (the block datapath's
+    state of a box left open dropped); then the clean head leaves the interpreter's
+    memory: O bit-exact after errors in the middle of a query box."""
+    check_errors_back_to_back(CoreController(ATT), _error_programs(), gap=0.1, stall=0.1)
+
+
+def test_core_attention_config_errors():
+    """What the attention path needs of the build, named before anything is generated."""
+    for bad, match in (
+            (dict(vector_lanes=8, vector_max_row=16), "vector_lanes = engine_arrays \\* cols"),
+            (dict(vector_max_row=8), "vector_max_row >= engine_max_tokens"),
+            (dict(rows=2, cols=3, engine_arrays=1, vector_lanes=3, vector_max_row=18),
+             "cols in \\[1, 2, 4, 8\\]"),
+            (dict(vector_score_bits=18), "vector_score_bits > 19")):
+        with pytest.raises(ConfigError, match=match):
+            check_core_config(dataclasses.replace(ATT, **bad))
+    with pytest.raises(ConfigError, match="core_attention must be true or false"):
+        KaleidoConfig(core_attention=1)
+
+
+@pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH: make install")
+def test_lint_clean(tmp_path):
+    """The core top with the attention path under ``verilator --lint-only -Wall``."""
+    path = tmp_path / "kaleido_core.v"
+    path.write_text(emit_verilog(KaleidoCore(ATT), "kaleido_core"))
+    problems = lint_problems(path, "kaleido_core")
+    assert not problems, "\n".join(problems)
