@@ -35,6 +35,15 @@ controller waits for ``done``), so no walk overwrites a bank a run reads. An err
 first failing command in program order: an AXI error during a walk is its LOAD's, even
 when a later command has already failed its decode. ``cnt.mem_wait`` counts the cycles in
 which the arrays waited for memory (every counted cycle outside a COMPUTE).
+
+Built with ``core_attention`` the core also runs whole attention heads (``docs/engine.md``,
+"The attention path in the core"): ATTENTION is latched; LOADs of side V go through the
+load unit into the V memory of a :class:`~kaleido_hw.engine.block_attention.BlockAttention`
+(a V bank per scratchpad bank); a COMPUTE of kind 2 computes the block's S on the engine
+and streams it through an :class:`~kaleido_hw.engine.s_row_packer.SRowPacker` that masks
+the K box's padding keys into the block datapath (AT_READ, AT_BLOCK), whose softmax and
+P @ V then run on while the next commands go on (``blk_running``); a STORE of O takes the
+query box's O through an :class:`~kaleido_hw.engine.o_packer.OPacker`.
 """
 
 from __future__ import annotations
@@ -147,7 +156,7 @@ class CoreController(wiring.Component):
         #: The attention path (``core_attention``): S rows with padding keys masked, the
         #: block datapath with a V bank per scratchpad bank, O packed into memory beats.
         #: With ``engine_pe = "reuse-pv"`` the engine's arrays run its P @ V too (one set of
-        #: arrays with the P @ V mode, owned here: S in COMPUTE, P @ V in AT_BLOCK).
+        #: arrays with the P @ V mode, owned here: S in COMPUTE, P @ V while a block runs).
         self.attention = config.core_attention
         shared = self.attention and config.engine_pe == "reuse-pv"
         self.engine = KaleidoEngine(config, self.banks, shared_arrays=shared)
@@ -347,6 +356,10 @@ class CoreController(wiring.Component):
         # flags; which keys of each K bank are tokens of the grid (the rest are padding).
         open_box, pending_o = Signal(), Signal()
         storing_o = Signal()                  # the STORE running writes O
+        # A block's softmax and P @ V run on after its COMPUTE has ended (the S read-out
+        # done): blk_running to its partials in the output unit (after a last block: O
+        # ready to leave); blk_err, a block datapath error found then.
+        blk_running, blk_err = Signal(), Signal()
         cmp_pv, cmp_first, cmp_last = Signal(), Signal(), Signal()
         if att:
             blk = self.block
@@ -393,6 +406,11 @@ class CoreController(wiring.Component):
             if dma:
                 with m.If(self.dma_error != 0):
                     m.d.comb += [fail.eq(1), fail_code.eq(E["out_of_range"])]
+                if att:
+                    # A block that ended with an error in the background: error 2 of the
+                    # command executing (as an AXI write error after its STORE).
+                    with m.Elif(blk_err):
+                        m.d.comb += [fail.eq(1), fail_code.eq(E["bad_config"])]
             with m.If(fail):
                 m.d.sync += state.eq(ST["ERROR"])
 
@@ -688,8 +706,15 @@ class CoreController(wiring.Component):
             stop_on_fail()
 
         with m.Elif(state == ST["CMP_START"]):
-            m.d.comb += [eng.start.eq(1), eng.accumulate.eq(cmp_acc)]
-            m.d.sync += state.eq(ST["CMP_WAIT"])
+            def start_engine():
+                m.d.comb += [eng.start.eq(1), eng.accumulate.eq(cmp_acc)]
+                m.d.sync += state.eq(ST["CMP_WAIT"])
+            if self.arrays:
+                # Shared arrays: once the block before has left them.
+                with m.If(~blk_running):
+                    start_engine()
+            else:
+                start_engine()
 
         with m.Elif(state == ST["CMP_WAIT"]):
             with m.If(eng.done):
@@ -717,34 +742,31 @@ class CoreController(wiring.Component):
 
         if att:
             with m.Elif(state == ST["AT_READ"]):
-                # Once the block datapath is idle (O of the query box before has left): start
-                # the S read-out, the row packer and the block.
+                # Once the block before has left the block datapath (its P @ V done; after
+                # a last block, O stored): start the S read-out, the row packer and the block.
                 with m.If(~blk.busy):
                     m.d.comb += [eng.read.eq(1), sr.start.eq(1), blk.start.eq(1)]
-                    m.d.sync += state.eq(ST["AT_BLOCK"])
+                    m.d.sync += [blk_running.eq(1), state.eq(ST["AT_BLOCK"])]
 
             with m.Elif(state == ST["AT_BLOCK"]):
-                # S rows through the softmax into P @ V, to the block's end: its partials in
-                # the output unit, or after a last block O ready to leave (STORE takes it).
+                # S rows through the row packer into the softmax, to the last row: then the
+                # COMPUTE ends, and the block's softmax and P @ V go on while the next
+                # commands run (the next block's S on the engine, its K and V loads).
                 m.d.comb += [sr.s.valid.eq(s.valid), sr.s.payload.eq(s.payload),
                              s.ready.eq(sr.s.ready)]
-                with m.If(blk.done | (cmp_last & blk.out.valid)):
-                    with m.If(att_errors != 0):
-                        m.d.sync += self.attention_error.eq(att_errors)
-                        m.d.comb += [fail.eq(1), fail_code.eq(E["bad_config"])]
-                    with m.Else():
-                        m.d.sync += [open_box.eq(~cmp_last), pending.eq(cmp_last),
-                                     pending_o.eq(cmp_last), state.eq(ST["IDLE"])]
-                        for name in ATTENTION_COUNTERS:
-                            mine = getattr(cnt, name)
-                            m.d.sync += mine.eq(mine + getattr(blk.cnt.pv, name[3:]))
+                with m.If(sr.done):
+                    m.d.sync += [open_box.eq(~cmp_last), pending.eq(cmp_last),
+                                 pending_o.eq(cmp_last), state.eq(ST["IDLE"])]
                 stop_on_fail(dma=False)
 
         with m.Elif(state == ST["ST_REQ"]):
             wq = self.wr_req.payload
-            m.d.comb += [self.wr_req.valid.eq(1), wq.addr.eq(base),
+            # An O's write request waits until the last block has made O (the burst is not
+            # opened thousands of cycles before its data).
+            ask = ~(pending_o & blk_running) if att else Const(1)
+            m.d.comb += [self.wr_req.valid.eq(ask), wq.addr.eq(base),
                          wq.beats.eq(Mux(pending_o, o_total, s_total) if att else s_total)]
-            with m.If(self.wr_req.ready):
+            with m.If(self.wr_req.ready & ask if att else self.wr_req.ready):
                 m.d.sync += pending.eq(0)
                 if att:
                     m.d.sync += [pending_o.eq(0), storing_o.eq(pending_o)]
@@ -779,7 +801,8 @@ class CoreController(wiring.Component):
             stop_on_fail()
 
         with m.Elif(state == ST["FENCE"]):
-            with m.If(self.dma_idle & ~ld_busy):
+            with m.If(self.dma_idle & ~ld_busy & ~blk_running if att else
+                      self.dma_idle & ~ld_busy):
                 m.d.sync += state.eq(ST["IDLE"])
             stop_on_fail()
 
@@ -793,9 +816,11 @@ class CoreController(wiring.Component):
                 m.d.sync += [self.error.eq(0), self.engine_error.eq(0), loaded.eq(0),
                              pending.eq(0), ld_err.eq(0)]
                 if att:
-                    # The block datapath's state (an open box, an O not stored) is dropped.
+                    # The block datapath's state (an open box, an O not stored, a block
+                    # running) is dropped.
                     m.d.comb += blk_reset.eq(1)
-                    m.d.sync += [self.attention_error.eq(0), open_box.eq(0), pending_o.eq(0)]
+                    m.d.sync += [self.attention_error.eq(0), open_box.eq(0), pending_o.eq(0),
+                                 blk_running.eq(0), blk_err.eq(0)]
                 m.d.sync += state.eq(ST["IDLE"])
 
         with m.Else():
@@ -865,19 +890,32 @@ class CoreController(wiring.Component):
         if B > 1:
             m.d.comb += [eng.q_bank.eq(cmp_bank[0]), eng.k_bank.eq(cmp_bank[1])]
 
-        # Shared arrays: the engine's steps in COMPUTE (its run has ended with its last drain
-        # wave before AT_READ), the block datapath's P @ V in AT_BLOCK.
+        if att:
+            # A running block's end: its P @ V's counters into the core's, its errors
+            # checked (error 2 with attention_error; the decode makes them unreachable).
+            with m.If(blk_running & (blk.done | blk.out.valid)):
+                m.d.sync += blk_running.eq(0)
+                with m.If(att_errors != 0):
+                    m.d.sync += [self.attention_error.eq(att_errors), blk_err.eq(1)]
+                for name in ATTENTION_COUNTERS:
+                    mine = getattr(cnt, name)
+                    m.d.sync += mine.eq(mine + getattr(blk.cnt.pv, name[3:]))
+        # Shared arrays: the engine's steps in a COMPUTE (its run has ended with its last
+        # drain wave before AT_READ, and the next one starts when the block has ended), the
+        # block datapath's P @ V while a block runs.
         for a, arr in enumerate(self.arrays):
             m.submodules[f"array{a}"] = arr
-            share_array(m, arr, [eng.array_views[a], self.block.array_views[a]],
-                        state == ST["AT_BLOCK"])
+            share_array(m, arr, [eng.array_views[a], self.block.array_views[a]], blk_running)
 
         executing = ~(state == ST["IDLE"]) & ~(state == ST["ERROR"])
         computing = (state == ST["CMP_START"]) | (state == ST["CMP_WAIT"])
         if att:
-            computing = computing | (state == ST["AT_READ"]) | (state == ST["AT_BLOCK"])
+            # A block's softmax and P @ V count as compute after its COMPUTE has ended too.
+            computing = (computing | (state == ST["AT_READ"]) | (state == ST["AT_BLOCK"])
+                         | blk_running)
+            executing = executing | blk_running
         # A cycle counts from a command's arrival (its decode cycle) until the core, load
-        # unit included, is idle.
+        # unit (and block datapath) included, is idle.
         running = executing | ld_busy | ((state == ST["IDLE"]) & self.cmd.valid)
         m.d.comb += self.busy.eq(executing | ld_busy)
         m.d.sync += [cnt.cycles.eq(cnt.cycles + running),
