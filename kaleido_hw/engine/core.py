@@ -893,7 +893,7 @@ class CoreController(wiring.Component):
         if att:
             # A running block's end: its P @ V's counters into the core's, its errors
             # checked (error 2 with attention_error; the decode makes them unreachable).
-            with m.If(blk_running & (blk.done | blk.out.valid)):
+            with m.If(blk_running & (blk.done | blk.out.valid) & ~blk_reset):
                 m.d.sync += blk_running.eq(0)
                 with m.If(att_errors != 0):
                     m.d.sync += [self.attention_error.eq(att_errors), blk_err.eq(1)]
