@@ -55,18 +55,18 @@ from amaranth.lib.wiring import In, Out
 from golden.engine import commands as cmds
 from golden.engine.core_model import ATTENTION_COUNTERS, CORE_COUNTERS
 from golden.engine.program import pv_block_keys
+from golden.vector.softmax import MULT_MIN, SHIFT_MAX, SHIFT_MIN
 from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.block_attention import BlockAttention, check_block_attention_config
 from kaleido_hw.engine.core_walk import BoxWalker
 from kaleido_hw.engine.dma import BEATS_WIDTH, request_layout
 from kaleido_hw.engine.kaleido_engine import ARRAY_COUNTERS, KaleidoEngine
 from kaleido_hw.engine.host_port import WRITE_BYTES
-from kaleido_hw.engine.o_packer import OPacker, VALUES_PER_BEAT
+from kaleido_hw.engine.o_packer import OPacker, o_beats
 from kaleido_hw.engine.pv_engine import COUNTERS as PV_COUNTERS
 from kaleido_hw.engine.s_row_packer import SRowPacker
 from kaleido_hw.engine.shared_arrays import folded_array, share_array
 from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH
-from golden.vector.softmax import MULT_MIN, SHIFT_MAX, SHIFT_MIN
 from kaleido_hw.vector.layouts import MULT_BITS, SHIFT_BITS
 
 __all__ = ["CoreController", "CORE_COUNTERS", "ATTENTION_COUNTERS", "ATTENTION_ERROR_BITS",
@@ -371,7 +371,7 @@ class CoreController(wiring.Component):
             a_dir, a_window3, a_reuse, a_set = Signal(2), Signal(), Signal(), Signal()
             k_real = [Signal(N, name=f"k_real{b}") for b in range(B)]
             o_total = Signal(range(1 << BEATS_WIDTH))      # memory beats of an O
-            m.d.sync += o_total.eq((n_tok * head_dim + VALUES_PER_BEAT - 1) // VALUES_PER_BEAT)
+            m.d.sync += o_total.eq(o_beats(n_tok, head_dim))
             bc = blk.cfg
             m.d.comb += [bc.t.eq(box[0]), bc.h.eq(box[1]), bc.w.eq(box[2]),
                          bc.channels.eq(head_dim), bc.mult.eq(a_mult), bc.shift.eq(a_shift),
@@ -513,15 +513,9 @@ class CoreController(wiring.Component):
                                      mul_s[0].eq(vals[0]), mul_s[1].eq(vals[1]),
                                      mul_s[2].eq(0)]
                         for i in range(3):
-                            if att:
-                                m.d.sync += [strides[k][i].eq(Mux(f["side"] == k, vals[i],
-                                                                  strides[k][i]))
-                                             for k in range(NS)]
-                                continue
-                            m.d.sync += [strides[0][i].eq(Mux(f["side"], strides[0][i],
-                                                              vals[i])),
-                                         strides[1][i].eq(Mux(f["side"], vals[i],
-                                                              strides[1][i]))]
+                            m.d.sync += [strides[k][i].eq(Mux(f["side"] == k, vals[i],
+                                                              strides[k][i]))
+                                         for k in range(NS)]
                         m.d.sync += state.eq(ST["STRIDES"])
                     check([
                         (word & ~cmds.used_mask("STRIDES") != 0, E["malformed"]),
@@ -671,8 +665,7 @@ class CoreController(wiring.Component):
                     (vals[2] < acc[1], E["bad_strides"]),
                 ], lambda: None)
                 with m.If(~fail):
-                    m.d.sync += strides_set.eq(strides_set | (Const(1, NS) << side if att else
-                                                              Mux(side, 0b10, 0b01)))
+                    m.d.sync += strides_set.eq(strides_set | (Const(1, NS) << side))
                     m.d.sync += state.eq(ST["IDLE"])
             stop_on_fail(dma=False)
 

@@ -193,8 +193,18 @@ def _tensor_end(address: int, grid: VideoGrid, strides, channels: int) -> int:
     return address + last + channels
 
 
+class _TokenStrides:
+    """The ``strides`` of an address record whose tensors have ``token_stride``,
+    ``y_stride`` and ``t_stride`` fields (the order STRIDES and ``Memory.write_tensor`` take)."""
+
+    @property
+    def strides(self) -> tuple:
+        """``(token_stride, y_stride, t_stride)``."""
+        return (self.token_stride, self.y_stride, self.t_stride)
+
+
 @dataclass(frozen=True)
-class HeadAddrs:
+class HeadAddrs(_TokenStrides):
     """Byte addresses of one head in memory: Q and K tensors (token (0, 0, 0)) with their
     byte strides (token, y, t; the same for both), and the S region, where block (qi, ki) is
     at ``s + (qi * n_boxes + ki) * pitch``, ``pitch`` the block's ``box_tokens**2 * 4`` bytes
@@ -205,11 +215,6 @@ class HeadAddrs:
     token_stride: int
     y_stride: int
     t_stride: int
-
-    @property
-    def strides(self) -> tuple:
-        """``(token_stride, y_stride, t_stride)``."""
-        return (self.token_stride, self.y_stride, self.t_stride)
 
     @classmethod
     def packed(cls, grid, head_dim: int, base: int = 0) -> "HeadAddrs":
@@ -226,7 +231,7 @@ class HeadAddrs:
 
 
 @dataclass(frozen=True)
-class LinearAddrs:
+class LinearAddrs(_TokenStrides):
     """Byte addresses of one linear layer ``Y = X_eff W`` in memory.
 
     x : int            the activation X, token (0, 0, 0), with byte strides ``token_stride``,
@@ -251,11 +256,6 @@ class LinearAddrs:
     y_stride: int
     t_stride: int
     w_stride: int
-
-    @property
-    def strides(self) -> tuple:
-        """X's ``(token_stride, y_stride, t_stride)``."""
-        return (self.token_stride, self.y_stride, self.t_stride)
 
     def w_strides(self, grid) -> tuple:
         """The K side's STRIDES for weight rows on ``grid``: token stride ``w_stride`` (the

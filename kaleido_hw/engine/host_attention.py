@@ -38,7 +38,7 @@ from golden.window import window_operand
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.host import (_AXES, _BoxPlan, _align, _check_cfg, _check_tensor,
                                     _commands, _core, _on_grid, _place, _plan_box,
-                                    _tensor_layout, box_counts, choose_box, command_order,
+                                    _tensor_layout, _TokenStrides, box_counts, choose_box, command_order,
                                     whole_grid_s)
 
 
@@ -47,7 +47,7 @@ __all__ = ["AttentionAddrs", "AttentionPlan", "plan_attention", "write_attention
 
 
 @dataclass(frozen=True)
-class AttentionAddrs:
+class AttentionAddrs(_TokenStrides):
     """Byte addresses of one attention head in memory: the Q, K and V tensors (token (0, 0,
     0)) with their byte strides (token, y, t; the same for all three), and the O region,
     where query box ``qi``'s output is at ``o + qi * pitch`` (:attr:`AttentionPlan.o_pitch`)."""
@@ -58,11 +58,6 @@ class AttentionAddrs:
     token_stride: int
     y_stride: int
     t_stride: int
-
-    @property
-    def strides(self) -> tuple:
-        """``(token_stride, y_stride, t_stride)``."""
-        return (self.token_stride, self.y_stride, self.t_stride)
 
     @classmethod
     def packed(cls, grid, head_dim: int, base: int = 0) -> "AttentionAddrs":

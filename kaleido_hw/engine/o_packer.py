@@ -114,7 +114,8 @@ class OPacker(wiring.Component):
         return m
 
 
-def o_beats(rows: int, channels: int) -> int:
-    """Memory beats of an O of ``rows x channels`` int16."""
-    return -(-rows * channels // VALUES_PER_BEAT)
+def o_beats(rows, channels):
+    """Memory beats of an O of ``rows x channels`` int16 (ints, or Amaranth values: the
+    core's STORE of O computes it from its registers)."""
+    return (rows * channels + VALUES_PER_BEAT - 1) // VALUES_PER_BEAT
 

@@ -35,6 +35,16 @@ def lint_problems(path, top: str) -> list[str]:
     return lines
 
 
+def lint_component(component, top: str, folder) -> list[str]:
+    """:func:`lint_problems` of an Amaranth ``component``'s Verilog, generated as module
+    ``top`` into ``folder`` (a scratch folder: a block that is not a top of ``rtl_out``)."""
+    from kaleido_hw.flow.generate import emit_verilog
+
+    path = Path(folder) / f"{top}.v"
+    path.write_text(emit_verilog(component, top))
+    return lint_problems(path, top)
+
+
 def add_arguments(parser):
     """Options of ``kaleido-hw lint``."""
     parser.add_argument("--dir", default="rtl_out", help="folder with manifest.json (default: rtl_out)")

@@ -29,8 +29,7 @@ from kaleido_hw.array.pv_tile_cell import PvPEArray
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.merged_array import MergedArray
 from kaleido_hw.dispatch.pv_merged_cell import PvMergedArray
-from kaleido_hw.flow.generate import emit_verilog
-from kaleido_hw.flow.lint import lint_problems
+from kaleido_hw.flow.lint import lint_component
 from kaleido_hw.pe.datapath import ReuseMultiplier
 from kaleido_hw.pe.layouts import Op, Split
 
@@ -217,7 +216,5 @@ def test_multiplier_pv_operands_at_their_extremes():
 @pytest.mark.parametrize("folded", list(FOLDED))
 def test_folded_array_is_lint_clean(tmp_path, folded):
     name = {"pv_pe": "pv_pe_array", "pv_merged": "pv_merged_array"}[folded]
-    path = tmp_path / f"{name}.v"
-    path.write_text(emit_verilog(ARRAYS[folded](KaleidoConfig()), name))
-    problems = lint_problems(path, name)
+    problems = lint_component(ARRAYS[folded](KaleidoConfig()), name, tmp_path)
     assert not problems, "\n".join(problems)

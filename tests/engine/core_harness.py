@@ -190,3 +190,25 @@ def check_errors_back_to_back(dut, errors, **run_kw):
         executed += index + 1          # the failing command is executed, the rest dropped
         assert bad.counters["commands"] == executed
     check_clean_run(errors, runs[-1], buf)
+
+
+def run_words(dut, commands, mem: Memory, **run_kw):
+    """Run ``commands`` (command dataclasses or words) on ``dut`` from a copy of ``mem``;
+    returns the :class:`CoreRun` and the memory the core leaves (uint8)."""
+    words = [c.encode() if hasattr(c, "encode") else c for c in commands]
+    buf = bytearray(mem.data.tobytes())
+    out = run_core(dut, words, buf, **run_kw)
+    return out, np.frombuffer(bytes(buf), np.uint8).copy()
+
+
+def run_checked(dut, commands, mem: Memory, limits, **run_kw):
+    """Run ``commands`` on the interpreter (with the engine model) and on ``dut`` from the
+    same ``mem``; the RTL must accept them all without an error and leave the interpreter's
+    memory byte for byte. Returns the interpreter's result, the RTL's outcome and memory."""
+    gold = Memory(mem.size)
+    gold.data[:] = mem.data
+    result = run_program(commands, gold, limits, engine=True)
+    out, data = run_words(dut, commands, mem, **run_kw)
+    assert out.error == 0 and out.accepted == len(commands)
+    assert np.array_equal(data, gold.data)
+    return result, out, data

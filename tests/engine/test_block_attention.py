@@ -21,8 +21,7 @@ from golden import ChannelGroups
 from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.block_attention import BlockAttention, check_block_attention_config
 from kaleido_hw.engine.pv_engine import COUNTERS
-from kaleido_hw.flow.generate import emit_verilog
-from kaleido_hw.flow.lint import lint_problems
+from kaleido_hw.flow.lint import lint_component
 from kaleido_hw.vector.layouts import output_beat_layout
 
 
@@ -139,8 +138,6 @@ def test_config_checks():
 
 @pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH: make install")
 def test_lint_clean(tmp_path):
-    """Its Verilog under ``verilator --lint-only -Wall`` (the engine core will hold it)."""
-    path = tmp_path / "block_attention.v"
-    path.write_text(emit_verilog(BlockAttention(CFG), "block_attention"))
-    problems = lint_problems(path, "block_attention")
+    """Its Verilog under ``verilator --lint-only -Wall`` (the core with ``core_attention`` holds it)."""
+    problems = lint_component(BlockAttention(CFG), "block_attention", tmp_path)
     assert not problems, "\n".join(problems)

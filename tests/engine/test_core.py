@@ -17,7 +17,7 @@ import dataclasses
 import numpy as np
 import pytest
 from core_harness import (check_clean_run, check_errors_back_to_back, failing_program,
-                          run_core)
+                          run_checked, run_core, run_words)
 
 from golden import ChannelGroups
 from golden.engine.commands import (Attention, Compute, Config, Fence, Groups, Load, Store,
@@ -31,6 +31,7 @@ from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.core import CoreController, check_core_config
 from kaleido_hw.engine.host import (plan_head, plan_linear, read_s, read_y, whole_grid_s,
                                     whole_grid_y, write_linear_operands, write_operands)
+from token_data import smooth_tensors
 from token_data import smooth_tokens as _smooth
 
 G16 = ChannelGroups.from_sizes(4, 6, 6)
@@ -40,14 +41,8 @@ TINY = KaleidoConfig(rows=2, cols=2, engine_arrays=1, engine_max_tokens=16,
 TINY1 = dataclasses.replace(TINY, core_banks=1)
 
 
-def _head(grid, d, seed):
-    rng = np.random.default_rng(seed)
-    n = VideoGrid(*grid).n
-    return _smooth(rng, n, d), _smooth(rng, n, d)
-
-
 def _setup(cfg, grid, variant, seed=0, groups=G16):
-    q, k = _head(grid, groups.head_dim, seed)
+    q, k = smooth_tensors(grid, groups.head_dim, seed, 2)
     plan = plan_head(cfg, grid, groups.head_dim, groups=groups, variant=variant)
     mem = Memory(plan.memory_size)
     write_operands(mem, q, k, plan.addrs, grid)
@@ -55,23 +50,8 @@ def _setup(cfg, grid, variant, seed=0, groups=G16):
 
 
 def _run_checked(cfg, commands, mem: Memory, limits, **kw):
-    """Run ``commands`` on the interpreter (with the engine model) and on the RTL from the
-    same ``mem``; the RTL must accept them all without an error and leave the interpreter's
-    memory byte for byte. Returns the interpreter's result, the RTL's outcome and memory."""
-    gold = Memory(mem.size)
-    gold.data[:] = mem.data
-    result = run_program(commands, gold, limits, engine=True)
-    out, data = _run_rtl(cfg, commands, mem, **kw)
-    assert out.error == 0 and out.accepted == len(commands)
-    assert np.array_equal(data, gold.data)
-    return result, out, data
-
-
-def _run_rtl(cfg, commands, mem: Memory, **kw):
-    words = [c.encode() if hasattr(c, "encode") else c for c in commands]
-    buf = bytearray(mem.data.tobytes())
-    out = run_core(CoreController(cfg), words, buf, **kw)
-    return out, np.frombuffer(bytes(buf), np.uint8).copy()
+    """:func:`core_harness.run_checked` on a CoreController of ``cfg``."""
+    return run_checked(CoreController(cfg), commands, mem, limits, **kw)
 
 
 @pytest.mark.parametrize("cfg, grid, variant, kw", [
@@ -102,7 +82,7 @@ def _linear_program(variant_bits, c_out, seed):
     with each next LOAD issued before the COMPUTE it overlaps; the memory, X, W, the
     commands and where block (qi, ki) is stored."""
     grid, box, n, d = (2, 3, 4), (2, 2, 4), 16, G16.head_dim
-    x = _head(grid, d, seed)[0]
+    x = smooth_tensors(grid, d, seed, 2)[0]
     w = np.random.default_rng(seed).integers(-128, 128, (d, c_out)).astype(np.int8)
     xs = (16, 4 * 16, 12 * 16)
     waddr, yaddr = 24 * 16, 24 * 16 + 2 * n * 16
@@ -205,7 +185,7 @@ def test_core_cycles_are_exact_for_the_bench_memory(cfg, grid, box, variant, lat
     outstanding limit: ``cycles`` and ``mem_wait`` equal ``core_cycles`` exactly (and so
     does the bench's own count of the cycles until idle), with loads under computes (two
     banks) and without (one)."""
-    q, k = _head(grid, G16.head_dim, 0)
+    q, k = smooth_tensors(grid, G16.head_dim, 0, 2)
     plan = plan_head(cfg, grid, G16.head_dim, groups=G16, variant=variant, box=box,
                      split_pairs=box is not None)
     mem = Memory(plan.memory_size)
@@ -271,7 +251,8 @@ def test_core_interlock():
     gold = Memory(plan.memory_size)
     gold.data[:] = mem.data
     result = run_program(prog, gold, plan.limits, engine=True)
-    out, data = _run_rtl(TINY, prog, mem, gap=0.2, stall=0.2, latency=6, seed=7)
+    out, data = run_words(CoreController(TINY), prog, mem, gap=0.2, stall=0.2, latency=6,
+                          seed=7)
     assert out.error == 0 and np.array_equal(data, gold.data)
     mem.data[:] = data
     assert np.array_equal(read_s(mem, plan), whole_grid_s(q, k, plan.grid, G16, plan.full_bits,
@@ -280,7 +261,7 @@ def test_core_interlock():
     held = [c for c in sched if c.decode > c.arrive]
     assert [c.name for c in held] == ["COMPUTE", "COMPUTE", "STORE", "COMPUTE"]
     mem.data[:] = gold.data
-    out, _ = _run_rtl(TINY, prog, mem, latency=3, outstanding=4)
+    out, _ = run_words(CoreController(TINY), prog, mem, latency=3, outstanding=4)
     want = core_cycles(prog, result, BenchMemory(3, 4))
     assert {n: out.counters[n] for n in want} == want
 
@@ -292,7 +273,7 @@ def test_core_background_load_error(then):
     K box under a COMPUTE) names that LOAD, as the interpreter does (the first failing
     command in program order), even when a later command has already failed its decode;
     the load unit drains and the next run is clean."""
-    q, k = _head((2, 2, 8), G16.head_dim, 8)
+    q, k = smooth_tensors((2, 2, 8), G16.head_dim, 8, 2)
     plan = plan_head(TINY, (2, 2, 8), G16.head_dim, groups=G16, variant="pe", box=(1, 2, 8),
                      split_pairs=True)
     mem = Memory(plan.memory_size)

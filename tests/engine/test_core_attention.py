@@ -15,21 +15,19 @@ import shutil
 
 import numpy as np
 import pytest
-from core_harness import check_errors_back_to_back, run_core
+from core_harness import check_errors_back_to_back, run_checked
 
 from golden import ChannelGroups
 from golden.engine.commands import Attention, Compute, Load, Store
 from golden.engine.core_model import ATTENTION_COUNTERS, core_counters
-from golden.engine.program import CoreLimits, Memory, run_program
-from golden.numerics import VideoGrid
+from golden.engine.program import CoreLimits, Memory
 from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.core import CoreController, check_core_config
 from kaleido_hw.engine.core_top import KaleidoCore
 from kaleido_hw.engine.host_attention import (plan_attention, read_o, whole_grid_o,
                                               write_attention_operands)
-from kaleido_hw.flow.generate import emit_verilog
-from kaleido_hw.flow.lint import lint_problems
-from token_data import smooth_tokens as _smooth
+from kaleido_hw.flow.lint import lint_component
+from token_data import smooth_tensors
 
 G16 = ChannelGroups.from_sizes(4, 6, 6)
 #: Two arrays of 2 x 2 (4 lanes: a P @ V beat), boxes of 16 tokens, 16 channels; V as
@@ -42,21 +40,8 @@ ATT1 = dataclasses.replace(ATT, rows=2, cols=4, engine_arrays=1, engine_dispatch
                            core_banks=1)
 
 
-def _qkv(grid, d, seed):
-    rng = np.random.default_rng(seed)
-    n = VideoGrid(*grid).n
-    return _smooth(rng, n, d), _smooth(rng, n, d), _smooth(rng, n, d)
-
-
-def _run_rtl(dut, commands, mem: Memory, **kw):
-    words = [c.encode() if hasattr(c, "encode") else c for c in commands]
-    buf = bytearray(mem.data.tobytes())
-    out = run_core(dut, words, buf, **kw)
-    return out, np.frombuffer(bytes(buf), np.uint8).copy()
-
-
 def _setup(cfg, grid, seed=0, **plan_args):
-    q, k, v = _qkv(grid, G16.head_dim, seed)
+    q, k, v = smooth_tensors(grid, G16.head_dim, seed, 3)
     plan = plan_attention(cfg, grid, G16.head_dim, groups=G16, **plan_args)
     mem = Memory(plan.memory_size)
     write_attention_operands(mem, q, k, v, plan.addrs, grid)
@@ -84,13 +69,8 @@ def test_core_attention_head(cfg, grid, plan_args, kw):
     # engine_pe "reuse-pv": one set of arrays, the engine's, runs S and P @ V.
     assert len(dut.arrays) == (cfg.engine_arrays if cfg.engine_pe == "reuse-pv" else 0)
     assert plan.n_q > 1 and plan.n_k > 1
-    gold = Memory(mem.size)
-    gold.data[:] = mem.data
-    result = run_program(plan.commands, gold, plan.limits, engine=True)
-    out, data = _run_rtl(dut, plan.commands, mem, **kw)
-    assert (out.error, out.accepted) == (0, len(plan.commands))
     # The memory the core leaves is the interpreter's byte for byte; O is the whole grid's.
-    assert np.array_equal(data, gold.data)
+    result, out, data = run_checked(dut, plan.commands, mem, plan.limits, **kw)
     mem.data[:] = data
     p = plan
     ref = whole_grid_o(q, k, v, grid, G16, p.full_bits, p.half_bits, p.variant, p.scale,
@@ -172,7 +152,5 @@ def test_core_attention_config_errors():
 @pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH: make install")
 def test_lint_clean(tmp_path):
     """The core top with the attention path under ``verilator --lint-only -Wall``."""
-    path = tmp_path / "kaleido_core.v"
-    path.write_text(emit_verilog(KaleidoCore(ATT), "kaleido_core"))
-    problems = lint_problems(path, "kaleido_core")
+    problems = lint_component(KaleidoCore(ATT), "kaleido_core", tmp_path)
     assert not problems, "\n".join(problems)

@@ -25,7 +25,7 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.host import run_head, whole_grid_s
 from kaleido_hw.engine.host_attention import (AttentionAddrs, plan_attention, run_attention,
                                               whole_grid_o, write_attention_operands)
-from token_data import smooth_tokens as _smooth
+from token_data import smooth_tensors
 
 
 SMALL = KaleidoConfig(engine_max_tokens=16, engine_max_head_dim=32)
@@ -33,14 +33,8 @@ MID = KaleidoConfig(engine_max_tokens=24, engine_max_head_dim=32)
 G16 = ChannelGroups.from_sizes(4, 6, 6)
 
 
-def _qkv(grid, d, seed):
-    rng = np.random.default_rng(seed)
-    n = VideoGrid(*grid).n
-    return _smooth(rng, n, d), _smooth(rng, n, d), _smooth(rng, n, d)
-
-
 def _check_o(cfg, grid, groups, seed=0, **kw):
-    q, k, v = _qkv(grid, groups.head_dim, seed)
+    q, k, v = smooth_tensors(grid, groups.head_dim, seed, 3)
     run = run_attention(cfg, q, k, v, grid, groups, **kw)
     p = run.plan
     ref = whole_grid_o(q, k, v, grid, groups, p.full_bits, p.half_bits, p.variant, p.scale,
@@ -65,7 +59,7 @@ def test_o_equals_the_whole_grid(variant, v_dir, v_window, v_reuse):
 @pytest.mark.parametrize("banks", [1, 2])
 def test_one_bank_and_two_give_the_same_o(banks):
     grid = (2, 6, 6)
-    q, k, v = _qkv(grid, 16, 3)
+    q, k, v = smooth_tensors(grid, 16, 3, 3)
     runs = [run_attention(SMALL, q, k, v, grid, G16, banks=b) for b in (1, banks)]
     assert np.array_equal(runs[0].o, runs[1].o)
     assert runs[0].result.counters["loads"] == runs[1].result.counters["loads"]
@@ -75,7 +69,7 @@ def test_o_is_attention():
     """The dense head without V reuse against float64 ``softmax(S * scale) @ V`` (the
     integer pipeline's rounding only): a bad scale, key order or mask would fail this."""
     grid = (2, 4, 6)
-    q, k, v = _qkv(grid, 16, 1)
+    q, k, v = smooth_tensors(grid, 16, 1, 3)
     run = run_attention(SMALL, q, k, v, grid, G16, variant="dense", v_reuse=False,
                         scale=0.05)
     s = whole_grid_s(q, k, grid, G16, 5, 3, "dense").astype(np.float64)
@@ -133,7 +127,7 @@ def test_blocks_against_their_models():
     its P @ V counters are ``pv_counters`` of its P and V box, and the arrays' P @ V
     (``pv_engine``) of them is P @ V_eff of the box: what the interpreter adds."""
     grid = (2, 4, 6)
-    q, k, v = _qkv(grid, 16, 2)
+    q, k, v = smooth_tensors(grid, 16, 2, 3)
     run = run_attention(SMALL, q, k, v, grid, G16, engine=True, variant="pe", v_dir=2)
     p, res = run.plan, run.result
     box = VideoGrid(*p.box)
@@ -168,7 +162,7 @@ GRID, BOX, D = (2, 4, 4), (2, 2, 4), 16
 
 def _base():
     """A valid two-query-box attention program on GRID, its memory and the core limits."""
-    q, k, v = _qkv(GRID, D, 4)
+    q, k, v = smooth_tensors(GRID, D, 4, 3)
     plan = plan_attention(SMALL, GRID, D, G16, box=BOX)
     mem = Memory(plan.memory_size)
     write_attention_operands(mem, q, k, v, plan.addrs, GRID)

@@ -63,11 +63,18 @@ def _groups():
     return preset if preset.head_dim <= CFG.engine_max_head_dim else SMALL_GROUPS
 
 
-def _plan(grid, variant=None, seed=0, banks=None):
+def _preset_head(grid, seed):
+    """The channel groups and the preset's synthetic Q, K, V on ``grid`` (their first
+    ``head_dim`` channels on a small build)."""
     groups = _groups()
     d = groups.head_dim
-    h = make_qkv(CFG.preset, grid, seed=seed)     # the preset's synthetic head (its first d
-    q, k = h.q[:, :d].copy(), h.k[:, :d].copy()   # channels on a small build)
+    h = make_qkv(CFG.preset, grid, seed=seed)
+    return groups, tuple(x[:, :d].copy() for x in (h.q, h.k, h.v))
+
+
+def _plan(grid, variant=None, seed=0, banks=None):
+    groups, (q, k, _) = _preset_head(grid, seed)
+    d = groups.head_dim
     plan = plan_head(CFG, grid, d, groups=groups, banks=banks,
                      variant=variant or os.environ.get("KALEIDO_CORE_VARIANT") or None)
     mem = Memory(plan.memory_size)
@@ -160,15 +167,23 @@ async def _clear(dut):
     assert not int(dut.error.value), "the core did not leave its error state"
 
 
-async def _run_head(dut, ram, plan, mem, **run_kw):
-    """Reset, load the memory, run the plan's commands; check that no error was raised and
-    that the memory equals the interpreter's byte for byte. Returns the interpreter's result
-    (with the engine model's counters), the core's counters and the cycles until idle."""
-    _idle_inputs(dut)
-    await start_clock_and_reset(dut)
+def _gold(plan, mem, engine=False):
+    """The memory the interpreter leaves after the plan, from ``mem``, and its result
+    (``engine``: with the engine model's counters)."""
     gold = Memory(plan.memory_size)
     gold.data[:] = mem.data
-    result = run_program(plan.commands, gold, plan.limits, engine=True)
+    return gold, run_program(plan.commands, gold, plan.limits, engine=engine)
+
+
+async def _run_head(dut, ram, plan, mem, **run_kw):
+    """Reset, load the memory, run the plan's commands; check that no error was raised,
+    that the memory equals the interpreter's byte for byte, that the exact counters equal
+    ``core_counters`` and that ``cycles = compute + mem_wait``. Returns the interpreter's
+    result (with the engine model's counters), the core's counters and the cycles until
+    idle."""
+    _idle_inputs(dut)
+    await start_clock_and_reset(dut)
+    gold, result = _gold(plan, mem, engine=True)
     ram.write(0, mem.data.tobytes())
     cycles = await _run(dut, [c.encode() for c in plan.commands], **run_kw)
     assert int(dut.error.value) == 0, f"error {int(dut.error.value)} at command " \
@@ -176,7 +191,20 @@ async def _run_head(dut, ram, plan, mem, **run_kw):
     got = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
     bad = np.flatnonzero(got != gold.data)
     assert bad.size == 0, f"{bad.size} bytes differ from the interpreter's, first at {bad[0]}"
-    return result, _counters(dut), cycles
+    c = _counters(dut)
+    want = core_counters(result)
+    assert {n: c[n] for n in want} == want, f"RTL {c}, model {want}"
+    assert c["cycles"] == c["compute"] + c["mem_wait"]
+    return result, c, cycles
+
+
+async def _clean_run(dut, ram, words, mem, gold, rng):
+    """Load ``mem`` into the RAM, run ``words`` without an error and leave ``gold``."""
+    ram.write(0, mem.data.tobytes())
+    await _run(dut, words, rng=rng)
+    assert int(dut.error.value) == 0
+    got = np.frombuffer(ram.read(0, len(gold.data)), np.uint8)
+    assert np.array_equal(got, gold.data)
 
 
 @cocotb.test()
@@ -190,9 +218,6 @@ async def test_head(dut):
             # Before the first reset: the AXI models drive their outputs from reset on.
             ram = _ram(dut, plan.memory_size, rng)
         result, c, cycles = await _run_head(dut, ram, plan, mem, rng=rng)
-        want = core_counters(result)
-        assert {n: c[n] for n in want} == want
-        assert c["cycles"] == c["compute"] + c["mem_wait"]
         dut._log.info(f"grid {GRID} box {plan.box} variant {plan.variant}: {len(plan.commands)} "
                       f"commands, {cycles} cycles, compute {c['compute']}, mem_wait "
                       f"{c['mem_wait']}, engine {c['engine_cycles']}")
@@ -224,8 +249,7 @@ async def test_timing(dut):
         # A long head polls for its end every 256 cycles; the counters are exact regardless.
         poll = 256 if len(plan.commands) > 100 else 1
         result, c, _ = await _run_head(dut, ram, plan, mem, gap=0, poll=poll)
-        want = core_counters(result) | core_cycles(plan.commands, result,
-                                                   BenchMemory.axi_ram(CFG))
+        want = core_cycles(plan.commands, result, BenchMemory.axi_ram(CFG))
         assert {n: c[n] for n in want} == want, f"banks {banks}: RTL {c}, model {want}"
         dut._log.info(f"grid {grid} box {plan.box} variant {plan.variant}, banks {banks}: "
                       f"{len(plan.commands)} commands, memory equal to the interpreter's, "
@@ -260,9 +284,6 @@ async def test_linear_layer(dut):
         write_linear_operands(mem, x, w, plan.addrs, plan.grid, rows=plan.w_rows,
                               channels=plan.c_padded)
         result, c, cycles = await _run_head(dut, ram, plan, mem, rng=rng)
-        want = core_counters(result)
-        assert {n: c[n] for n in want} == want
-        assert c["cycles"] == c["compute"] + c["mem_wait"]
         mem.data[:] = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
         y = read_y(mem, plan)
         assert np.array_equal(y, whole_grid_y(x, w, plan.grid, groups, plan.full_bits,
@@ -283,31 +304,21 @@ async def test_errors_and_reset(dut):
     _idle_inputs(dut)
     await start_clock_and_reset(dut)
     words = [c.encode() for c in plan.commands]
-    gold = Memory(plan.memory_size)
-    gold.data[:] = mem.data
-    run_program(plan.commands, gold, plan.limits)
-
-    async def clean(ram):
-        ram.write(0, mem.data.tobytes())
-        ram.write(plan.addrs.s, bytes(plan.memory_size - plan.addrs.s))
-        await _run(dut, words, rng=rng)
-        assert int(dut.error.value) == 0
-        got = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
-        assert np.array_equal(got, gold.data)
+    gold, _ = _gold(plan, mem)
 
     # 1. malformed: opcode 9 after CONFIG
     await _run(dut, [words[0], 0x9, *words[1:]], rng=rng)
     assert (int(dut.error.value), int(dut.error_command.value)) == (1, 1)
     await _clear(dut)
-    await clean(ram)
+    await _clean_run(dut, ram, words, mem, gold, rng)
 
     # 2. the K tensor past the end of memory: an AXI error response on the K LOAD
     await _fault_run(dut, ram, plan, mem, plan.addrs.k + 16, rng)
-    await clean(ram)
+    await _clean_run(dut, ram, words, mem, gold, rng)
 
     # 3. reset in the middle of a run, then a clean run
     await _reset_during(dut, words, rng, ClockCycles(dut.clk, 300))
-    await clean(ram)
+    await _clean_run(dut, ram, words, mem, gold, rng)
 
 
 async def _fault_run(dut, ram, plan, mem, cut, rng) -> int:
@@ -347,13 +358,10 @@ async def _reset_during(dut, words, rng, trigger):
 
 
 def _attention_plan(grid, seed=0, **plan_args):
-    """An attention head of the preset's synthetic Q, K, V (their first d channels on a
-    small build), V along t unless given."""
-    groups = _groups()
-    d = groups.head_dim
-    h = make_qkv(CFG.preset, grid, seed=seed)
-    q, k, v = (x[:, :d].copy() for x in (h.q, h.k, h.v))
-    plan = plan_attention(CFG, grid, d, groups=groups, **plan_args)
+    """An attention head of the preset's synthetic Q, K, V (``_preset_head``), V along t
+    unless given."""
+    groups, (q, k, v) = _preset_head(grid, seed)
+    plan = plan_attention(CFG, grid, groups.head_dim, groups=groups, **plan_args)
     mem = Memory(plan.memory_size)
     write_attention_operands(mem, q, k, v, plan.addrs, grid)
     return plan, mem, (q, k, v)
@@ -363,8 +371,8 @@ def _attention_plan(grid, seed=0, **plan_args):
 async def test_attention_head(dut):
     """Attention heads as commands through the AXI memory (random pauses, command gaps):
     padded boxes; one head with reuse (V along t, windows of 2) and dense without V reuse,
-    then V along y with windows of 3; O equal to the whole grid's golden O, memory to the interpreter's, counters to the
-    models. Then an AXI error in a V LOAD (the V tensor past the end of memory) and a reset
+    then V along y with windows of 3; O equal to the whole grid's golden O, memory to the
+    interpreter's, counters to the models. Then an AXI error in a V LOAD (the V tensor past the end of memory) and a reset
     in the middle of a query box, each followed by a clean head."""
     rng = random.Random(5)
     ram = None
@@ -378,9 +386,6 @@ async def test_attention_head(dut):
         if ram is None:
             ram = _ram(dut, plan.memory_size, rng)
         result, c, cycles = await _run_head(dut, ram, plan, mem, rng=rng)
-        want = core_counters(result)
-        assert {n: c[n] for n in want} == want
-        assert c["cycles"] == c["compute"] + c["mem_wait"]
         mem.data[:] = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
         p = plan
         ref = whole_grid_o(q, k, v, GRID, p.groups, p.full_bits, p.half_bits, p.variant,
@@ -396,21 +401,12 @@ async def test_attention_head(dut):
 
     plan, mem, _ = _attention_plan(GRID)
     words = [c.encode() for c in plan.commands]
-    gold = Memory(plan.memory_size)
-    gold.data[:] = mem.data
-    run_program(plan.commands, gold, plan.limits)
-
-    async def clean():
-        ram.write(0, mem.data.tobytes())
-        await _run(dut, words, rng=rng)
-        assert int(dut.error.value) == 0
-        got = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
-        assert np.array_equal(got, gold.data)
+    gold, _ = _gold(plan, mem)
 
     # An AXI error on the first V LOAD (V past the end of memory), then a clean head.
     index = await _fault_run(dut, ram, plan, mem, plan.addrs.v + 16, rng)
     assert plan.commands[index].NAME == "LOAD" and plan.commands[index].side == 2
-    await clean()
+    await _clean_run(dut, ram, words, mem, gold, rng)
 
     # A reset once the first query box's first block has run, then a clean head.
     first = next(i for i, c in enumerate(plan.commands) if c.NAME == "COMPUTE")
@@ -419,4 +415,4 @@ async def test_attention_head(dut):
         while int(dut.cnt__commands.value) <= first + 2:
             await RisingEdge(dut.clk)
     await _reset_during(dut, words, rng, first_block_ran())
-    await clean()
+    await _clean_run(dut, ram, words, mem, gold, rng)
