@@ -41,12 +41,14 @@ synth:
 # The whole engine per block on the standard cells, memories as SRAM macros: the default
 # build (64 tokens, 128 channels, P = 4, full dispatcher; see docs/engine.md, "Area of the
 # engine", for its run time). synth-engine-compare: the six smaller comparison builds
-# (16 tokens, 32 channels; P = 1 and 4; plain, none, full), for the dispatcher's share.
+# (16 tokens, 32 channels; P = 1 and 4; plain, none, full), for the dispatcher's share, and
+# the same 64 PEs as 16 arrays of 2x2 (full), for the iso-area report's array shape.
 synth-engine:
 	nice $(VPY) -m kaleido_hw synth --engine --engine-default
 
 synth-engine-compare:
 	nice $(VPY) -m kaleido_hw synth --engine
+	nice $(VPY) -m kaleido_hw synth --engine --engine-shape 2x2 --engine-variants full
 
 # The vector unit on the standard cells, row buffers as SRAM macros (about 6 CPU-minutes;
 # docs/vector.md, "Area").

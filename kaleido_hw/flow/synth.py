@@ -374,12 +374,23 @@ def add_arguments(parser):
                              "matcher, full (default: plain,none,full, plain only where the "
                              "configuration has engine_pe; with --engine-default the "
                              "configuration's engine_dispatcher)")
+    parser.add_argument("--engine-shape", metavar="RxC",
+                        help="with --engine: arrays of R x C PEs instead of the configuration's "
+                             "rows x cols, and by default as many arrays as keep the PE count "
+                             "(make synth-engine-compare: 2x2, 16 arrays of the comparison "
+                             "builds' 64 PEs, for the iso-area report)")
 
 
 def run(args) -> int:
     """``kaleido-hw synth``: measure the selected tops, print (and optionally save) the figures."""
     if args.engine:
         return _run_engine(args)
+    given = [o for o, v in (("--engine-default", args.engine_default),
+                            ("--engine-arrays", args.engine_arrays),
+                            ("--engine-variants", args.engine_variants),
+                            ("--engine-shape", args.engine_shape)) if v]
+    if given:
+        raise ValueError(f"{', '.join(given)} only apply with --engine")
     config = KaleidoConfig.from_toml(args.config) if args.config else KaleidoConfig()
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
@@ -425,6 +436,22 @@ def _parse_list(text: str, option: str, allowed=None, cast=str) -> list:
     return items
 
 
+def _shaped(base: KaleidoConfig, text: str) -> tuple[KaleidoConfig, int]:
+    """``base`` with the arrays of ``--engine-shape`` ``text`` ("RxC"), and the array count
+    that keeps ``base``'s PEs (engine_arrays x rows x cols)."""
+    r, sep, c = text.lower().partition("x")
+    if not (sep and r.isdigit() and c.isdigit()):
+        raise ValueError(f"--engine-shape must be RxC with integers R and C (e.g. 2x2), "
+                         f"got {text!r}")
+    shaped = base.replace(rows=int(r), cols=int(c))   # KaleidoConfig checks the ranges
+    pes = base.engine_arrays * base.rows * base.cols
+    if pes % (shaped.rows * shaped.cols) or pes // (shaped.rows * shaped.cols) > 64:
+        raise ValueError(f"--engine-shape {text}: {pes} PEs ({base.engine_arrays} arrays of "
+                         f"{base.rows}x{base.cols}) are not a whole number of at most 64 "
+                         f"{shaped.rows}x{shaped.cols} arrays")
+    return shaped, pes // (shaped.rows * shaped.cols)
+
+
 def _run_engine(args) -> int:
     """``kaleido-hw synth --engine``: the builds of :mod:`kaleido_hw.flow.engine_area`."""
     from kaleido_hw.flow import engine_area as ea
@@ -436,6 +463,9 @@ def _run_engine(args) -> int:
     default_arrays, default_variants = (
         (str(base.engine_arrays), base.engine_dispatcher) if args.engine_default else
         (",".join(map(str, ea.DEFAULT_ARRAYS)), ",".join(ea.DEFAULT_VARIANTS)))
+    if args.engine_shape:
+        base, same_pes = _shaped(base, args.engine_shape)
+        default_arrays = str(same_pes)
     text = args.engine_arrays or default_arrays
     arrays = _parse_list(text, "--engine-arrays", cast=int)
     if any(not 1 <= a <= 64 for a in arrays):

@@ -52,7 +52,7 @@ from kaleido_hw.flow.sources import module_file, sources_hash
 
 __all__ = ["VARIANTS", "LINEAR_VARIANTS", "CACHE", "ENGINE_CACHE", "PAPER", "LEVEL1_NOTE",
            "level1_blocks", "linear_blocks", "source_hash", "stdcell_results", "variant_area",
-           "read_engine_cache", "throughput_rows"]
+           "read_engine_cache", "read_shape_builds", "throughput_rows"]
 
 #: Attention variants, the reference (dense on plain arrays) first.
 VARIANTS = ("dense", "pe", "pe-sh", "pe-m", "full")
@@ -195,32 +195,90 @@ def read_engine_cache(path: Path = ENGINE_CACHE, arrays: int | None = None
     (engine_pe "plain") is the dense reference; reuse builds map dispatcher none / scheduler
     / matcher / full to pe / pe-sh / pe-m / full. Only builds with ``arrays`` arrays are
     taken (when given)."""
-    path = Path(path)
-    if not path.exists():
-        return {}, f"no {path} ('make synth-engine' writes it)"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        return {}, f"{path} is unreadable ({e})"
-    entries = data.get("entries") if isinstance(data, dict) else None
-    if isinstance(entries, list) and entries:
-        # One entry per base configuration: the comparison builds (engine_area.AREA_CONFIG)
-        # when there, else the first.
-        from kaleido_hw.flow.engine_area import AREA_CONFIG, FLOW, source_hash
-        mine = [e for e in entries if isinstance(e, dict)
-                and (e.get("key") or {}).get("config") == AREA_CONFIG.to_dict()]
-        data = (mine or entries)[0]
-        key = data.get("key") if isinstance(data, dict) else None
-        if isinstance(key, dict) and (("flow" in key and key["flow"] != FLOW)
-                                      or ("sources" in key and key["sources"] != source_hash())):
-            return {}, (f"{path} is stale (the flow or the engine's sources changed since "
-                        f"'make synth-engine-compare' wrote it)")
+    data, why = _cache_entry(path, None)
+    if data is None:
+        return {}, why
     builds = data.get("builds") if isinstance(data, dict) else None
     if isinstance(builds, dict):
         builds = list(builds.values())
     if not isinstance(builds, list):
         return {}, f"{path} has no list of builds"
     out = {}
+    for b in _parsed_builds(builds):
+        if arrays is not None and b["arrays"] != arrays:
+            continue
+        out[b["variant"]] = {k: b[k] for k in ("area_um2", "period_ns", "arrays", "build")}
+    if not out:
+        return {}, (f"{path} has no build with a standard-cell area (area_um2) and period"
+                    + (f" for {arrays} arrays" if arrays is not None else ""))
+    if "dense" not in out:
+        return {}, f"{path} has no plain-engine build (engine_pe 'plain'), the reference"
+    return out, ""
+
+
+def read_shape_builds(arrays: int, rows: int, cols: int, path: Path = ENGINE_CACHE) -> dict:
+    """Whole-engine builds of ``make synth-engine-compare`` with the same PEs as ``arrays``
+    arrays of ``rows`` x ``cols`` in another array shape (``kaleido-hw synth --engine
+    --engine-shape RxC``: the comparison configuration with other rows and cols), as
+    ``{"<variant>-<R>x<C>": {"area_um2", "period_ns", "arrays", "rows", "cols", "variant",
+    "build"}}`` (only reuse builds; stale entries, other flow or engine sources, are left
+    out)."""
+    from kaleido_hw.flow.engine_area import AREA_CONFIG
+    base = AREA_CONFIG.to_dict()
+    out = {}
+    for r in range(1, 17):
+        for c in range(1, 17):
+            if (r, c) == (rows, cols) or (arrays * rows * cols) % (r * c):
+                continue
+            shape = dict(base, rows=r, cols=c)
+            data, _ = _cache_entry(path, shape)
+            builds = data.get("builds") if isinstance(data, dict) else None
+            if not isinstance(builds, list):
+                continue
+            for b in _parsed_builds(builds):
+                if b["variant"] == "dense" or b["arrays"] * r * c != arrays * rows * cols:
+                    continue
+                out[f"{b['variant']}-{r}x{c}"] = {
+                    "area_um2": b["area_um2"], "period_ns": b["period_ns"],
+                    "arrays": b["arrays"], "rows": r, "cols": c, "variant": b["variant"],
+                    "build": f"P={b['arrays']} of {r}x{c} {b['build'].split(' ', 1)[1]}"}
+    return out
+
+
+def _cache_entry(path: Path, config: dict | None):
+    """``(entry, why)``: the entry of ``path`` whose key configuration is ``config`` (None:
+    ``engine_area.AREA_CONFIG``'s, else the first entry), or ``(None, why)`` when there is
+    none or it is stale (another flow version or other engine sources)."""
+    path = Path(path)
+    if not path.exists():
+        return None, f"no {path} ('make synth-engine' writes it)"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        return None, f"{path} is unreadable ({e})"
+    entries = data.get("entries") if isinstance(data, dict) else None
+    if not (isinstance(entries, list) and entries):
+        return (data, "") if config is None else (None, f"{path} has no entries")
+    from kaleido_hw.flow.engine_area import AREA_CONFIG, FLOW, source_hash
+    want = AREA_CONFIG.to_dict() if config is None else config
+    mine = [e for e in entries if isinstance(e, dict)
+            and (e.get("key") or {}).get("config") == want]
+    if not mine and config is not None:
+        return None, f"{path} has no entry of that configuration"
+    # The comparison builds (engine_area.AREA_CONFIG) when there, else the first.
+    data = (mine or entries)[0]
+    key = data.get("key") if isinstance(data, dict) else None
+    if isinstance(key, dict) and (("flow" in key and key["flow"] != FLOW)
+                                  or ("sources" in key and key["sources"] != source_hash())):
+        return None, (f"{path} is stale (the flow or the engine's sources changed since "
+                      f"'make synth-engine-compare' wrote it)")
+    return data, ""
+
+
+def _parsed_builds(builds: list) -> list[dict]:
+    """The builds of a cache entry with an area and a period, as ``{"variant", "arrays",
+    "area_um2", "period_ns", "build"}`` (see :func:`read_engine_cache` for the fields read)."""
+    out = []
     for b in builds:
         if not isinstance(b, dict):
             continue
@@ -235,19 +293,12 @@ def read_engine_cache(path: Path = ENGINE_CACHE, arrays: int | None = None
         fmax = _first(b, "fmax_mhz") or sc.get("fmax_mhz")
         if period is None and fmax:
             period = 1000.0 / fmax
-        if area is None or period is None or (arrays is not None and p != arrays):
-            continue
         variant = "dense" if pe == "plain" else _DISPATCHER_VARIANT.get(disp)
-        if variant is None:
+        if area is None or period is None or variant is None:
             continue
-        out[variant] = {"area_um2": float(area), "period_ns": float(period), "arrays": p,
-                        "build": f"P={p} {pe} {disp}"}
-    if not out:
-        return {}, (f"{path} has no build with a standard-cell area (area_um2) and period"
-                    + (f" for {arrays} arrays" if arrays is not None else ""))
-    if "dense" not in out:
-        return {}, f"{path} has no plain-engine build (engine_pe 'plain'), the reference"
-    return out, ""
+        out.append({"variant": variant, "arrays": p, "area_um2": float(area),
+                    "period_ns": float(period), "build": f"P={p} {pe} {disp}"})
+    return out
 
 
 # -- throughput ----------------------------------------------------------------------------------

@@ -1068,6 +1068,10 @@ def report_iso_area(ctx: Context, plt) -> Result:
     lin_areas = {v: ia.variant_area(ia.linear_blocks(v, P), results)
                  for v in ia.LINEAR_VARIANTS}
     level2, why2 = ia.read_engine_cache(arrays=P)
+    # Whole engines of the same PEs in another array shape (make synth-engine-compare's
+    # 16 arrays of 2x2): their cycles from the same model on that shape.
+    shapes = ia.read_shape_builds(P, cfg.rows, cfg.cols) if level2 else {}
+    shape_cycles = _shape_cycles(ctx, cfg, shapes)
     # Attention: the ablation's cycles of every reuse variant per head; the reference's are
     # the plain build's own schedule (one group along x), which it runs in a few cycles less
     # than the grouped dense walk.
@@ -1081,7 +1085,9 @@ def report_iso_area(ctx: Context, plt) -> Result:
         cycles["dense"] = plain[(preset, grid)]
         r.rows += ia.throughput_rows("attention", preset, n * n, cycles, areas, 1)
         if level2:
-            r.rows += ia.throughput_rows("attention", preset, n * n, cycles, level2, 2)
+            r.rows += ia.throughput_rows("attention", preset, n * n,
+                                         {**cycles, **shape_cycles[(preset, grid)]},
+                                         {**level2, **shapes}, 2)
     if linear:
         res = _linear_result(ctx)
         n = ctx.settings.grid.n
@@ -1107,7 +1113,8 @@ def report_iso_area(ctx: Context, plt) -> Result:
                                          "power_mw", "startpoint", "endpoint", "units")}
                    for t, x in results.items()},
         "synthesized_now": fresh, "cache": str(ia.CACHE)}
-    r.summary["level2"] = ({v: level2[v] for v in level2} if level2 else {"missing": why2})
+    r.summary["level2"] = ({v: x for v, x in {**level2, **shapes}.items()} if level2
+                           else {"missing": why2})
     r.summary["paper"] = dict(ia.PAPER)
     r.summary["config"] = cfg.to_dict()
     r.notes.append(f"Throughput = elements / (cycles x clock period) / area, relative to the "
@@ -1121,8 +1128,13 @@ def report_iso_area(ctx: Context, plt) -> Result:
     r.notes.append(ia.LEVEL1_NOTE + " Linear layers: P x baseline_array vs P x pe_array (the "
                    "LinearEngine's cells decode differently in front of the same ReusePE).")
     r.notes.append("Level 2 (whole engine, build/engine_area.json): "
-                   + ("; ".join(f"{v}: {x['build']}" for v, x in level2.items()) if level2
-                      else f"not included: {why2}."))
+                   + ("; ".join(f"{v}: {x['build']}" for v, x in {**level2, **shapes}.items())
+                      if level2 else f"not included: {why2}."))
+    if shapes:
+        r.notes.append("Level 2 also has the same PEs in another array shape ("
+                       + ", ".join(shapes) + "): whole-engine builds of kaleido-hw synth "
+                       "--engine --engine-shape RxC (make synth-engine-compare), their cycles "
+                       "from engine_counters on that shape.")
     r.notes.append(f"Paper: about {ia.PAPER['cycle_speedup']:g}x fewer cycles at about "
                    f"{ia.PAPER['area_ratio']:g}x the PE-array area on the same 1 GHz clock, "
                    f"i.e. about {ia.PAPER['iso_area_time']:.2f}x the elements per ns per mm2.")
@@ -1142,6 +1154,19 @@ def report_iso_area(ctx: Context, plt) -> Result:
                 for k, v in vals.items() if k.endswith("(level 1)")))
     r.figures[""] = _plot_iso_area(r.rows, P, cfg, plt)
     return r
+
+
+def _shape_cycles(ctx: Context, cfg: KaleidoConfig, shapes: dict) -> dict:
+    """``{(preset, grid): {name: cycles}}`` of every build of ``shapes``
+    (``iso_area.read_shape_builds``) on the report's heads: ``engine_counters`` of the build's
+    variant on its arrays and shape (empty dicts when there are none)."""
+    from kaleido_hw.reports.engine_report import base_params
+    out = {(h.preset, str(h.grid)): {} for h in _engine_heads(ctx)}
+    for name, b in shapes.items():
+        params = base_params(cfg.replace(rows=b["rows"], cols=b["cols"]), arrays=b["arrays"])
+        for h in _engine_heads(ctx):
+            out[(h.preset, str(h.grid))][name] = int(h.run(params, b["variant"])[0].cycles)
+    return out
 
 
 def _plot_iso_area(rows: list[dict], arrays: int, cfg: KaleidoConfig, plt):
@@ -1170,6 +1195,16 @@ def _plot_iso_area(rows: list[dict], arrays: int, cfg: KaleidoConfig, plt):
             if np.isfinite(l2).any():
                 ax.plot(x + i * width, l2, "kD", ms=4,
                         label="whole engine (level 2)" if i == 0 else None)
+            # The same PEs in another array shape, beside the variant's bar.
+            for name in dict.fromkeys(r["variant"] for r in rows if r["kind"] == kind
+                                      and r["level"] == 2 and r["variant"] not in variants
+                                      and r["variant"].rsplit("-", 1)[0] == v):
+                l2s = [next((r["relative"] for r in rows if (r["kind"], r["preset"],
+                             r["variant"], r["level"]) == (kind, p, name, 2)), np.nan)
+                       for p in presets]
+                build = next(r["blocks"] for r in rows if r["variant"] == name)
+                ax.plot(x + i * width, l2s, "r^", ms=5,
+                        label=f"whole engine as {build}, same PEs (level 2)")
         ax.axhline(1.0, color="gray", lw=0.8)
         ax.axhline(ia.PAPER["iso_area_time"], color="tab:red", ls="--", lw=1,
                    label=f"paper: ~{ia.PAPER['cycle_speedup']:g}x cycles / "

@@ -351,6 +351,14 @@ def test_bad_engine_options_are_errors(capsys):
     assert main(["synth", "--engine", "--engine-variants", "none,fast"]) == 2
     assert "--engine-variants must be a comma-separated list of plain, none" in \
         capsys.readouterr().err
+    assert main(["synth", "--engine", "--engine-shape", "2by2"]) == 2
+    assert "--engine-shape must be RxC" in capsys.readouterr().err
+    assert main(["synth", "--engine", "--engine-shape", "3x3"]) == 2     # 64 PEs
+    assert "not a whole number of at most 64 3x3 arrays" in capsys.readouterr().err
+    assert main(["synth", "--engine", "--engine-shape", "0x2"]) == 2
+    assert "rows" in capsys.readouterr().err
+    assert main(["synth", "--engine-shape", "2x2", "--no-ice40"]) == 2
+    assert "--engine-shape only apply with --engine" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(stdcell.stdcell_available() is not None,
@@ -465,4 +473,13 @@ def test_engine_command_prints_saves_and_caches(tmp_path, monkeypatch, capsys):
     assert calls == [(4, "full", 128)]
     got, why = ea.load_cache(KaleidoConfig())
     assert why == "" and [(b.arrays, b.variant) for b in got] == [(4, "full")]
+    assert len(ea.load_cache()[0]) == 2
+    # --engine-shape 2x2: the comparison configuration's 64 PEs as 16 arrays of 2x2, cached
+    # under that shape beside the others.
+    calls.clear()
+    assert main(["synth", "--engine", "--engine-shape", "2x2", "--engine-variants", "full"]) == 0
+    assert calls == [(16, "full", 32)]
+    got, why = ea.load_cache(ea.AREA_CONFIG.replace(rows=2, cols=2))
+    assert why == "" and [(b.arrays, b.variant, b.config["rows"]) for b in got] == \
+        [(16, "full", 2)]
     assert len(ea.load_cache()[0]) == 2

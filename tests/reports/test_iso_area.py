@@ -144,6 +144,30 @@ def test_report_arithmetic_cache_and_level2(in_tmp, monkeypatch):
     r = l2[("hunyuanvideo", "full")]
     assert r["area_ratio"] == 2.0 and r["period_ratio"] == pytest.approx(1.25)
 
+    # The same PEs in another array shape (kaleido-hw synth --engine --engine-shape 2x2):
+    # a level-2 point of its own, its cycles the model's on that shape.
+    from kaleido_hw.flow.engine_area import AREA_CONFIG, FLOW, source_hash
+    key = {"flow": FLOW, "sources": source_hash()}
+    shaped = AREA_CONFIG.replace(rows=2, cols=2)
+    pes = P * AREA_CONFIG.rows * AREA_CONFIG.cols
+    (in_tmp / ia.ENGINE_CACHE).write_text(json.dumps({"entries": [
+        {"key": {"config": AREA_CONFIG.to_dict(), **key}, "builds": builds},
+        {"key": {"config": shaped.to_dict(), **key}, "builds": [
+            {"arrays": pes // 4, "dispatcher": "full", "area_um2": 4e6, "path_ns": 1.0}]}]}))
+    doc = _run(in_tmp / "r4")
+    l2 = {(r["preset"], r["variant"]): r for r in doc["rows"] if r["level"] == 2}
+    assert {v for _, v in l2} == {"dense", "pe", "full", "full-2x2"}
+    r = l2[("wan2.1", "full-2x2")]
+    assert r["area_ratio"] == 4.0 and r["blocks"] == f"P={pes // 4} of 2x2 reuse full"
+    cfg = KaleidoConfig.from_dict(doc["summary"]["config"])
+    q, k = Source("wan2.1", Settings.make(quick=True).grid, 0).load()[:2]
+    want = engine_counters(q, k, Settings.make(quick=True).grid,
+                           ChannelGroups.from_preset("wan2.1"),
+                           EngineParams.from_config(cfg.replace(rows=2, cols=2),
+                                                    arrays=pes // 4), "full").cycles
+    assert r["cycles"] == want != l2[("wan2.1", "full")]["cycles"]
+    assert "full-2x2" in doc["summary"]["level2"]
+
 
 def test_skipped_without_the_flow(in_tmp, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "kaleido_hw.flow.stdcell",
@@ -214,6 +238,39 @@ def test_blocks_and_engine_cache_reading(tmp_path):
                                             "area_um2": 5.0, "path_ns": 1.0}]}))
     got, why = ia.read_engine_cache(path, arrays=4)
     assert got == {} and "plain-engine build" in why
+
+
+def test_shape_builds_are_read_beside_the_comparison_builds(tmp_path):
+    """``read_shape_builds``: the reuse builds of the comparison configuration in another
+    array shape with the same PEs, named ``<variant>-<R>x<C>``; plain builds, other PE
+    counts, the configuration's own shape and stale entries are left out."""
+    from dataclasses import asdict
+    from kaleido_hw.flow.engine_area import AREA_CONFIG, FLOW, EngineArea, source_hash, \
+        variant_config
+
+    def entry(base, builds, sources=None):
+        key = {"config": base.to_dict(), "flow": FLOW, "sources": sources or source_hash()}
+        return {"key": key, "builds": [
+            asdict(EngineArea(p, v, variant_config(base, p, v).to_dict(), total_area_um2=a,
+                              path_ns=t)) for p, v, a, t in builds]}
+
+    two = AREA_CONFIG.replace(rows=2, cols=2)
+    path = tmp_path / "engine_area.json"
+    path.write_text(json.dumps({"entries": [
+        entry(AREA_CONFIG, [(4, "plain", 9e6, 6.8), (4, "full", 18e6, 7.6)]),
+        entry(two, [(16, "plain", 1e6, 1.0), (16, "full", 37e6, 7.4), (8, "full", 20e6, 7.4)]),
+        entry(AREA_CONFIG.replace(rows=1, cols=1), [(64, "full", 90e6, 7.0)], "0" * 16),
+    ]}))
+    got = ia.read_shape_builds(4, 4, 4, path)
+    assert list(got) == ["full-2x2"]
+    assert got["full-2x2"]["area_um2"] == 37e6 and got["full-2x2"]["period_ns"] == 7.4
+    assert (got["full-2x2"]["arrays"], got["full-2x2"]["rows"], got["full-2x2"]["cols"],
+            got["full-2x2"]["variant"]) == (16, 2, 2, "full")
+    # Seen from 16 arrays of 2x2 the 4x4 builds are the other shape.
+    assert list(ia.read_shape_builds(16, 2, 2, path)) == ["full-4x4"]
+    assert ia.read_shape_builds(4, 4, 4, tmp_path / "none.json") == {}
+    # The comparison builds are still read as before.
+    assert ia.read_engine_cache(path, arrays=4)[0]["full"]["area_um2"] == 18e6
 
 
 def test_cropped_heads_are_noted_once(in_tmp, monkeypatch):
