@@ -12,7 +12,7 @@ SEEDS   ?= 8
 export PATH := $(CURDIR)/tools/bin:$(VENV)/bin:$(PATH)
 export KALEIDO_PYTHON := $(VPY)
 
-.PHONY: install test verilog lint bench bench-head bench-attention synth synth-engine synth-engine-compare synth-vector energy regress report clean
+.PHONY: install test verilog lint bench bench-head bench-attention synth synth-engine synth-engine-compare synth-core synth-vector energy regress report clean
 
 install:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,15 @@ synth-engine:
 synth-engine-compare:
 	nice $(VPY) -m kaleido_hw synth --engine
 	nice $(VPY) -m kaleido_hw synth --engine --engine-shape 2x2 --engine-variants full
+
+# The engine core of the default build mapped the same way (DMA, controller, engine), then
+# with the attention path (core_attention = true): what the path costs (docs/engine.md,
+# "The attention path in the core").
+synth-core:
+	nice $(VPY) -m kaleido_hw synth --engine --engine-default --engine-top kaleido_core
+	mkdir -p build && printf 'core_attention = true\n' > build/core_attention.toml
+	nice $(VPY) -m kaleido_hw synth --engine --engine-default --engine-top kaleido_core \
+		--config build/core_attention.toml
 
 # The vector unit on the standard cells, row buffers as SRAM macros (about 6 CPU-minutes;
 # docs/vector.md, "Area").

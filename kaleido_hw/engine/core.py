@@ -266,6 +266,13 @@ class CoreController(wiring.Component):
                                                               strides[0][i]))
         n_tok = Signal(3 * sw)                # tokens of one box
         m.d.comb += n_tok.eq(box[0] * box[1] * box[2])
+        # The box's tokens, registered (CONFIG latches a box of at most N tokens): the S and
+        # O beat counts are formed from it a stage later, so neither multiplier chain lies
+        # in front of the STORE's beat compare and the S read-out's ready (10.5 ns on the
+        # default build). Both are ready two cycles after CONFIG, long before a STORE reads
+        # them: a COMPUTE stands between, and CONFIG is refused while a result is unstored.
+        n_box = Signal(range(N + 1))
+        m.d.sync += n_box.eq(n_tok)
         beats_per_token = Signal(t.dim_width)
         m.d.comb += beats_per_token.eq((head_dim + WRITE_BYTES - 1) >> 3)
         in_head = Signal(D)
@@ -344,7 +351,7 @@ class CoreController(wiring.Component):
         s_count = Signal(6 * sw)
         draining = Signal()                   # the engine's S read-out is not finished
         base = Signal(aw)
-        m.d.comb += s_total.eq((n_tok * n_tok + 1) >> 1)
+        m.d.sync += s_total.eq((n_box * n_box + 1) >> 1)
         s_fire = s.valid & s.ready
         with m.If(s_fire):
             m.d.sync += s_count.eq(s_count + 1)
@@ -371,7 +378,7 @@ class CoreController(wiring.Component):
             a_dir, a_window3, a_reuse, a_set = Signal(2), Signal(), Signal(), Signal()
             k_real = [Signal(N, name=f"k_real{b}") for b in range(B)]
             o_total = Signal(range(1 << BEATS_WIDTH))      # memory beats of an O
-            m.d.sync += o_total.eq(o_beats(n_tok, head_dim))
+            m.d.sync += o_total.eq(o_beats(n_box, head_dim))
             bc = blk.cfg
             m.d.comb += [bc.t.eq(box[0]), bc.h.eq(box[1]), bc.w.eq(box[2]),
                          bc.channels.eq(head_dim), bc.mult.eq(a_mult), bc.shift.eq(a_shift),

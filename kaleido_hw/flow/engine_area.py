@@ -72,7 +72,8 @@ from kaleido_hw.flow.sources import REPO, sources_hash
 
 
 __all__ = ["AREA_CONFIG", "VARIANTS", "DEFAULT_ARRAYS", "DEFAULT_VARIANTS", "ENGINE_CACHE",
-           "TOP_NAMES", "MEMORY_KINDS", "BLOCKS", "SUM_TOLERANCE", "ModuleArea", "MemoryBits",
+           "CORE_TOP", "TOP_NAMES", "MEMORY_KINDS", "ENGINE_MEMORY_KINDS", "BLOCKS",
+           "ENGINE_BLOCKS", "SUM_TOLERANCE", "ModuleArea", "MemoryBits",
            "EngineArea", "block_of", "memory_kind",
            "expected_memory_bits", "plain_available", "variant_config", "default_builds",
            "synth_engine", "run_builds", "dispatcher_share",
@@ -107,14 +108,27 @@ MAP_JOBS = 2
 #: the submodules' input ports).
 FLOW = "osu018-stdcell+gf180-sram-3"
 
-#: Memory kinds, in report order.
-MEMORY_KINDS = ("operands", "order memories", "scheduler batches", "accumulation planes",
-                "S reorder buffer", "slot stores")
+#: Memory kinds, in report order (the engine's, then the engine core's: ``--engine-top
+#: kaleido_core``, with ``core_attention`` the block datapath's).
+ENGINE_MEMORY_KINDS = ("operands", "order memories", "scheduler batches",
+                       "accumulation planes", "S reorder buffer", "slot stores")
+MEMORY_KINDS = ENGINE_MEMORY_KINDS + (
+    "DMA FIFOs", "P @ V: P memory", "P @ V: V banks", "P @ V: output banks",
+    "attention: O accumulators", "attention: softmax buffers and FIFOs")
 #: The memory kinds that only the dispatcher has.
 DISPATCHER_MEMORIES = ("order memories", "scheduler batches", "slot stores")
 #: Blocks of the breakdown, in report order ("array k" and "sequencer k" per array).
-BLOCKS = ("PE arrays", "sequencers", "dispatcher: OrderUnits", "dispatcher: pre-pass codes",
-          "dispatcher: SlotUnits", "control", "buffer logic")
+ENGINE_BLOCKS = ("PE arrays", "sequencers", "dispatcher: OrderUnits",
+                 "dispatcher: pre-pass codes", "dispatcher: SlotUnits", "control",
+                 "buffer logic")
+BLOCKS = ENGINE_BLOCKS + (
+    "core: controller", "core: DMA", "attention: S row packer", "attention: softmax unit",
+    "attention: P transposer", "attention: P @ V arrays",
+    "attention: P @ V sequencers and buffer", "attention: output unit",
+    "attention: FIFOs and control", "attention: O packer")
+#: Tops the flow can map besides the engines (``--engine-top``): the engine core, whose
+#: paths below ``ctrl.engine`` are the engine's.
+CORE_TOP = "kaleido_core"
 
 
 @dataclass
@@ -228,11 +242,12 @@ class EngineArea:
         return {k: out[k] for k in sorted(out, key=_block_key)}
 
     def memory_bits(self) -> dict[str, int]:
-        """SRAM bits per kind (:data:`MEMORY_KINDS` order)."""
-        out = {k: 0 for k in MEMORY_KINDS}
+        """SRAM bits per kind (:data:`MEMORY_KINDS` order: every engine kind, the others
+        where the build has them)."""
+        out = {k: 0 for k in ENGINE_MEMORY_KINDS}
         for mem in self.memories:
             out[mem.kind] = out.get(mem.kind, 0) + mem.bits
-        return out
+        return {k: out[k] for k in MEMORY_KINDS if k in out}
 
 
 # -- text processing -------------------------------------------------------------------------
@@ -246,11 +261,30 @@ def block_of(path: str) -> str:
     * ``q_pre_codes``, ``k_pre_codes`` -> "dispatcher: pre-pass codes";
     * ``acc...`` -> "buffer logic"; the top itself -> "control" (configuration check,
       chunk controller and barrier, pre-pass control, counters, host interface).
+
+    In the engine core (``kaleido_core``): ``ctrl.engine...`` is the engine (its top
+    "control", with the core top's own wiring), ``ctrl.arrayK...`` the arrays the core owns
+    with ``engine_pe = "reuse-pv"`` ("array K"), ``ctrl`` "core: controller" (decode, box
+    walkers, counters), ``dma...`` "core: DMA", and with ``core_attention`` ``ctrl.s_rows``,
+    ``ctrl.o_packer`` and ``ctrl.block...`` the block datapath's units ("attention: ...").
     """
     parts = path.split(".") if path else []
     if not parts:
         return "control"
     head = parts[0]
+    if head == "dma":
+        return "core: DMA"
+    if head == "ctrl":
+        sub = parts[1] if len(parts) > 1 else None
+        if sub is None:
+            return "core: controller"
+        if sub == "engine":
+            return block_of(".".join(parts[2:]))
+        if re.fullmatch(r"array\d+", sub):
+            return block_of(".".join(parts[1:]))
+        if sub in ("s_rows", "o_packer", "block"):
+            return _attention_block(parts[1:])
+        raise ValueError(f"module {path!r} belongs to no block of the core breakdown")
     if m := re.fullmatch(r"array(\d+)", head):
         return f"array {m.group(1)}"
     if m := re.fullmatch(r"seq(\d+)", head):
@@ -264,8 +298,41 @@ def block_of(path: str) -> str:
     raise ValueError(f"module {path!r} belongs to no block of the engine breakdown")
 
 
+def _attention_block(parts: list[str]) -> str:
+    """The block of a module of the core's block datapath (``parts`` below ``ctrl``)."""
+    if parts[0] == "s_rows":
+        return "attention: S row packer"
+    if parts[0] == "o_packer":
+        return "attention: O packer"
+    unit = parts[1] if len(parts) > 1 else None
+    if unit == "softmax":
+        return "attention: softmax unit"
+    if unit == "output":
+        return "attention: output unit"
+    if unit == "transposer":
+        return "attention: P transposer"
+    if unit == "pv":
+        arrays = len(parts) > 2 and re.fullmatch(r"array\d+", parts[2])
+        return "attention: P @ V arrays" if arrays else "attention: P @ V sequencers and buffer"
+    return "attention: FIFOs and control"
+
+
 def memory_kind(path: str, name: str) -> str:
     """The SRAM kind of memory ``name`` in the module at ``path`` (see :data:`MEMORY_KINDS`)."""
+    if path == "ctrl.engine" or path.startswith("ctrl.engine."):
+        return memory_kind(path[len("ctrl.engine."):], name)
+    if path == "dma" or path.startswith("dma."):
+        return "DMA FIFOs"
+    if path == "ctrl.block.pv" and name == "pmem":
+        return "P @ V: P memory"
+    if path == "ctrl.block.pv" and re.fullmatch(r"vmem\d+", name):
+        return "P @ V: V banks"
+    if path == "ctrl.block.pv.obuf" and re.fullmatch(r"obank\d+", name):
+        return "P @ V: output banks"
+    if path == "ctrl.block.output" and name == "acc":
+        return "attention: O accumulators"
+    if path == "ctrl.block" or path.startswith("ctrl.block."):
+        return "attention: softmax buffers and FIFOs"
     if path == "" and re.fullmatch(r"[qk]_mem\d+", name):
         return "operands"
     if path in ("q_order", "k_order") and name in ("order", "inverse", "keys"):
@@ -302,7 +369,7 @@ def expected_memory_bits(config: KaleidoConfig) -> dict[str, int]:
     geo = KaleidoGeometry.from_config(config)
     t = geo.tile
     P = geo.arrays
-    out = {k: 0 for k in MEMORY_KINDS}
+    out = {k: 0 for k in ENGINE_MEMORY_KINDS}
     out["operands"] = 2 * P * t.max_tokens * 8 * t.max_dim
     out["accumulation planes"] = geo.planes * geo.banks * geo.bank_depth * 2 * t.acc_width
     out["S reorder buffer"] = 2 * 2 * t.max_tokens * S_WIDTH
@@ -371,7 +438,7 @@ def _cpu() -> float:
 
 def synth_engine(config: KaleidoConfig, *, variant: str | None = None, timeout: int = 14400,
                  keep: Path | None = None, log=None, share: bool = True,
-                 jobs: int = MAP_JOBS) -> EngineArea:
+                 jobs: int = MAP_JOBS, top: str | None = None) -> EngineArea:
     """Map, measure and time the engine built from ``config`` (see the module docstring).
 
     ``variant``: the build's name (default: ``config.engine_dispatcher``); it picks the top
@@ -379,11 +446,13 @@ def synth_engine(config: KaleidoConfig, *, variant: str | None = None, timeout: 
     scripts, the stat output and the netlist; ``log``: a callable taking progress lines;
     ``share=False``: map every instance's copy of a module on its own (the figures are the
     same up to ABC's name-dependent choices, see the module docstring); ``jobs``: parallel
-    yosys runs of the mapping (:func:`_map`). A missing tool or a failed run gives a result
+    yosys runs of the mapping (:func:`_map`); ``top``: another top of the generator to map
+    instead of the engine (:data:`CORE_TOP`, the engine core with its DMA and, with
+    ``core_attention``, its block datapath). A missing tool or a failed run gives a result
     without modules and a note.
     """
     variant = variant or config.engine_dispatcher
-    top = TOP_NAMES.get(variant, "kaleido_engine")
+    top = top or TOP_NAMES.get(variant, "kaleido_engine")
     res = EngineArea(config.engine_arrays, variant, config.to_dict(), top)
     why = stdcell.stdcell_available()
     if why:
@@ -538,14 +607,15 @@ def run_builds(base: KaleidoConfig, builds, *, log=None, **kw) -> list[EngineAre
     """:func:`synth_engine` for every (arrays, variant) of ``builds``; a build the
     configuration cannot describe (plain without ``engine_pe``) gives a result with a note."""
     results = []
+    what = kw.get("top") or "the engine"
     for arrays, variant in builds:
         if log:
-            log(f"synthesizing the engine, P = {arrays}, variant {variant!r} ...")
+            log(f"synthesizing {what}, P = {arrays}, variant {variant!r} ...")
         try:
             cfg = variant_config(base, arrays, variant)
         except ValueError as e:
-            res = EngineArea(arrays, variant, base.to_dict(), TOP_NAMES.get(variant,
-                                                                           "kaleido_engine"))
+            res = EngineArea(arrays, variant, base.to_dict(),
+                             kw.get("top") or TOP_NAMES.get(variant, "kaleido_engine"))
             res.notes.append(f"skipped: {e}")
             if log:
                 log(f"  skipped: {e}")
@@ -663,7 +733,8 @@ def format_engine_report(results: list[EngineArea]) -> str:
                      f"{stdcell.SWITCHING_ACTIVITY:g}, logic only")
     for r in ok:
         lines.append("")
-        lines.append(f"P = {r.arrays}, {r.variant}: {r.area_um2 / 1e6:.3f} mm2 (logic "
+        top = f" ({r.top})" if r.top == CORE_TOP else ""
+        lines.append(f"P = {r.arrays}, {r.variant}{top}: {r.area_um2 / 1e6:.3f} mm2 (logic "
                      f"{r.logic_area_um2 / 1e6:.3f}, SRAM {r.sram_area_um2 / 1e6:.3f}), "
                      f"{r.cells:,} cells, {r.ffs:,} FFs; path {_fmt(r.path_ns, '.2f')} ns "
                      f"({_fmt(r.fmax_mhz, '.1f')} MHz), power {_fmt(r.power_mw, '.1f')} mW "
@@ -718,12 +789,17 @@ def format_engine_report(results: list[EngineArea]) -> str:
 
 # -- cache for the report ------------------------------------------------------------------------
 
-def source_hash() -> str:
+def source_hash(top: str | None = None) -> str:
     """SHA-256 (16 hex digits) of the Python sources the KaleidoEngine is built from: the
     modules reachable from ``kaleido_hw/engine/kaleido_engine.py`` by ``kaleido_hw`` or
     ``golden`` imports (:func:`kaleido_hw.flow.sources.sources_hash`; the flow itself is
-    versioned by :data:`FLOW`)."""
-    return sources_hash([REPO / "kaleido_hw" / "engine" / "kaleido_engine.py"])
+    versioned by :data:`FLOW`); with ``top`` (:data:`CORE_TOP`) from that top's module."""
+    if top is None:
+        return sources_hash([REPO / "kaleido_hw" / "engine" / "kaleido_engine.py"])
+    from kaleido_hw.flow.generate import TOPS
+    from kaleido_hw.flow.sources import module_file
+    target = next(t.target for t in TOPS if t.module == top)
+    return sources_hash(module_file(target.partition(":")[0]))
 
 
 def _yosys_version() -> str:
@@ -733,11 +809,21 @@ def _yosys_version() -> str:
     return r.stdout.strip()
 
 
-def _key(config: KaleidoConfig) -> dict:
-    return {"config": config.to_dict(), "yosys": _yosys_version(), "flow": FLOW,
-            "liberty": str(stdcell.liberty_path()),
-            "sram": [sm.SRAM_UM2_PER_BIT, sm.CLOCK_TO_Q_NS, sm.SETUP_NS],
-            "sources": source_hash()}
+def _key(config: KaleidoConfig, top: str | None = None) -> dict:
+    """The cache key of the builds of ``config`` (``top``: another top than the engines,
+    :func:`synth_engine`'s; an entry without one is the engines')."""
+    key = {"config": config.to_dict(), "yosys": _yosys_version(), "flow": FLOW,
+           "liberty": str(stdcell.liberty_path()),
+           "sram": [sm.SRAM_UM2_PER_BIT, sm.CLOCK_TO_Q_NS, sm.SETUP_NS],
+           "sources": source_hash(top)}
+    if top is not None:
+        key["top"] = top
+    return key
+
+
+def _same_builds(entry_key: dict, key: dict) -> bool:
+    """``entry_key`` names the same configuration and top as ``key`` (maybe stale)."""
+    return entry_key["config"] == key["config"] and entry_key.get("top") == key.get("top")
 
 
 def _entries(path: Path) -> list[dict]:
@@ -746,32 +832,36 @@ def _entries(path: Path) -> list[dict]:
     return data["entries"] if "entries" in data else [data]
 
 
-def save_cache(results: list[EngineArea], base: KaleidoConfig, path: Path = ENGINE_CACHE) -> None:
-    """Write ``results`` (builds of ``base``) with their cache key to ``path``, replacing the
-    entry of the same base configuration and keeping the others (the small builds of
-    :data:`AREA_CONFIG` and the default build live side by side)."""
+def save_cache(results: list[EngineArea], base: KaleidoConfig, path: Path = ENGINE_CACHE,
+               top: str | None = None) -> None:
+    """Write ``results`` (builds of ``base``; ``top`` as for :func:`synth_engine`) with their
+    cache key to ``path``, replacing the entry of the same base configuration and top and
+    keeping the others (the small builds of :data:`AREA_CONFIG`, the default build and the
+    core's builds live side by side)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    key = _key(base)
+    key = _key(base, top)
     try:
-        entries = [e for e in _entries(path) if e["key"]["config"] != key["config"]]
+        entries = [e for e in _entries(path) if not _same_builds(e["key"], key)]
     except (OSError, ValueError, KeyError, TypeError):
         entries = []
     entries.append({"key": key, "builds": [asdict(r) for r in results]})
     path.write_text(json.dumps({"entries": entries}, indent=1) + "\n")
 
 
-def load_cache(base: KaleidoConfig = AREA_CONFIG, path: Path = ENGINE_CACHE):
-    """The cached builds of ``base`` that ran, or (None, reason) when there are none or they
-    are stale (other yosys, library, SRAM model, flow or engine sources)."""
+def load_cache(base: KaleidoConfig = AREA_CONFIG, path: Path = ENGINE_CACHE,
+               top: str | None = None):
+    """The cached builds of ``base`` (``top`` as for :func:`synth_engine`) that ran, or (None,
+    reason) when there are none or they are stale (other yosys, library, SRAM model, flow or
+    engine sources)."""
     path = Path(path)
     if not path.exists():
         return None, f"no {path} (run 'kaleido-hw synth --engine')"
     try:
         if shutil.which("yosys") is None:
             return None, "yosys not found"
-        key = _key(base)
-        mine = [e for e in _entries(path) if e["key"]["config"] == key["config"]]
+        key = _key(base, top)
+        mine = [e for e in _entries(path) if _same_builds(e["key"], key)]
         if not mine:
             return None, f"{path} has no build of this configuration"
         if mine[0]["key"] != key:

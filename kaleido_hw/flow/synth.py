@@ -374,6 +374,10 @@ def add_arguments(parser):
                              "matcher, full (default: plain,none,full, plain only where the "
                              "configuration has engine_pe; with --engine-default the "
                              "configuration's engine_dispatcher)")
+    parser.add_argument("--engine-top", metavar="MODULE", choices=("kaleido_core",),
+                        help="with --engine: map this top the same way instead of the engine: "
+                             "kaleido_core (the engine core with its DMA and controller; with "
+                             "core_attention = true in --config also the attention path)")
     parser.add_argument("--engine-shape", metavar="RxC",
                         help="with --engine: arrays of R x C PEs instead of the configuration's "
                              "rows x cols, and by default as many arrays as keep the PE count "
@@ -388,7 +392,8 @@ def run(args) -> int:
     given = [o for o, v in (("--engine-default", args.engine_default),
                             ("--engine-arrays", args.engine_arrays),
                             ("--engine-variants", args.engine_variants),
-                            ("--engine-shape", args.engine_shape)) if v]
+                            ("--engine-shape", args.engine_shape),
+                            ("--engine-top", args.engine_top)) if v]
     if given:
         raise ValueError(f"{', '.join(given)} only apply with --engine")
     config = KaleidoConfig.from_toml(args.config) if args.config else KaleidoConfig()
@@ -474,12 +479,13 @@ def _run_engine(args) -> int:
     variants = _parse_list(args.engine_variants or default_variants, "--engine-variants",
                            allowed=ea.VARIANTS)
     t0 = time.monotonic()
-    results = ea.run_builds(base, ea.default_builds(arrays, variants), log=lambda line: print(line, flush=True))
+    results = ea.run_builds(base, ea.default_builds(arrays, variants), top=args.engine_top,
+                            log=lambda line: print(line, flush=True))
     print()
     print(ea.format_engine_report(results))
     print(f"\n(all builds: {time.monotonic() - t0:.0f} s)")
     if any(r.ok for r in results):
-        ea.save_cache(results, base)
+        ea.save_cache(results, base, top=args.engine_top)
         print(f"\n(saved to {ea.ENGINE_CACHE} for 'kaleido-hw report --only area')")
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")

@@ -261,8 +261,11 @@ def _cache_entry(path: Path, config: dict | None):
         return (data, "") if config is None else (None, f"{path} has no entries")
     from kaleido_hw.flow.engine_area import AREA_CONFIG, FLOW, source_hash
     want = AREA_CONFIG.to_dict() if config is None else config
-    mine = [e for e in entries if isinstance(e, dict)
-            and (e.get("key") or {}).get("config") == want]
+    # An entry with a "top" is another top's builds (the engine core's), not the engines'.
+    entries = [e for e in entries if isinstance(e, dict) and "top" not in (e.get("key") or {})]
+    if not entries:
+        return None, f"{path} has no engine builds"
+    mine = [e for e in entries if (e.get("key") or {}).get("config") == want]
     if not mine and config is not None:
         return None, f"{path} has no entry of that configuration"
     # The comparison builds (engine_area.AREA_CONFIG) when there, else the first.

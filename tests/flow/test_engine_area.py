@@ -16,6 +16,7 @@ from kaleido_hw.flow import engine_area as ea
 from kaleido_hw.flow import sram_macros as sm
 from kaleido_hw.flow import stdcell
 from kaleido_hw.flow.dedup import instance_modules
+from kaleido_hw.flow.generate import emit_verilog
 
 
 #: The smallest engine with every block (P = 1, 1 x 1 PEs, 4 tokens, 8 channels, W = 4).
@@ -205,6 +206,39 @@ def test_block_and_memory_attribution():
         ea.memory_kind("seq0", "slots")
 
 
+@pytest.mark.parametrize("engine_pe", ["reuse", "reuse-pv"])
+def test_core_attribution(engine_pe):
+    """``--engine-top kaleido_core``: every module of a small core with the attention path
+    belongs to a block (the engine's below ``ctrl.engine``, the core's arrays with the P @ V
+    mode as arrays), each attention unit is found, and its memories have kinds."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16,
+                        engine_max_head_dim=16, vector_lanes=4, vector_max_row=16,
+                        core_attention=True, engine_pe=engine_pe)
+    text = emit_verilog(ea._component(cfg, ea.CORE_TOP), ea.CORE_TOP, share=True)
+    blocks = {ea.block_of(path) for path in instance_modules(text, ea.CORE_TOP)}
+    assert {"array 0", "array 1", "sequencer 0", "dispatcher: SlotUnits", "control",
+            "buffer logic", "core: controller", "core: DMA", "attention: S row packer",
+            "attention: softmax unit", "attention: P transposer", "attention: output unit",
+            "attention: P @ V sequencers and buffer", "attention: FIFOs and control",
+            "attention: O packer"} <= blocks
+    assert ("attention: P @ V arrays" in blocks) == (engine_pe == "reuse")
+    assert blocks <= set(ea.BLOCKS) | {"array 0", "array 1", "sequencer 0", "sequencer 1"}
+    assert ea.block_of("ctrl.engine") == "control" and ea.block_of("ctrl") == "core: controller"
+    with pytest.raises(ValueError, match="core breakdown"):
+        ea.block_of("ctrl.mystery")
+    assert ea.memory_kind("ctrl.engine", "q_mem1") == "operands"
+    assert ea.memory_kind("ctrl.engine.acc", "plane0_bank3") == "accumulation planes"
+    assert ea.memory_kind("ctrl.block.pv", "pmem") == "P @ V: P memory"
+    assert ea.memory_kind("ctrl.block.pv", "vmem2") == "P @ V: V banks"
+    assert ea.memory_kind("ctrl.block.pv.obuf", "obank7") == "P @ V: output banks"
+    assert ea.memory_kind("ctrl.block.output", "acc") == "attention: O accumulators"
+    assert ea.memory_kind("ctrl.block.softmax", "state_mem") == \
+        "attention: softmax buffers and FIFOs"
+    assert ea.memory_kind("dma.r_final", "storage") == "DMA FIFOs"
+    assert set(ea.MEMORY_KINDS) >= {ea.memory_kind("ctrl.block", "x"),
+                                    ea.memory_kind("dma", "x")}
+
+
 
 def test_macro_clocks_are_joined_only_when_equal():
     net = ".RD_CLK({ clk, clk, clk }),\n.WR_CLK(clk),\n.RD_CLK({ clk, clk2 })"
@@ -374,7 +408,7 @@ def test_tiny_engine_synthesis():
     unshared = emit_verilog(ea._component(TINY, "kaleido_engine"), "kaleido_engine")
     assert [m.path for m in r.modules] == list(instance_modules(unshared, "kaleido_engine"))
     blocks = r.blocks()
-    assert list(blocks) == list(ea.BLOCKS)
+    assert list(blocks) == list(ea.ENGINE_BLOCKS)
     assert all(v["area_um2"] > 0 for v in blocks.values())
     assert sum(v["area_um2"] for v in r.blocks(sram=True).values()) == \
         pytest.approx(r.total_area_um2, rel=1e-9)
@@ -446,8 +480,8 @@ def test_engine_command_prints_saves_and_caches(tmp_path, monkeypatch, capsys):
     order, the report text, the cache and the JSON."""
     calls = []
 
-    def fake(cfg, *, variant=None, **kw):
-        calls.append((cfg.engine_arrays, variant, cfg.engine_max_head_dim))
+    def fake(cfg, *, variant=None, top=None, **kw):
+        calls.append((cfg.engine_arrays, variant, cfg.engine_max_head_dim) + ((top,) if top else ()))
         blocks = list(NONE_BLOCKS)
         if variant == "full":
             blocks += [("seq0.slots", 90), ("q_order", 100)]
@@ -474,6 +508,18 @@ def test_engine_command_prints_saves_and_caches(tmp_path, monkeypatch, capsys):
     got, why = ea.load_cache(KaleidoConfig())
     assert why == "" and [(b.arrays, b.variant) for b in got] == [(4, "full")]
     assert len(ea.load_cache()[0]) == 2
+    # --engine-top kaleido_core: the core of the defaults, cached beside the default
+    # engine's build of the same configuration (the entry's key names the top).
+    calls.clear()
+    assert main(["synth", "--engine", "--engine-default", "--engine-top", "kaleido_core"]) == 0
+    assert calls == [(4, "full", 128, "kaleido_core")]
+    assert "synthesizing kaleido_core, P = 4" in capsys.readouterr().out
+    got, why = ea.load_cache(KaleidoConfig(), top="kaleido_core")
+    assert why == "" and [(b.arrays, b.variant) for b in got] == [(4, "full")]
+    assert len(ea.load_cache(KaleidoConfig())[0]) == 1
+    with pytest.raises(SystemExit):             # argparse: "invalid choice"
+        main(["synth", "--engine", "--engine-top", "kaleido_engine"])
+    assert "--engine-top: invalid choice" in capsys.readouterr().err
     # --engine-shape 2x2: the comparison configuration's 64 PEs as 16 arrays of 2x2, cached
     # under that shape beside the others.
     calls.clear()
