@@ -206,7 +206,8 @@ def test_block_and_memory_attribution():
         ea.memory_kind("seq0", "slots")
 
 
-@pytest.mark.parametrize("engine_pe", ["reuse", "reuse-pv"])
+@pytest.mark.parametrize("engine_pe", ["reuse", pytest.param("reuse-pv",
+                                                               marks=pytest.mark.full_set)])
 def test_core_attribution(engine_pe):
     """``--engine-top kaleido_core``: every module of a small core with the attention path
     belongs to a block (the engine's below ``ctrl.engine``, the core's arrays with the P @ V
