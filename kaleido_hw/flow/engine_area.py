@@ -607,15 +607,15 @@ def run_builds(base: KaleidoConfig, builds, *, log=None, **kw) -> list[EngineAre
     """:func:`synth_engine` for every (arrays, variant) of ``builds``; a build the
     configuration cannot describe (plain without ``engine_pe``) gives a result with a note."""
     results = []
-    what = kw.get("top") or "the engine"
+    top = kw.get("top")
     for arrays, variant in builds:
         if log:
-            log(f"synthesizing {what}, P = {arrays}, variant {variant!r} ...")
+            log(f"synthesizing {top or 'the engine'}, P = {arrays}, variant {variant!r} ...")
         try:
             cfg = variant_config(base, arrays, variant)
         except ValueError as e:
             res = EngineArea(arrays, variant, base.to_dict(),
-                             kw.get("top") or TOP_NAMES.get(variant, "kaleido_engine"))
+                             top or TOP_NAMES.get(variant, "kaleido_engine"))
             res.notes.append(f"skipped: {e}")
             if log:
                 log(f"  skipped: {e}")
@@ -798,8 +798,7 @@ def source_hash(top: str | None = None) -> str:
         return sources_hash([REPO / "kaleido_hw" / "engine" / "kaleido_engine.py"])
     from kaleido_hw.flow.generate import TOPS
     from kaleido_hw.flow.sources import module_file
-    target = next(t.target for t in TOPS if t.module == top)
-    return sources_hash(module_file(target.partition(":")[0]))
+    return sources_hash(module_file(next(t for t in TOPS if t.module == top).python_module))
 
 
 def _yosys_version() -> str:

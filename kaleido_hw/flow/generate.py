@@ -55,10 +55,15 @@ class Top:
         """The Verilog file name, ``<module>.v``."""
         return f"{self.module}.v"
 
+    @property
+    def python_module(self) -> str:
+        """The dotted name of the Python module that defines the top's class."""
+        return self.target.partition(":")[0]
+
     def component_class(self):
         """Import and return the Amaranth class named by ``target``."""
-        mod, _, cls = self.target.partition(":")
-        return getattr(importlib.import_module(mod), cls)
+        return getattr(importlib.import_module(self.python_module),
+                       self.target.partition(":")[2])
 
 
 #: Every top that ``generate`` can write, in manifest order. Add a block here when it lands.

@@ -105,7 +105,7 @@ def source_hash(tops) -> str:
     (:func:`kaleido_hw.flow.sources.sources_hash`)."""
     from kaleido_hw.flow.generate import TOPS
 
-    targets = {t.module: t.target.partition(":")[0] for t in TOPS}
+    targets = {t.module: t.python_module for t in TOPS}
     entries = [f for t in tops for f in module_file(targets[t])]
     return sources_hash(entries + module_file("kaleido_hw.flow.stdcell"))
 
@@ -195,9 +195,17 @@ def read_engine_cache(path: Path = ENGINE_CACHE, arrays: int | None = None
     (engine_pe "plain") is the dense reference; reuse builds map dispatcher none / scheduler
     / matcher / full to pe / pe-sh / pe-m / full. Only builds with ``arrays`` arrays are
     taken (when given)."""
-    data, why = _cache_entry(path, None)
-    if data is None:
+    entries, why = _engine_entries(path)
+    if entries is None:
         return {}, why
+    from kaleido_hw.flow.engine_area import AREA_CONFIG
+    # One entry per base configuration: the comparison builds (engine_area.AREA_CONFIG)
+    # when there, else the first.
+    mine = [e for e in entries if (e.get("key") or {}).get("config") == AREA_CONFIG.to_dict()]
+    data = (mine or entries)[0]
+    if _stale(data):
+        return {}, (f"{path} is stale (the flow or the engine's sources changed since "
+                    f"'make synth-engine-compare' wrote it)")
     builds = data.get("builds") if isinstance(data, dict) else None
     if isinstance(builds, dict):
         builds = list(builds.values())
@@ -224,31 +232,33 @@ def read_shape_builds(arrays: int, rows: int, cols: int, path: Path = ENGINE_CAC
     "build"}}`` (only reuse builds; stale entries, other flow or engine sources, are left
     out)."""
     from kaleido_hw.flow.engine_area import AREA_CONFIG
-    base = AREA_CONFIG.to_dict()
+    entries, _ = _engine_entries(path)
+    base = {k: v for k, v in AREA_CONFIG.to_dict().items() if k not in ("rows", "cols")}
     out = {}
-    for r in range(1, 17):
-        for c in range(1, 17):
-            if (r, c) == (rows, cols) or (arrays * rows * cols) % (r * c):
+    for e in entries or []:
+        cfg = (e.get("key") or {}).get("config")
+        builds = e.get("builds")
+        if not isinstance(cfg, dict) or not isinstance(builds, list) or _stale(e):
+            continue
+        r, c = cfg.get("rows"), cfg.get("cols")
+        if ({k: v for k, v in cfg.items() if k not in ("rows", "cols")} != base
+                or (r, c) == (rows, cols)):
+            continue
+        for b in _parsed_builds(builds):
+            if b["variant"] == "dense" or b["arrays"] * r * c != arrays * rows * cols:
                 continue
-            shape = dict(base, rows=r, cols=c)
-            data, _ = _cache_entry(path, shape)
-            builds = data.get("builds") if isinstance(data, dict) else None
-            if not isinstance(builds, list):
-                continue
-            for b in _parsed_builds(builds):
-                if b["variant"] == "dense" or b["arrays"] * r * c != arrays * rows * cols:
-                    continue
-                out[f"{b['variant']}-{r}x{c}"] = {
-                    "area_um2": b["area_um2"], "period_ns": b["period_ns"],
-                    "arrays": b["arrays"], "rows": r, "cols": c, "variant": b["variant"],
-                    "build": f"P={b['arrays']} of {r}x{c} {b['build'].split(' ', 1)[1]}"}
+            out[f"{b['variant']}-{r}x{c}"] = {
+                "area_um2": b["area_um2"], "period_ns": b["period_ns"],
+                "arrays": b["arrays"], "rows": r, "cols": c, "variant": b["variant"],
+                "build": f"P={b['arrays']} of {r}x{c} {b['build'].split(' ', 1)[1]}"}
     return out
 
 
-def _cache_entry(path: Path, config: dict | None):
-    """``(entry, why)``: the entry of ``path`` whose key configuration is ``config`` (None:
-    ``engine_area.AREA_CONFIG``'s, else the first entry), or ``(None, why)`` when there is
-    none or it is stale (another flow version or other engine sources)."""
+def _engine_entries(path: Path):
+    """``(entries, why)``: the engine builds' entries of the cache at ``path`` (one per base
+    configuration; a file of the older single-entry format is one entry), or ``(None, why)``
+    when there are none. An entry whose key names a ``top`` is another top's (the engine
+    core's) and left out."""
     path = Path(path)
     if not path.exists():
         return None, f"no {path} ('make synth-engine' writes it)"
@@ -258,24 +268,19 @@ def _cache_entry(path: Path, config: dict | None):
         return None, f"{path} is unreadable ({e})"
     entries = data.get("entries") if isinstance(data, dict) else None
     if not (isinstance(entries, list) and entries):
-        return (data, "") if config is None else (None, f"{path} has no entries")
-    from kaleido_hw.flow.engine_area import AREA_CONFIG, FLOW, source_hash
-    want = AREA_CONFIG.to_dict() if config is None else config
-    # An entry with a "top" is another top's builds (the engine core's), not the engines'.
+        return [data], ""
     entries = [e for e in entries if isinstance(e, dict) and "top" not in (e.get("key") or {})]
-    if not entries:
-        return None, f"{path} has no engine builds"
-    mine = [e for e in entries if (e.get("key") or {}).get("config") == want]
-    if not mine and config is not None:
-        return None, f"{path} has no entry of that configuration"
-    # The comparison builds (engine_area.AREA_CONFIG) when there, else the first.
-    data = (mine or entries)[0]
-    key = data.get("key") if isinstance(data, dict) else None
-    if isinstance(key, dict) and (("flow" in key and key["flow"] != FLOW)
-                                  or ("sources" in key and key["sources"] != source_hash())):
-        return None, (f"{path} is stale (the flow or the engine's sources changed since "
-                      f"'make synth-engine-compare' wrote it)")
-    return data, ""
+    return (entries, "") if entries else (None, f"{path} has no engine builds")
+
+
+def _stale(entry) -> bool:
+    """The entry's key names another flow version or other engine sources."""
+    key = entry.get("key") if isinstance(entry, dict) else None
+    if not isinstance(key, dict):
+        return False
+    from kaleido_hw.flow.engine_area import FLOW, source_hash
+    return ("flow" in key and key["flow"] != FLOW) or ("sources" in key
+                                                       and key["sources"] != source_hash())
 
 
 def _parsed_builds(builds: list) -> list[dict]:

@@ -1072,6 +1072,7 @@ def report_iso_area(ctx: Context, plt) -> Result:
     # 16 arrays of 2x2): their cycles from the same model on that shape.
     shapes = ia.read_shape_builds(P, cfg.rows, cfg.cols) if level2 else {}
     shape_cycles = _shape_cycles(ctx, cfg, shapes)
+    level2_builds = {**level2, **shapes}
     # Attention: the ablation's cycles of every reuse variant per head; the reference's are
     # the plain build's own schedule (one group along x), which it runs in a few cycles less
     # than the grouped dense walk.
@@ -1087,7 +1088,7 @@ def report_iso_area(ctx: Context, plt) -> Result:
         if level2:
             r.rows += ia.throughput_rows("attention", preset, n * n,
                                          {**cycles, **shape_cycles[(preset, grid)]},
-                                         {**level2, **shapes}, 2)
+                                         level2_builds, 2)
     if linear:
         res = _linear_result(ctx)
         n = ctx.settings.grid.n
@@ -1113,8 +1114,7 @@ def report_iso_area(ctx: Context, plt) -> Result:
                                          "power_mw", "startpoint", "endpoint", "units")}
                    for t, x in results.items()},
         "synthesized_now": fresh, "cache": str(ia.CACHE)}
-    r.summary["level2"] = ({v: x for v, x in {**level2, **shapes}.items()} if level2
-                           else {"missing": why2})
+    r.summary["level2"] = level2_builds if level2 else {"missing": why2}
     r.summary["paper"] = dict(ia.PAPER)
     r.summary["config"] = cfg.to_dict()
     r.notes.append(f"Throughput = elements / (cycles x clock period) / area, relative to the "
@@ -1128,7 +1128,7 @@ def report_iso_area(ctx: Context, plt) -> Result:
     r.notes.append(ia.LEVEL1_NOTE + " Linear layers: P x baseline_array vs P x pe_array (the "
                    "LinearEngine's cells decode differently in front of the same ReusePE).")
     r.notes.append("Level 2 (whole engine, build/engine_area.json): "
-                   + ("; ".join(f"{v}: {x['build']}" for v, x in {**level2, **shapes}.items())
+                   + ("; ".join(f"{v}: {x['build']}" for v, x in level2_builds.items())
                       if level2 else f"not included: {why2}."))
     if shapes:
         r.notes.append("Level 2 also has the same PEs in another array shape ("

@@ -48,7 +48,7 @@ def test_iso_area_key_covers_the_tops_rtl():
     """The level-1 cache key of merged_array covers its cells, the PE and the flow."""
     from kaleido_hw.flow.generate import TOPS
 
-    target = {t.module: t.target.partition(":")[0] for t in TOPS}["merged_array"]
+    target = {t.module: t.python_module for t in TOPS}["merged_array"]
     files = {p.relative_to(sources.REPO).as_posix() for p in sources.reachable_sources(
         sources.module_file(target) + sources.module_file("kaleido_hw.flow.stdcell"))}
     assert {"kaleido_hw/dispatch/merged_cell.py", "kaleido_hw/pe/pe.py",
