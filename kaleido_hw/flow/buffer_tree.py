@@ -16,25 +16,29 @@ ports are the third blind spot: with the hierarchy kept (the engine flow,
 :mod:`kaleido_hw.flow.engine_area`), ABC maps each module on its own and takes its input
 ports as ideal drivers, so a register of the engine's top that drives a sequencer's input
 port (the chunk controller's group index) reached thousands of gates (3.5 pF) inside the
-sequencer through no buffer at all.
+sequencer through no buffer at all. The same holds the other way round: a submodule's output
+port is an ideal driver to ABC when it maps the parent, so a gate of a sequencer whose output
+steered the enables of 200 fetch registers in its parent (6.9 pF) had no buffer either.
 
 How. The netlist is yosys' JSON after mapping. For every flip-flop output bit, every bit
-that drives an input pin of a macro and every input port bit of a module that another module
-of the design instantiates, with more than ``fanout`` cell inputs in its module, the loads are
+that drives an input pin of a macro, every input port bit of a module that another module
+of the design instantiates and every bit that an instance's output port drives, with more
+than ``fanout`` cell inputs in its module, the loads are
 cut into groups of at most ``fanout``; each group gets a buffer (the library's strongest plain
 buffer) whose input joins the next level, which is grouped again until at most ``fanout``
-inputs remain on the driver (the flip-flop, the gate, or the port). A bit with ``n`` loads
+inputs remain on the driver (the flip-flop, the gate, the port or the instance). A bit with ``n`` loads
 gets ``ceil(log_fanout(n))`` levels. Module output ports keep the driver's own net (the timing
 constraints put no load on them). The buffers count in the area like every other cell.
 
-Which ports. Only the input ports of instantiated modules: the ports of a top (a module no
+Which ports. Only the ports of instantiated modules: the ports of a top (a module no
 other module instantiates) are driven by the environment, whose drive strength the
 constraints do not model (every input arrives at 0 ns from an ideal driver, as in a flat
 mapping, where the block-top flow's ports are left alone as before), so the flat tops of
 ``make synth`` keep exactly the netlist they had. A port bit that reaches a clock pin (a pin
 marked ``clock : true`` in the Liberty file, directly or through a submodule's clock port) is
 the clock: that is the clock tree's business, and STA takes the clock as ideal, so it gets no
-tree. Every other port bit is an ordinary net, a synchronous ``rst`` included (it steers the
+tree, and so does an instance's output bit that reaches one. Every other port bit is an
+ordinary net, a synchronous ``rst`` included (it steers the
 reset value of every register of the module and is buffered like any other high-fanout net).
 A port driven by a tree in its parent counts as one load there, like any other cell input.
 """
@@ -195,7 +199,22 @@ def buffer_register_outputs(design: dict, sequential: frozenset[str], buffer: Bu
             registers.update(b for p in module.get("ports", {}).values()
                              if p["direction"] == "input" for b in p["bits"]
                              if isinstance(b, int) and b not in clock_bits[module_name])
+        clocked = set()                        # bits on a clock pin, here or in a submodule
         for cell in cells.values():
+            sub = design["modules"].get(cell["type"])
+            for port, bits in cell["connections"].items():
+                if port in (clocks or {}).get(cell["type"], ()):
+                    clocked.update(b for b in bits if isinstance(b, int))
+                elif sub is not None and port in sub.get("ports", {}):
+                    inner = sub["ports"][port]["bits"]
+                    clocked.update(b for i, b in enumerate(bits) if isinstance(b, int)
+                                   and i < len(inner) and inner[i] in clock_bits[cell["type"]])
+        for cell in cells.values():
+            if cell["type"] in instantiated:   # a submodule's output: a driver ABC never saw
+                for port, direction in cell["port_directions"].items():
+                    if direction == "output":
+                        registers.update(b for b in cell["connections"][port]
+                                         if isinstance(b, int) and b not in clocked)
             if cell["type"] in sequential:
                 for port, direction in cell["port_directions"].items():
                     if direction == "output":

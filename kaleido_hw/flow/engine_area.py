@@ -23,8 +23,8 @@ Flow, per build (:func:`synth_engine`):
 3. Every remaining memory becomes a black-box SRAM macro (:mod:`kaleido_hw.flow.sram_macros`:
    area from the GF180MCU 180 nm SRAM density, 30.4 um2 per bit and read port; clock-to-Q
    4.48 ns, setup 0.70 ns), one Liberty cell per shape (:func:`kaleido_hw.flow.sram_macros.macro_script`);
-   flip-flop and macro outputs, the nets into the macros and every submodule's input ports
-   (its clock excepted) get buffer trees (:mod:`kaleido_hw.flow.buffer_tree`);
+   flip-flop and macro outputs, the nets into the macros, every submodule's input ports
+   (its clock excepted) and the nets its output ports drive get buffer trees (:mod:`kaleido_hw.flow.buffer_tree`);
    ``stat -liberty`` with both libraries gives every module's own area and the total.
 4. OpenSTA times the hierarchical netlist (clock 10 ns, ports 0 ns from the edge, as
    ``make synth``) and estimates its power at 100 MHz, activity 0.1 (the macros have no
@@ -105,8 +105,8 @@ SUM_TOLERANCE = 1e-6
 #: Parallel yosys runs that map the modules (step 2), each a share of the modules.
 MAP_JOBS = 2
 #: Version of the flow in the cache key (a cache of another flow is stale; 3: buffer trees on
-#: the submodules' input ports).
-FLOW = "osu018-stdcell+gf180-sram-3"
+#: the submodules' input ports; 4: and on the nets the instances' output ports drive).
+FLOW = "osu018-stdcell+gf180-sram-4"
 
 #: Memory kinds, in report order (the engine's, then the engine core's: ``--engine-top
 #: kaleido_core``, with ``core_attention`` the block datapath's).

@@ -24,7 +24,8 @@ Mapping (:func:`yosys_script`, Debian yosys 0.23)
     than :data:`BUFFER_FANOUT` loads a tree of the library's strongest buffer
     (:mod:`kaleido_hw.flow.buffer_tree`), as a placed flow would; with the hierarchy kept (the
     per-unit breakdown below, the engine and vector-unit flows) so does every input port bit
-    of a submodule but its clock, which ABC takes as an ideal driver too. A path with a stage that still
+    of a submodule but its clock, which ABC takes as an ideal driver too, and every net an
+    instance's output port drives in its parent (an ideal driver to ABC there). A path with a stage that still
     drives more than :data:`HIGH_LOAD_PF` gets a note.
 
 Timing (:func:`sta_script`, OpenSTA 2.0)
@@ -256,7 +257,8 @@ def buffered(work: Path, liberty_text: str, sequential: frozenset[str], *,
              json_in: str = "mapped.json", json_out: str = "buffered.json",
              macros: frozenset[str] = frozenset()) -> int:
     """Buffer trees on the flip-flop outputs of ``work/json_in``, on the input nets of the
-    ``macros`` cells and on the input ports of its submodules, clocks excepted
+    ``macros`` cells, on the input ports of its submodules and on the nets their output
+    ports drive, clocks excepted
     (:mod:`kaleido_hw.flow.buffer_tree`, at most :data:`BUFFER_FANOUT` loads
     per net, like ABC's own buffering), written to ``work/json_out``. Returns the number of
     buffers inserted."""

@@ -1,4 +1,4 @@
-"""Buffer trees on flip-flop outputs, macro inputs and submodule input ports
+"""Buffer trees on flip-flop outputs, macro inputs, submodule input ports and instance outputs
 (``kaleido_hw/flow/buffer_tree.py``): the library's buffer is
 found, every load keeps its connection through at most ``ceil(log_N(loads))`` buffers, no net
 drives more than N inputs afterwards, and a real mapped design keeps its function (the cocotb
@@ -227,18 +227,45 @@ def test_clock_found_through_an_instance():
     assert n == 2 * 2                          # s and rst of mid: two groups each
 
 
+def test_instance_outputs_get_trees_in_the_parent_but_not_a_clock():
+    """An instance's output (``q`` of ``u0``, bit 20) that drives 40 gates of the parent gets a
+    tree there, each gate at most ``ceil(log_8(40))`` = 2 buffers from it; the output of
+    ``u1`` (bit 21), which clocks 40 flip-flops of the parent, is a clock and keeps its net;
+    the parent's output port keeps bit 20 itself."""
+    loads, fanout = 40, 8
+    design = _hierarchical(3)
+    top = design["modules"]["top"]
+    for i in range(loads):
+        top["cells"][f"oinv{i}"] = {"type": "INVX1", "connections": {"A": [20], "Y": [500 + i]}}
+        top["cells"][f"off{i}"] = {"type": "DFFPOSX1",
+                                   "connections": {"CLK": [21], "D": [600 + i], "Q": [700 + i]}}
+    n = buffer_register_outputs(design, frozenset({"DFFPOSX1"}), find_buffer_cell(LIB), fanout,
+                                liberty_pins(LIB), clocks=liberty_clock_pins(LIB))
+    fan = _loads(top)
+    assert fan[20] <= fanout and fan[21] == loads
+    assert n == 5                              # 40 loads of bit 20 in 5 groups; sub has 3 loads
+    for i in range(loads):
+        assert 1 <= _depth_to(top, f"oinv{i}", "A", 20) <= math.ceil(math.log(loads, fanout))
+    assert top["ports"]["q"]["bits"] == [20, 21]
+
+
 @pytest.mark.skipif(stdcell.stdcell_available() is not None,
                     reason=str(stdcell.stdcell_available()))
 def test_real_flow_buffers_submodule_ports(tmp_path):
     """The hierarchy kept: a submodule whose select and synchronous reset ports steer 64
-    register bits. ABC leaves the 64 loads on each port; after the flow no input port of the
-    submodule but its clock drives more than BUFFER_FANOUT inputs, and yosys reads it back."""
+    register bits, and whose output steers the enables of 64 registers of its parent. ABC
+    leaves the 64 loads on each; after the flow no input port of the submodule but its clock
+    and no instance output drives more than BUFFER_FANOUT inputs, and yosys reads it back."""
     (tmp_path / "h.v").write_text(
-        "module sub(input clk, input rst, input s, input [63:0] a, b, output reg [63:0] y);\n"
-        "  always @(posedge clk) if (rst) y <= 0; else y <= s ? a : b;\nendmodule\n"
-        "module h(input clk, input rst, input s, input [63:0] a, b, output [63:0] y, z);\n"
-        "  reg r; always @(posedge clk) r <= s;\n"
-        "  sub u0(clk, rst, r, a, b, y);\n  sub u1(clk, rst, r, b, a, z);\nendmodule\n")
+        "module sub(input clk, input rst, input s, input [63:0] a, b, output reg [63:0] y,\n"
+        "           output e);\n"
+        "  always @(posedge clk) if (rst) y <= 0; else y <= s ? a : b;\n"
+        "  assign e = ~s;\nendmodule\n"
+        "module h(input clk, input rst, input s, input [63:0] a, b, output [63:0] y, z,\n"
+        "         output reg [63:0] w);\n"
+        "  reg r; always @(posedge clk) r <= s;\n  wire e0, e1;\n"
+        "  always @(posedge clk) if (e0) w <= a ^ b;\n"
+        "  sub u0(clk, rst, r, a, b, y, e0);\n  sub u1(clk, rst, r, b, a, z, e1);\nendmodule\n")
     lib = stdcell.liberty_path()
     stdcell.run_yosys(stdcell.yosys_script("h", "h.v", str(lib), flatten=False), tmp_path)
     lib_text = lib.read_text()
@@ -251,7 +278,10 @@ def test_real_flow_buffers_submodule_ports(tmp_path):
              if p["direction"] == "input"}
     assert ports["clk"] > stdcell.BUFFER_FANOUT       # the clock is left to the clock tree
     assert max(v for k, v in ports.items() if k != "clk") <= stdcell.BUFFER_FANOUT
-    assert _loads(design["modules"]["h"])[design["modules"]["h"]["ports"]["rst"]["bits"][0]] == 2
+    top = design["modules"]["h"]
+    assert _loads(top)[top["ports"]["rst"]["bits"][0]] == 2
+    e0 = top["cells"]["u0"]["connections"]["e"][0]      # an instance's output: 64 enables
+    assert 0 < _loads(top)[e0] <= stdcell.BUFFER_FANOUT
     stdcell.run_yosys(stdcell.finish_script("h", "buffered.json", [str(lib)],
                                             netlist_file="h.net.v"), tmp_path)
     assert "module sub" in (tmp_path / "h.net.v").read_text()
