@@ -546,6 +546,22 @@ def _core(cfg: KaleidoConfig, channels: int, name: str, banks, variant, full_bit
     return limits, variant, fb, hb
 
 
+def _head_core(cfg: KaleidoConfig, grid, groups, head_dim: int, banks, variant, full_bits,
+               half_bits) -> tuple:
+    """``(grid, groups, limits, variant, full_bits, half_bits)`` of a head of ``head_dim``
+    channels on the core of ``cfg`` (``groups`` default: ``cfg.preset``'s, and they must
+    have ``head_dim`` channels): what :func:`plan_head` and ``plan_attention`` both start
+    from."""
+    _check_cfg(cfg)
+    grid = as_grid(grid)
+    groups = _as_groups(groups if groups is not None else cfg.preset)
+    if groups.head_dim != head_dim:
+        raise ValueError(f"head_dim {head_dim} does not match the channel groups "
+                         f"{groups.name!r} ({groups.head_dim} channels); pass groups=")
+    return (grid, groups) + _core(cfg, head_dim, "head_dim", banks, variant, full_bits,
+                                  half_bits)
+
+
 def _plan_box(grid: VideoGrid, groups: ChannelGroups, box, limits: CoreLimits, unit: str,
               allow_cut: bool = False, hint: str = "") -> tuple:
     """``box`` checked against the core (default :func:`choose_box`); a box that cuts reuse
@@ -579,14 +595,8 @@ def plan_head(cfg: KaleidoConfig, grid, head_dim: int, groups=None, box=None, ad
     thresholds default to ``cfg``'s; ``banks``: scratchpad banks per side, default the
     core's ``core_banks`` (1 gives a program without prefetch).
     """
-    _check_cfg(cfg)
-    grid = as_grid(grid)
-    groups = _as_groups(groups if groups is not None else cfg.preset)
-    if groups.head_dim != head_dim:
-        raise ValueError(f"head_dim {head_dim} does not match the channel groups "
-                         f"{groups.name!r} ({groups.head_dim} channels); pass groups=")
-    limits, variant, fb, hb = _core(cfg, head_dim, "head_dim", banks, variant, full_bits,
-                                    half_bits)
+    grid, groups, limits, variant, fb, hb = _head_core(cfg, grid, groups, head_dim, banks,
+                                                       variant, full_bits, half_bits)
     box = _plan_box(grid, groups, box, limits, "pairs", split_pairs, ", or split_pairs=True")
     boxes = box_counts(grid, box)
     if addrs is None:

@@ -31,13 +31,13 @@ import numpy as np
 from golden.checks import check_axes, check_window
 from golden.engine.commands import KIND_PV, SIDE_K, SIDE_V, Attention, Compute, Store
 from golden.engine.program import CoreLimits, Memory, ProgramResult, run_program
-from golden.numerics import ChannelGroups, VideoGrid, _as_groups, as_grid
+from golden.numerics import ChannelGroups, VideoGrid, as_grid
 from golden.vector.online import box_blocks, online_stages
 from golden.vector.softmax import SoftmaxScale, softmax_scale
 from golden.window import window_operand
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.engine.host import (_AXES, _BoxPlan, _align, _check_cfg, _check_tensor,
-                                    _commands, _core, _on_grid, _place, _plan_box,
+from kaleido_hw.engine.host import (_AXES, _BoxPlan, _align, _check_tensor, _commands,
+                                    _head_core, _on_grid, _place, _plan_box,
                                     _tensor_layout, _TokenStrides, box_counts, choose_box, command_order,
                                     whole_grid_s)
 
@@ -155,14 +155,8 @@ def plan_attention(cfg: KaleidoConfig, grid, head_dim: int, groups=None, scale=N
     :meth:`AttentionAddrs.packed`) as for :func:`~kaleido_hw.engine.host.plan_head`; an
     explicit ``box`` must keep S's pairs and (with ``v_reuse``) V's windows whole.
     """
-    _check_cfg(cfg)
-    grid = as_grid(grid)
-    groups = _as_groups(groups if groups is not None else cfg.preset)
-    if groups.head_dim != head_dim:
-        raise ValueError(f"head_dim {head_dim} does not match the channel groups "
-                         f"{groups.name!r} ({groups.head_dim} channels); pass groups=")
-    limits, variant, fb, hb = _core(cfg, head_dim, "head_dim", banks, variant, full_bits,
-                                    half_bits)
+    grid, groups, limits, variant, fb, hb = _head_core(cfg, grid, groups, head_dim, banks,
+                                                       variant, full_bits, half_bits)
     limits = dataclasses.replace(limits, attention=True)
     v_axis, v_window = _v_axis(v_dir), check_window(v_window)
     if not isinstance(v_reuse, (bool, np.bool_)):
