@@ -16,7 +16,6 @@ from amaranth.lib import data
 from kaleido_hw.bitops import bits_for
 from golden.numerics import group_channels
 from kaleido_hw.config import ConfigError, KaleidoConfig
-from kaleido_hw.engine.tile_layouts import TokenWidths
 
 
 __all__ = ["LinearGeometry", "linear_tag_layout", "linear_run_layout", "BUBBLE"]
@@ -26,7 +25,7 @@ BUBBLE = 3
 
 
 @dataclass(frozen=True)
-class LinearGeometry(TokenWidths):
+class LinearGeometry:
     """Sizes of a LinearEngine derived from a :class:`KaleidoConfig`: R x C array
     (``cols`` a power of two: the Y buffer addresses a feature's column block by a shift),
     ``engine_max_tokens`` tokens, ``linear_max_in`` input channels, ``linear_max_out``
@@ -50,6 +49,16 @@ class LinearGeometry(TokenWidths):
                               f"LinearEngine (its Y buffer addresses by shifts), got {config.cols}")
         return cls(config.rows, config.cols, config.engine_max_tokens, config.linear_max_in,
                    config.linear_max_out, config.acc_width, config.engine_arrays)
+
+    @property
+    def tok_width(self) -> int:
+        """Bits of a token index 0..max_tokens-1."""
+        return bits_for(self.max_tokens - 1)
+
+    @property
+    def size_width(self) -> int:
+        """Bits of a grid length or token count 0..max_tokens."""
+        return bits_for(self.max_tokens)
 
     @property
     def in_width(self) -> int:

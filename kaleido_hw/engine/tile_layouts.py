@@ -17,7 +17,7 @@ from golden.numerics import group_channels
 from kaleido_hw.config import ConfigError, KaleidoConfig
 
 
-__all__ = ["TokenWidths", "EngineGeometry", "COUNTER_WIDTH", "S_WIDTH", "S_BEAT_WIDTH", "counters_layout"]
+__all__ = ["EngineGeometry", "COUNTER_WIDTH", "S_WIDTH", "S_BEAT_WIDTH", "counters_layout"]
 
 #: Width of every performance counter.
 COUNTER_WIDTH = 32
@@ -39,22 +39,8 @@ def _is_pow2(v: int) -> bool:
     return v >= 1 and v & (v - 1) == 0
 
 
-class TokenWidths:
-    """Widths of token indices and counts, for a geometry with a ``max_tokens`` field."""
-
-    @property
-    def tok_width(self) -> int:
-        """Bits of a token index 0..max_tokens-1."""
-        return bits_for(self.max_tokens - 1)
-
-    @property
-    def size_width(self) -> int:
-        """Bits of a grid length or token count 0..max_tokens."""
-        return bits_for(self.max_tokens)
-
-
 @dataclass(frozen=True)
-class EngineGeometry(TokenWidths):
+class EngineGeometry:
     """Sizes derived from a :class:`KaleidoConfig` for the engine blocks.
 
     ``kb`` is the number of buffer words per Q token in one bank: two per column block
@@ -82,7 +68,17 @@ class EngineGeometry(TokenWidths):
         return cls(config.rows, config.cols, config.engine_max_tokens,
                    config.engine_max_head_dim, config.acc_width)
 
-    # -- widths (tok_width, size_width: TokenWidths) ------------------------------------------
+    # -- widths ---------------------------------------------------------------------------------
+    @property
+    def tok_width(self) -> int:
+        """Bits of a token index 0..max_tokens-1."""
+        return bits_for(self.max_tokens - 1)
+
+    @property
+    def size_width(self) -> int:
+        """Bits of a grid length or token count 0..max_tokens."""
+        return bits_for(self.max_tokens)
+
     @property
     def ch_width(self) -> int:
         """Bits of a channel index 0..max_dim-1."""

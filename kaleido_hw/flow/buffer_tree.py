@@ -23,11 +23,11 @@ steered the enables of 200 fetch registers in its parent (6.9 pF) had no buffer 
 How. The netlist is yosys' JSON after mapping. For every flip-flop output bit, every bit
 that drives an input pin of a macro, every input port bit of a module that another module
 of the design instantiates and every bit that an instance's output port drives, with more
-than ``fanout`` cell inputs in its module, the loads are
-cut into groups of at most ``fanout``; each group gets a buffer (the library's strongest plain
-buffer) whose input joins the next level, which is grouped again until at most ``fanout``
-inputs remain on the driver (the flip-flop, the gate, the port or the instance). A bit with ``n`` loads
-gets ``ceil(log_fanout(n))`` levels. Module output ports keep the driver's own net (the timing
+than ``fanout`` cell inputs in its module, the loads are cut into groups of at most
+``fanout``; each group gets a buffer (the library's strongest plain buffer) whose input joins
+the next level, which is grouped again until at most ``fanout``
+inputs remain on the driver (the flip-flop, the gate, the port or the instance). A bit with
+``n`` loads gets ``ceil(log_fanout(n))`` levels. Module output ports keep the driver's own net (the timing
 constraints put no load on them). The buffers count in the area like every other cell.
 
 Which ports. Only the ports of instantiated modules: the ports of a top (a module no
@@ -37,9 +37,9 @@ mapping, where the block-top flow's ports are left alone as before), so the flat
 ``make synth`` keep exactly the netlist they had. A port bit that reaches a clock pin (a pin
 marked ``clock : true`` in the Liberty file, directly or through a submodule's clock port) is
 the clock: that is the clock tree's business, and STA takes the clock as ideal, so it gets no
-tree, and so does an instance's output bit that reaches one. Every other port bit is an
-ordinary net, a synchronous ``rst`` included (it steers the
-reset value of every register of the module and is buffered like any other high-fanout net).
+tree; neither does an instance's output bit that reaches one. Every other port bit is an
+ordinary net, a synchronous ``rst`` included (it steers the reset value of every register of
+the module and is buffered like any other high-fanout net).
 A port driven by a tree in its parent counts as one load there, like any other cell input.
 """
 
