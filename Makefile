@@ -12,7 +12,7 @@ SEEDS   ?= 8
 export PATH := $(CURDIR)/tools/bin:$(VENV)/bin:$(PATH)
 export KALEIDO_PYTHON := $(VPY)
 
-.PHONY: install test verilog lint bench bench-head bench-attention synth synth-engine synth-engine-compare synth-core synth-vector energy regress report clean
+.PHONY: install test verilog lint bench bench-head bench-attention synth synth-engine synth-engine-compare synth-core synth-all synth-vector energy regress report clean
 
 install:
 	$(PYTHON) -m venv $(VENV)
@@ -51,13 +51,26 @@ synth-engine-compare:
 	nice $(VPY) -m kaleido_hw synth --engine --engine-shape 2x2 --engine-variants full
 
 # The engine core of the default build mapped the same way (DMA, controller, engine), then
-# with the attention path (core_attention = true): what the path costs (docs/engine.md,
+# with the attention path (core_attention = true), on arrays of its own and on the engine's
+# arrays with the P @ V mode (engine_pe = "reuse-pv"): what the path costs (docs/engine.md,
 # "The attention path in the core").
 synth-core:
 	nice $(VPY) -m kaleido_hw synth --engine --engine-default --engine-top kaleido_core
 	mkdir -p build && printf 'core_attention = true\n' > build/core_attention.toml
 	nice $(VPY) -m kaleido_hw synth --engine --engine-default --engine-top kaleido_core \
 		--config build/core_attention.toml
+	printf 'core_attention = true\nengine_pe = "reuse-pv"\n' > build/core_attention_pv.toml
+	nice $(VPY) -m kaleido_hw synth --engine --engine-default --engine-top kaleido_core \
+		--config build/core_attention_pv.toml
+
+# Every standard-cell figure of the docs, after a change of the flow (about an hour on two
+# cores): the blocks, the engine builds (the default one also with the P @ V mode in its
+# arrays, docs/linear.md), the core builds and the vector units (docs/vector.md).
+synth-all: synth synth-engine synth-engine-compare synth-core synth-vector
+	mkdir -p build && printf 'engine_pe = "reuse-pv"\n' > build/reuse_pv.toml
+	nice $(VPY) -m kaleido_hw synth --engine --engine-default --config build/reuse_pv.toml
+	nice $(VPY) -m kaleido_hw.flow.vector_area --top block_softmax --json build/block_softmax_area.json
+	nice $(VPY) -m kaleido_hw.flow.vector_area --top block_output --json build/block_output_area.json
 
 # The vector unit on the standard cells, row buffers as SRAM macros (about 6 CPU-minutes;
 # docs/vector.md, "Area").
