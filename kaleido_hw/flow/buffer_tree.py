@@ -130,9 +130,10 @@ def find_buffer_cell(liberty_text: str) -> BufferCell:
     return max(found, key=lambda c: (c.area, c.name))
 
 
-def _clock_port_bits(design: dict, clocks: dict[str, frozenset[str]]) -> dict[str, set[int]]:
-    """{module: its input port bits that reach a clock pin}: a pin of ``clocks`` (cell type:
-    its clock pins) or, through an instance, a clock port bit of another module."""
+def _clock_bits(design: dict, clocks: dict[str, frozenset[str]]) -> dict[str, set[int]]:
+    """{module: its bits that reach a clock pin}: a pin of ``clocks`` (cell type: its clock
+    pins) or, through an instance, a clock bit of another module's port. The input port bits
+    among them are the module's clock ports; the others are clocks its instances drive."""
     modules = design["modules"]
     found: dict[str, set[int]] = {}
 
@@ -140,24 +141,16 @@ def _clock_port_bits(design: dict, clocks: dict[str, frozenset[str]]) -> dict[st
         if name in found:
             return found[name]
         found[name] = set()            # the hierarchy has no cycles; this ends a bad one
-        module = modules[name]
-        inputs = {b for p in module.get("ports", {}).values() if p["direction"] == "input"
-                  for b in p["bits"] if isinstance(b, int)}
         out = set()
-        for cell in module.get("cells", {}).values():
+        for cell in modules[name].get("cells", {}).values():
             sub = modules.get(cell["type"])
             for port, bits in cell["connections"].items():
-                if cell["port_directions"].get(port) != "input":
-                    continue
-                for i, bit in enumerate(bits):
-                    if bit not in inputs:
-                        continue
-                    if port in clocks.get(cell["type"], ()):
-                        out.add(bit)
-                    elif sub is not None and port in sub.get("ports", {}):
-                        inner = sub["ports"][port]["bits"]
-                        if i < len(inner) and inner[i] in of(cell["type"]):
-                            out.add(bit)
+                if port in clocks.get(cell["type"], ()):
+                    out.update(b for b in bits if isinstance(b, int))
+                elif sub is not None and port in sub.get("ports", {}):
+                    inner = sub["ports"][port]["bits"]
+                    out.update(b for i, b in enumerate(bits) if isinstance(b, int)
+                               and i < len(inner) and inner[i] in of(cell["type"]))
         found[name] = out
         return out
 
@@ -188,7 +181,7 @@ def buffer_register_outputs(design: dict, sequential: frozenset[str], buffer: Bu
                 cell["port_directions"] = {p: known.get(p, "input") for p in cell["connections"]}
     instantiated = {c["type"] for m in design["modules"].values()
                     for c in m.get("cells", {}).values()} & set(design["modules"])
-    clock_bits = _clock_port_bits(design, clocks or {})
+    clock_bits = _clock_bits(design, clocks or {})
     inserted = 0
     for module_name, module in design["modules"].items():
         cells = module.get("cells", {})
@@ -199,22 +192,12 @@ def buffer_register_outputs(design: dict, sequential: frozenset[str], buffer: Bu
             registers.update(b for p in module.get("ports", {}).values()
                              if p["direction"] == "input" for b in p["bits"]
                              if isinstance(b, int) and b not in clock_bits[module_name])
-        clocked = set()                        # bits on a clock pin, here or in a submodule
-        for cell in cells.values():
-            sub = design["modules"].get(cell["type"])
-            for port, bits in cell["connections"].items():
-                if port in (clocks or {}).get(cell["type"], ()):
-                    clocked.update(b for b in bits if isinstance(b, int))
-                elif sub is not None and port in sub.get("ports", {}):
-                    inner = sub["ports"][port]["bits"]
-                    clocked.update(b for i, b in enumerate(bits) if isinstance(b, int)
-                                   and i < len(inner) and inner[i] in clock_bits[cell["type"]])
         for cell in cells.values():
             if cell["type"] in instantiated:   # a submodule's output: a driver ABC never saw
                 for port, direction in cell["port_directions"].items():
                     if direction == "output":
-                        registers.update(b for b in cell["connections"][port]
-                                         if isinstance(b, int) and b not in clocked)
+                        registers.update(b for b in cell["connections"][port] if
+                                         isinstance(b, int) and b not in clock_bits[module_name])
             if cell["type"] in sequential:
                 for port, direction in cell["port_directions"].items():
                     if direction == "output":
