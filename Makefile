@@ -39,16 +39,19 @@ synth:
 	$(VPY) -m kaleido_hw synth
 
 # The whole engine per block on the standard cells, memories as SRAM macros: the default
-# build (64 tokens, 128 channels, P = 4, full dispatcher; see docs/engine.md, "Area of the
-# engine", for its run time). synth-engine-compare: the six smaller comparison builds
-# (16 tokens, 32 channels; P = 1 and 4; plain, none, full), for the dispatcher's share, and
-# the same 64 PEs as 16 arrays of 2x2 (full), for the iso-area report's array shape.
+# build (64 tokens, 128 channels, P = 4, full dispatcher) and the plain engine of the same
+# size, its reference (see docs/engine.md, "Area of the engine", for the run time).
+# synth-engine-compare: the six smaller comparison builds (16 tokens, 32 channels; P = 1
+# and 4; plain, none, full), for the dispatcher's share, the
+# same 64 PEs as 16 arrays of 2x2 (full) and the P = 4 reuse builds with chunks of 8
+# channels instead of 16, for the iso-area report's array shape and chunk width.
 synth-engine:
-	nice $(VPY) -m kaleido_hw synth --engine --engine-default
+	nice $(VPY) -m kaleido_hw synth --engine --engine-default --engine-variants plain,full
 
 synth-engine-compare:
 	nice $(VPY) -m kaleido_hw synth --engine
 	nice $(VPY) -m kaleido_hw synth --engine --engine-shape 2x2 --engine-variants full
+	nice $(VPY) -m kaleido_hw synth --engine --engine-chunk-width 8 --engine-arrays 4 --engine-variants none,full
 
 # The engine core of the default build mapped the same way (DMA, controller, engine), then
 # with the attention path (core_attention = true), on arrays of its own and on the engine's

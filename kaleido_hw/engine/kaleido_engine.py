@@ -64,7 +64,7 @@ from kaleido_hw.engine.unit_walk import (const_coords, const_position, order_key
 from kaleido_hw.stall_inject import STREAM_IDS, stall_gate
 
 
-__all__ = ["KaleidoEngine", "PlainEngine", "plain_config", "built_variants", "ERROR_BITS", "ENGINE_COUNTERS", "ARRAY_COUNTERS",
+__all__ = ["KaleidoEngine", "PlainEngine", "plain_config", "plain_chunk_width", "built_variants", "ERROR_BITS", "ENGINE_COUNTERS", "ARRAY_COUNTERS",
            "engine_ports", "operand_writes", "check_engine_run", "VARIANTS", "counter_names",
            "counters_from_model", "model_counters"]
 
@@ -772,10 +772,27 @@ class KaleidoEngine(wiring.Component):
         return q_ou, k_ou
 
 
+def plain_chunk_width(rows: int, cols: int) -> int:
+    """Channels per chunk of a plain build of R x C arrays: the narrowest chunk (a multiple of
+    4, as ``sched_pattern_width``) that costs its schedule no cycle beyond the per-chunk
+    overhead. A plain quad issues every channel of the chunk in each of its four passes, and a
+    pass lasts at least R steps while a quad's swap needs ``gap = 2 * max(R, C) + 1`` cycles
+    (``docs/engine.md``, "Timing"), so a chunk of W >= R channels with ``4 * W >= gap`` keeps
+    the arrays busy at every step. The chunk sizes the sequencers' operand slots (``2 * (R +
+    C) * 8 * W`` bits, double-buffered): a plain accelerator built to compete takes the
+    narrowest (``docs/engine.md``, "Plain build")."""
+    need = max(rows, -(-(2 * max(rows, cols) + 1) // 4))
+    return min(64, 4 * -(-need // 4))
+
+
 def plain_config(config: KaleidoConfig) -> KaleidoConfig:
-    """``config`` as a plain build: ``engine_pe = "plain"``, ``engine_dispatcher = "none"``
-    (every other key unchanged)."""
-    return config.replace(engine_pe="plain", engine_dispatcher="none")
+    """``config`` as a plain build: ``engine_pe = "plain"``, ``engine_dispatcher = "none"``,
+    chunks of :func:`plain_chunk_width` channels (``sched_pattern_width``, which a plain
+    build uses only as its chunk width, with ``matcher_channels`` set alike: no matcher);
+    every other key unchanged."""
+    width = plain_chunk_width(config.rows, config.cols)
+    return config.replace(engine_pe="plain", engine_dispatcher="none",
+                          sched_pattern_width=width, matcher_channels=width)
 
 
 def _plain_port_docs() -> dict:
@@ -814,7 +831,7 @@ class PlainEngine(KaleidoEngine):
     ----------
     config : KaleidoConfig
         As for :class:`KaleidoEngine`; ``engine_pe`` and ``engine_dispatcher`` are replaced by
-        "plain" and "none".
+        "plain" and "none", the chunk width by :func:`plain_chunk_width`.
     """
 
     PORT_DOCS = _plain_port_docs()

@@ -399,7 +399,8 @@ def plain_available(config: KaleidoConfig) -> bool:
 
 def variant_config(base: KaleidoConfig, arrays: int, variant: str) -> KaleidoConfig:
     """``base`` with ``engine_arrays`` = arrays and the variant's keys: "plain" ->
-    ``engine_pe = "plain"``, no dispatcher; otherwise ``engine_dispatcher`` = variant
+    :func:`~kaleido_hw.engine.kaleido_engine.plain_config` (``engine_pe = "plain"``, no
+    dispatcher, the plain build's own chunk width); otherwise ``engine_dispatcher`` = variant
     (validated by :class:`KaleidoConfig`)."""
     if variant not in VARIANTS:
         raise ValueError(f"engine variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
@@ -407,7 +408,8 @@ def variant_config(base: KaleidoConfig, arrays: int, variant: str) -> KaleidoCon
         if not plain_available(base):
             raise ValueError("the plain engine needs the KaleidoConfig key engine_pe, which "
                              "this version does not have")
-        return base.replace(engine_arrays=arrays, engine_pe="plain", engine_dispatcher="none")
+        from kaleido_hw.engine.kaleido_engine import plain_config
+        return plain_config(base.replace(engine_arrays=arrays))
     return base.replace(engine_arrays=arrays, engine_dispatcher=variant)
 
 
@@ -719,8 +721,12 @@ def format_engine_report(results: list[EngineArea]) -> str:
     the SRAM macros), then the dispatcher's share per P and the ratios to the plain engine."""
     lines = []
     ok = [r for r in results if r.ok]
+    width = None
     if ok:
-        cfg = KaleidoConfig.from_dict(ok[0].config)
+        # The header's chunk width is the reuse builds' (a plain build takes its own).
+        cfg = KaleidoConfig.from_dict(next((r for r in ok if r.variant != "plain"),
+                                           ok[0]).config)
+        width = cfg.sched_pattern_width
         lines.append(f"Engine on the OSU 0.18 um cells (hierarchy kept, memories as SRAM "
                      f"macros): R x C = {cfg.rows} x {cfg.cols}, W = {cfg.sched_pattern_width}, "
                      f"engine_max_tokens {cfg.engine_max_tokens}, engine_max_head_dim "
@@ -734,6 +740,8 @@ def format_engine_report(results: list[EngineArea]) -> str:
     for r in ok:
         lines.append("")
         top = f" ({r.top})" if r.top == CORE_TOP else ""
+        w = KaleidoConfig.from_dict(r.config).sched_pattern_width
+        top += f" (W = {w})" if w != width else ""
         lines.append(f"P = {r.arrays}, {r.variant}{top}: {r.area_um2 / 1e6:.3f} mm2 (logic "
                      f"{r.logic_area_um2 / 1e6:.3f}, SRAM {r.sram_area_um2 / 1e6:.3f}), "
                      f"{r.cells:,} cells, {r.ffs:,} FFs; path {_fmt(r.path_ns, '.2f')} ns "

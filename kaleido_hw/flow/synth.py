@@ -32,6 +32,7 @@ blocks are also given in "arrays' worth" of :data:`ARRAY_REFERENCE`. A missing t
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import statistics
 import subprocess
@@ -44,7 +45,7 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.flow import sram_macros, stdcell
 from kaleido_hw.flow.generate import TOPS, build_top, emit_verilog
 from kaleido_hw.flow.stdcell import StdCellResult, run_yosys, synth_stdcell
@@ -383,6 +384,12 @@ def add_arguments(parser):
                              "rows x cols, and by default as many arrays as keep the PE count "
                              "(make synth-engine-compare: 2x2, 16 arrays of the comparison "
                              "builds' 64 PEs, for the iso-area report)")
+    parser.add_argument("--engine-chunk-width", metavar="W", type=int,
+                        help="with --engine: reuse builds with chunks of W channels "
+                             "(sched_pattern_width; matcher_channels cut to divide it) instead "
+                             "of the configuration's (make synth-engine-compare: 8, for the "
+                             "iso-area report); a plain build always takes its own width "
+                             "(plain_chunk_width)")
 
 
 def run(args) -> int:
@@ -393,6 +400,7 @@ def run(args) -> int:
                             ("--engine-arrays", args.engine_arrays),
                             ("--engine-variants", args.engine_variants),
                             ("--engine-shape", args.engine_shape),
+                            ("--engine-chunk-width", args.engine_chunk_width),
                             ("--engine-top", args.engine_top)) if v]
     if given:
         raise ValueError(f"{', '.join(given)} only apply with --engine")
@@ -457,6 +465,23 @@ def _shaped(base: KaleidoConfig, text: str) -> tuple[KaleidoConfig, int]:
     return shaped, pes // (shaped.rows * shaped.cols)
 
 
+def _chunked(base: KaleidoConfig, width: int, variants: list[str]) -> KaleidoConfig:
+    """``base`` with chunks of ``--engine-chunk-width`` ``width`` channels (its
+    ``matcher_channels`` cut to the largest divisor of both); reuse builds only."""
+    if "plain" in variants:
+        from kaleido_hw.engine.kaleido_engine import plain_chunk_width
+        raise ValueError(f"--engine-chunk-width applies to reuse builds only: a plain build "
+                         f"takes its own chunk width (plain_chunk_width: "
+                         f"{plain_chunk_width(base.rows, base.cols)} channels on "
+                         f"{base.rows}x{base.cols} arrays); leave plain out of "
+                         f"--engine-variants")
+    try:
+        return base.replace(sched_pattern_width=width,
+                            matcher_channels=math.gcd(base.matcher_channels, width))
+    except ConfigError as e:
+        raise ValueError(f"--engine-chunk-width {width}: {e}") from None
+
+
 def _run_engine(args) -> int:
     """``kaleido-hw synth --engine``: the builds of :mod:`kaleido_hw.flow.engine_area`."""
     from kaleido_hw.flow import engine_area as ea
@@ -478,6 +503,8 @@ def _run_engine(args) -> int:
                          f"[1, 64], got {text!r}")
     variants = _parse_list(args.engine_variants or default_variants, "--engine-variants",
                            allowed=ea.VARIANTS)
+    if args.engine_chunk_width is not None:
+        base = _chunked(base, args.engine_chunk_width, variants)
     t0 = time.monotonic()
     results = ea.run_builds(base, ea.default_builds(arrays, variants), top=args.engine_top,
                             log=lambda line: print(line, flush=True))

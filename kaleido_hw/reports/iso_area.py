@@ -52,7 +52,8 @@ from kaleido_hw.flow.sources import module_file, sources_hash
 
 __all__ = ["VARIANTS", "LINEAR_VARIANTS", "CACHE", "ENGINE_CACHE", "PAPER", "LEVEL1_NOTE",
            "level1_blocks", "linear_blocks", "source_hash", "stdcell_results", "variant_area",
-           "read_engine_cache", "read_shape_builds", "throughput_rows"]
+           "read_engine_cache", "read_alternative_builds", "ALTERNATIVE_KEYS",
+           "throughput_rows"]
 
 #: Attention variants, the reference (dense on plain arrays) first.
 VARIANTS = ("dense", "pe", "pe-sh", "pe-m", "full")
@@ -224,33 +225,46 @@ def read_engine_cache(path: Path = ENGINE_CACHE, arrays: int | None = None
     return out, ""
 
 
-def read_shape_builds(arrays: int, rows: int, cols: int, path: Path = ENGINE_CACHE) -> dict:
+#: Keys in which an alternative whole-engine build differs from the comparison configuration
+#: (:func:`read_alternative_builds`): the array shape and the chunk width.
+ALTERNATIVE_KEYS = ("rows", "cols", "sched_pattern_width", "matcher_channels")
+
+
+def read_alternative_builds(arrays: int, rows: int, cols: int, width: int | None = None,
+                            path: Path = ENGINE_CACHE) -> dict:
     """Whole-engine builds of ``make synth-engine-compare`` with the same PEs as ``arrays``
-    arrays of ``rows`` x ``cols`` in another array shape (``kaleido-hw synth --engine
-    --engine-shape RxC``: the comparison configuration with other rows and cols), as
-    ``{"<variant>-<R>x<C>": {"area_um2", "period_ns", "arrays", "rows", "cols", "variant",
-    "build"}}`` (only reuse builds; stale entries, other flow or engine sources, are left
-    out)."""
+    arrays of ``rows`` x ``cols`` but another array shape (``kaleido-hw synth --engine
+    --engine-shape RxC``) or another chunk width than ``width`` (default: the comparison
+    configuration's ``sched_pattern_width``; ``--engine-chunk-width W``), as
+    ``{name: {"area_um2", "period_ns", "arrays", "rows", "cols", "width", "matcher_channels",
+    "variant", "build"}}``, named ``<variant>-<R>x<C>`` (other shape), ``<variant>-w<W>``
+    (other width) or ``<variant>-<R>x<C>w<W>`` (both). Only reuse builds (a plain build takes
+    its own chunk width: the reference); stale entries, other flow or engine sources, are
+    left out."""
     from kaleido_hw.flow.engine_area import AREA_CONFIG
+    width = AREA_CONFIG.sched_pattern_width if width is None else width
     entries, _ = _engine_entries(path)
-    base = {k: v for k, v in AREA_CONFIG.to_dict().items() if k not in ("rows", "cols")}
+    base = {k: v for k, v in AREA_CONFIG.to_dict().items() if k not in ALTERNATIVE_KEYS}
     out = {}
     for e in entries or []:
         cfg = (e.get("key") or {}).get("config")
         builds = e.get("builds")
         if not isinstance(cfg, dict) or not isinstance(builds, list) or _stale(e):
             continue
-        r, c = cfg.get("rows"), cfg.get("cols")
-        if ({k: v for k, v in cfg.items() if k not in ("rows", "cols")} != base
-                or (r, c) == (rows, cols)):
+        r, c, w = cfg.get("rows"), cfg.get("cols"), cfg.get("sched_pattern_width")
+        if ({k: v for k, v in cfg.items() if k not in ALTERNATIVE_KEYS} != base
+                or (r, c, w) == (rows, cols, width)):
             continue
+        tag = (f"{r}x{c}" if (r, c) != (rows, cols) else "") + (f"w{w}" if w != width else "")
         for b in _parsed_builds(builds):
             if b["variant"] == "dense" or b["arrays"] * r * c != arrays * rows * cols:
                 continue
-            out[f"{b['variant']}-{r}x{c}"] = {
+            chunks = f", chunks of {w}" if w != width else ""
+            out[f"{b['variant']}-{tag}"] = {
                 "area_um2": b["area_um2"], "period_ns": b["period_ns"],
-                "arrays": b["arrays"], "rows": r, "cols": c, "variant": b["variant"],
-                "build": f"P={b['arrays']} of {r}x{c} {b['build'].split(' ', 1)[1]}"}
+                "arrays": b["arrays"], "rows": r, "cols": c, "width": w,
+                "matcher_channels": cfg.get("matcher_channels"), "variant": b["variant"],
+                "build": f"P={b['arrays']} of {r}x{c}{chunks} {b['build'].split(' ', 1)[1]}"}
     return out
 
 
@@ -304,8 +318,11 @@ def _parsed_builds(builds: list) -> list[dict]:
         variant = "dense" if pe == "plain" else _DISPATCHER_VARIANT.get(disp)
         if area is None or period is None or variant is None:
             continue
+        # A plain build's chunks are its own (plain_chunk_width): said in its name.
+        width = cfg.get("sched_pattern_width") if pe == "plain" else None
+        chunks = f", chunks of {width}" if width else ""
         out.append({"variant": variant, "arrays": p, "area_um2": float(area),
-                    "period_ns": float(period), "build": f"P={p} {pe} {disp}"})
+                    "period_ns": float(period), "build": f"P={p} {pe} {disp}{chunks}"})
     return out
 
 

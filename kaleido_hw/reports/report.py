@@ -889,9 +889,10 @@ def _plain_cycles(ctx: Context, cfg: KaleidoConfig) -> dict:
     the schedule the ``engine_pe = "plain"`` engine runs), not the grouped walk of the
     ablation's dense row (computed once per run)."""
     from golden.engine.model import plain_walk
+    from kaleido_hw.engine.kaleido_engine import plain_config
     from kaleido_hw.reports.engine_report import base_params
     if "plain" not in ctx.memo:
-        params = base_params(cfg, arrays=cfg.engine_arrays)
+        params = base_params(plain_config(cfg), arrays=cfg.engine_arrays)
         ctx.memo["plain"] = {
             (h.preset, str(h.grid)): int(engine_counters(
                 h.q, h.k, h.grid, plain_walk(h.groups), params, "dense").cycles)
@@ -1068,10 +1069,11 @@ def report_iso_area(ctx: Context, plt) -> Result:
     lin_areas = {v: ia.variant_area(ia.linear_blocks(v, P), results)
                  for v in ia.LINEAR_VARIANTS}
     level2, why2 = ia.read_engine_cache(arrays=P)
-    # Whole engines of the same PEs in another array shape (make synth-engine-compare's
-    # 16 arrays of 2x2): their cycles from the same model on that shape.
-    shapes = ia.read_shape_builds(P, cfg.rows, cfg.cols) if level2 else {}
-    shape_cycles = _shape_cycles(ctx, cfg, shapes)
+    # Whole engines of the same PEs in another array shape or with another chunk width
+    # (make synth-engine-compare's 16 arrays of 2x2 and chunks of 8): their cycles from the
+    # same model on that shape and width.
+    shapes = ia.read_alternative_builds(P, cfg.rows, cfg.cols) if level2 else {}
+    shape_cycles = _alternative_cycles(ctx, cfg, shapes)
     level2_builds = {**level2, **shapes}
     # Attention: the ablation's cycles of every reuse variant per head; the reference's are
     # the plain build's own schedule (one group along x), which it runs in a few cycles less
@@ -1131,10 +1133,11 @@ def report_iso_area(ctx: Context, plt) -> Result:
                    + ("; ".join(f"{v}: {x['build']}" for v, x in level2_builds.items())
                       if level2 else f"not included: {why2}."))
     if shapes:
-        r.notes.append("Level 2 also has the same PEs in another array shape ("
-                       + ", ".join(shapes) + "): whole-engine builds of kaleido-hw synth "
-                       "--engine --engine-shape RxC (make synth-engine-compare), their cycles "
-                       "from engine_counters on that shape.")
+        r.notes.append("Level 2 also has the same PEs in another array shape or with another "
+                       "chunk width (" + ", ".join(shapes) + "): whole-engine builds of "
+                       "kaleido-hw synth --engine --engine-shape RxC / --engine-chunk-width W "
+                       "(make synth-engine-compare), their cycles from engine_counters on that "
+                       "shape and width.")
     r.notes.append(f"Paper: about {ia.PAPER['cycle_speedup']:g}x fewer cycles at about "
                    f"{ia.PAPER['area_ratio']:g}x the PE-array area on the same 1 GHz clock, "
                    f"i.e. about {ia.PAPER['iso_area_time']:.2f}x the elements per ns per mm2.")
@@ -1156,14 +1159,17 @@ def report_iso_area(ctx: Context, plt) -> Result:
     return r
 
 
-def _shape_cycles(ctx: Context, cfg: KaleidoConfig, shapes: dict) -> dict:
-    """``{(preset, grid): {name: cycles}}`` of every build of ``shapes``
-    (``iso_area.read_shape_builds``) on the report's heads: ``engine_counters`` of the build's
-    variant on its arrays and shape (empty dicts when there are none)."""
+def _alternative_cycles(ctx: Context, cfg: KaleidoConfig, builds: dict) -> dict:
+    """``{(preset, grid): {name: cycles}}`` of every build of ``builds``
+    (``iso_area.read_alternative_builds``) on the report's heads: ``engine_counters`` of the
+    build's variant on its arrays, shape and chunk width (empty dicts when there are none)."""
     from kaleido_hw.reports.engine_report import base_params
     out = {(h.preset, str(h.grid)): {} for h in _engine_heads(ctx)}
-    for name, b in shapes.items():
-        params = base_params(cfg.replace(rows=b["rows"], cols=b["cols"]), arrays=b["arrays"])
+    for name, b in builds.items():
+        params = base_params(cfg.replace(rows=b["rows"], cols=b["cols"],
+                                         sched_pattern_width=b["width"],
+                                         matcher_channels=b["matcher_channels"]),
+                             arrays=b["arrays"])
         for h in _engine_heads(ctx):
             out[(h.preset, str(h.grid))][name] = int(h.run(params, b["variant"])[0].cycles)
     return out
@@ -1195,15 +1201,20 @@ def _plot_iso_area(rows: list[dict], arrays: int, cfg: KaleidoConfig, plt):
             if np.isfinite(l2).any():
                 ax.plot(x + i * width, l2, "kD", ms=4,
                         label="whole engine (level 2)" if i == 0 else None)
-            # The same PEs in another array shape, beside the variant's bar.
-            for name in dict.fromkeys(r["variant"] for r in rows if r["kind"] == kind
-                                      and r["level"] == 2 and r["variant"] not in variants
-                                      and r["variant"].rsplit("-", 1)[0] == v):
+            # The same PEs in another array shape or chunk width, beside the variant's bar.
+            others = dict.fromkeys(r["variant"] for r in rows if r["kind"] == kind
+                                   and r["level"] == 2 and r["variant"] not in variants
+                                   and r["variant"].rsplit("-", 1)[0] == v)
+            for name in others:
+                # Marker by what differs: the shape (red), the chunk width (green), both (magenta).
+                tag = name.rsplit("-", 1)[1]
+                marker = ("ms" if "x" in tag and "w" in tag else "gv" if tag.startswith("w")
+                          else "r^")
                 l2s = [next((r["relative"] for r in rows if (r["kind"], r["preset"],
                              r["variant"], r["level"]) == (kind, p, name, 2)), np.nan)
                        for p in presets]
                 build = next(r["blocks"] for r in rows if r["variant"] == name)
-                ax.plot(x + i * width, l2s, "r^", ms=5,
+                ax.plot(x + i * width, l2s, marker, ms=5,
                         label=f"whole engine as {build}, same PEs (level 2)")
         ax.axhline(1.0, color="gray", lw=0.8)
         ax.axhline(ia.PAPER["iso_area_time"], color="tab:red", ls="--", lw=1,

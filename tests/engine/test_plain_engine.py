@@ -16,12 +16,13 @@ from amaranth.back import rtlil
 from amaranth.hdl import Fragment, UnusedElaboratable
 from test_kaleido_engine import run_engine, smooth
 
-from golden.engine.model import plain_walk
+from golden.engine.model import EngineParams, EngineTiming, chunks, engine_counters, plain_walk
 from golden.numerics import ChannelGroups, VideoGrid
 from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.kaleido_engine import (ERROR_BITS, VARIANTS, KaleidoEngine, PlainEngine,
                                               built_variants, check_engine_run, engine_ports,
-                                              model_counters, plain_config)
+                                              model_counters, plain_chunk_width,
+                                              plain_config)
 from kaleido_hw.engine.array_sequencer import ArraySequencer
 from kaleido_hw.engine.engine_layouts import KaleidoGeometry
 from kaleido_hw.flow.engine_area import expected_memory_bits
@@ -92,6 +93,48 @@ def test_counters_equal_the_reuse_engines_dense_run_along_x():
     assert np.array_equal(along_x["S"], plain["S"]) and np.array_equal(along_t["S"], plain["S"])
     assert plain["counters"] == along_x["counters"]
     assert plain["counters"]["cycles"] < along_t["counters"]["cycles"]
+
+
+@pytest.mark.parametrize("rows, cols, width", [(1, 1, 4), (2, 2, 4), (4, 4, 4), (2, 8, 8),
+                                               (8, 8, 8), (16, 16, 16)])
+def test_plain_chunk_width(rows, cols, width):
+    """A plain build takes the narrowest chunk that keeps its arrays busy: at least R channels
+    (a pass lasts R steps) and four passes covering a quad's swap gap, 2 max(R, C) + 1
+    cycles; plain_config applies it whatever the configuration's own width."""
+    assert plain_chunk_width(rows, cols) == width
+    cfg = plain_config(KaleidoConfig(rows=rows, cols=cols, sched_pattern_width=32,
+                                     matcher_channels=16))
+    assert (cfg.sched_pattern_width, cfg.matcher_channels) == (width, width)
+    assert KaleidoGeometry.from_config(cfg).chunk_width == width
+
+
+@pytest.mark.parametrize("rows, cols, arrays, grid", [(4, 4, 2, "2x4x8"), (2, 2, 3, "2x4x4"),
+                                                      (8, 8, 1, "2x8x8"), (2, 8, 2, "2x4x8")])
+def test_plain_chunk_width_costs_only_the_chunk_overhead(rows, cols, arrays, grid):
+    """On a grid whose units all have followers, the plain chunk width costs the dense
+    schedule exactly one quad gap and one barrier per extra chunk against chunks of 32
+    channels (no pass or swap floor is hit), and a narrower chunk, where the configuration
+    allows one, costs more than that (the width is the narrowest without floors)."""
+    grid = VideoGrid.parse(grid)
+    groups = plain_walk(ChannelGroups.from_sizes(16, 24, 24))
+    rng = np.random.default_rng(rows * 10 + cols)
+    q, k = (rng.integers(-128, 128, (grid.n, 64)).astype(np.int8) for _ in range(2))
+    base = plain_config(KaleidoConfig(rows=rows, cols=cols, engine_arrays=arrays,
+                                      engine_max_head_dim=64, engine_max_tokens=128))
+    timing = EngineTiming()
+    per_chunk = timing.gap(rows, cols) + timing.barrier
+
+    def cycles(width):
+        cfg = base.replace(sched_pattern_width=width, matcher_channels=width)
+        return (engine_counters(q, k, grid, groups, EngineParams.from_config(cfg),
+                                "dense").cycles, len(chunks(groups, width)))
+
+    width = base.sched_pattern_width
+    (narrow, n_narrow), (wide, n_wide) = cycles(width), cycles(32)
+    assert narrow - wide == (n_narrow - n_wide) * per_chunk
+    if width > 4:
+        (narrower, n_narrower) = cycles(width - 4)
+        assert narrower - wide > (n_narrower - n_wide) * per_chunk
 
 
 def test_one_accumulation_plane():

@@ -394,6 +394,26 @@ def test_bad_engine_options_are_errors(capsys):
     assert "rows" in capsys.readouterr().err
     assert main(["synth", "--engine-shape", "2x2", "--no-ice40"]) == 2
     assert "--engine-shape only apply with --engine" in capsys.readouterr().err
+    assert main(["synth", "--engine", "--engine-chunk-width", "6", "--engine-variants",
+                 "full"]) == 2
+    assert "--engine-chunk-width 6: sched_pattern_width must be a multiple of 4" in \
+        capsys.readouterr().err
+    assert main(["synth", "--engine", "--engine-chunk-width", "8"]) == 2   # plain by default
+    assert "a plain build takes its own chunk width (plain_chunk_width: 4 channels" in \
+        capsys.readouterr().err
+    assert main(["synth", "--engine-chunk-width", "8", "--no-ice40"]) == 2
+    assert "--engine-chunk-width only apply with --engine" in capsys.readouterr().err
+
+
+def test_chunk_width_option_builds_the_comparison_configuration_with_other_chunks():
+    from kaleido_hw.flow.synth import _chunked
+    cfg = _chunked(ea.AREA_CONFIG, 8, ["none", "full"])
+    assert (cfg.sched_pattern_width, cfg.matcher_channels) == (8, 8)
+    assert cfg.replace(sched_pattern_width=16, matcher_channels=16) == ea.AREA_CONFIG
+    assert _chunked(ea.AREA_CONFIG.replace(matcher_channels=4), 24, ["full"]).matcher_channels \
+        == 4
+    # A plain build's chunks are its own, whatever the base says.
+    assert ea.variant_config(cfg, 4, "plain").sched_pattern_width == 4
 
 
 @pytest.mark.skipif(stdcell.stdcell_available() is not None,

@@ -19,6 +19,7 @@ from golden.engine.model import EngineParams, engine_counters, plain_walk
 from golden.numerics import ChannelGroups
 from kaleido_hw.cli import main
 from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.engine.kaleido_engine import plain_config
 from kaleido_hw.reports import iso_area as ia
 from kaleido_hw.reports.report import Settings, Source
 
@@ -66,9 +67,9 @@ def in_tmp(tmp_path, monkeypatch):
 
 
 def _plain_cycles(preset: str, config: dict) -> int:
-    """Cycles of the plain build's own walk (one group along x) on the report's head of
-    ``preset``: the reference of the iso-area figure."""
-    cfg = KaleidoConfig.from_dict(config)
+    """Cycles of the plain build's own walk (one group along x, in chunks of its own width)
+    on the report's head of ``preset``: the reference of the iso-area figure."""
+    cfg = plain_config(KaleidoConfig.from_dict(config))
     q, k = Source(preset, Settings.make(quick=True).grid, 0).load()[:2]
     groups = ChannelGroups.from_preset(preset)
     return int(engine_counters(q, k, Settings.make(quick=True).grid, plain_walk(groups),
@@ -240,10 +241,11 @@ def test_blocks_and_engine_cache_reading(tmp_path):
     assert got == {} and "plain-engine build" in why
 
 
-def test_shape_builds_are_read_beside_the_comparison_builds(tmp_path):
-    """``read_shape_builds``: the reuse builds of the comparison configuration in another
-    array shape with the same PEs, named ``<variant>-<R>x<C>``; plain builds, other PE
-    counts, the configuration's own shape and stale entries are left out."""
+def test_alternative_builds_are_read_beside_the_comparison_builds(tmp_path):
+    """``read_alternative_builds``: the reuse builds of the comparison configuration in another
+    array shape with the same PEs, named ``<variant>-<R>x<C>``, or with another chunk width,
+    ``<variant>-w<W>``; plain builds, other PE counts, the configuration's own shape and width
+    and stale entries are left out."""
     from dataclasses import asdict
     from kaleido_hw.flow.engine_area import AREA_CONFIG, FLOW, EngineArea, source_hash, \
         variant_config
@@ -255,20 +257,29 @@ def test_shape_builds_are_read_beside_the_comparison_builds(tmp_path):
                               path_ns=t)) for p, v, a, t in builds]}
 
     two = AREA_CONFIG.replace(rows=2, cols=2)
+    eight = AREA_CONFIG.replace(sched_pattern_width=8, matcher_channels=8)
     path = tmp_path / "engine_area.json"
     path.write_text(json.dumps({"entries": [
         entry(AREA_CONFIG, [(4, "plain", 9e6, 6.8), (4, "full", 18e6, 7.6)]),
         entry(two, [(16, "plain", 1e6, 1.0), (16, "full", 37e6, 7.4), (8, "full", 20e6, 7.4)]),
+        entry(eight, [(4, "none", 13e6, 7.3), (4, "full", 15e6, 7.4), (1, "full", 5e6, 7.0)]),
         entry(AREA_CONFIG.replace(rows=1, cols=1), [(64, "full", 90e6, 7.0)], "0" * 16),
     ]}))
-    got = ia.read_shape_builds(4, 4, 4, path)
-    assert list(got) == ["full-2x2"]
+    got = ia.read_alternative_builds(4, 4, 4, path=path)
+    assert list(got) == ["full-2x2", "pe-w8", "full-w8"]
     assert got["full-2x2"]["area_um2"] == 37e6 and got["full-2x2"]["period_ns"] == 7.4
     assert (got["full-2x2"]["arrays"], got["full-2x2"]["rows"], got["full-2x2"]["cols"],
-            got["full-2x2"]["variant"]) == (16, 2, 2, "full")
-    # Seen from 16 arrays of 2x2 the 4x4 builds are the other shape.
-    assert list(ia.read_shape_builds(16, 2, 2, path)) == ["full-4x4"]
-    assert ia.read_shape_builds(4, 4, 4, tmp_path / "none.json") == {}
+            got["full-2x2"]["width"], got["full-2x2"]["variant"]) == (16, 2, 2, 16, "full")
+    assert (got["full-w8"]["rows"], got["full-w8"]["width"], got["full-w8"]["matcher_channels"],
+            got["full-w8"]["area_um2"]) == (4, 8, 8, 15e6)
+    assert "chunks of 8" in got["full-w8"]["build"]
+    # Seen from 16 arrays of 2x2 the 4x4 builds are the other shape; seen from chunks of 8,
+    # the comparison builds are the other width.
+    assert list(ia.read_alternative_builds(16, 2, 2, path=path)) == ["full-4x4", "pe-4x4w8",
+                                                                     "full-4x4w8"]
+    assert list(ia.read_alternative_builds(4, 4, 4, 8, path=path)) == ["full-w16",
+                                                                       "full-2x2w16"]
+    assert ia.read_alternative_builds(4, 4, 4, path=tmp_path / "none.json") == {}
     # The comparison builds are still read as before.
     assert ia.read_engine_cache(path, arrays=4)[0]["full"]["area_um2"] == 18e6
 

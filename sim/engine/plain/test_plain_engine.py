@@ -161,9 +161,10 @@ async def test_rejected_configurations(dut):
 
 @cocotb.test(skip=SET != "full" or CFG.engine_max_head_dim < 128 or CFG.engine_max_tokens < 64)
 async def test_hunyuanvideo_head(dut):
-    """A hunyuanvideo head (d = 128, groups 16/56/56: 9 chunks) on a 2x4x8 grid, synthetic
-    workload data: the dense cycles of the plain engine (needs engine_max_head_dim >= 128 and
-    64 tokens, e.g. the default plain_engine)."""
+    """A hunyuanvideo head (d = 128, all channels one group along x: 32 chunks of the plain
+    build's 4 channels on 4x4 arrays) on a 2x4x8 grid, synthetic workload data: the dense
+    cycles of the plain engine (needs engine_max_head_dim >= 128 and 64 tokens, e.g. the
+    default plain_engine)."""
     await start_clock_and_reset(dut)
     host = PlainEngineHost(dut, CFG)
     grid = VideoGrid(2, 4, 8)
