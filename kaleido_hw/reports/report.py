@@ -1332,7 +1332,8 @@ def _engine_area(r: Result, plt) -> None:
                     + ea.report_table(builds))
         r.notes.append(f"Whole engine at {base.engine_max_tokens} tokens, "
                        f"{base.engine_max_head_dim} channels from {ea.ENGINE_CACHE} ('kaleido-hw "
-                       f"synth --engine{' --engine-default' if base is default else ''}'; "
+                       f"synth --engine{' --engine-default' if base is default else ''}', make "
+                       f"synth-engine{'' if base is default else '-compare'}; "
                        f"memories as SRAM macros at the GF180MCU density; docs/engine.md, "
                        f"'Area of the engine').")
         r.notes += [f"{label} P={b.arrays} {b.variant}: {n}" for b in builds for n in b.notes]
