@@ -740,7 +740,7 @@ def format_engine_report(results: list[EngineArea]) -> str:
     for r in ok:
         lines.append("")
         top = f" ({r.top})" if r.top == CORE_TOP else ""
-        w = KaleidoConfig.from_dict(r.config).sched_pattern_width
+        w = r.config.get("sched_pattern_width")
         top += f" (W = {w})" if w != width else ""
         lines.append(f"P = {r.arrays}, {r.variant}{top}: {r.area_um2 / 1e6:.3f} mm2 (logic "
                      f"{r.logic_area_um2 / 1e6:.3f}, SRAM {r.sram_area_um2 / 1e6:.3f}), "

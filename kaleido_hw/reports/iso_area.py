@@ -256,10 +256,10 @@ def read_alternative_builds(arrays: int, rows: int, cols: int, width: int | None
                 or (r, c, w) == (rows, cols, width)):
             continue
         tag = (f"{r}x{c}" if (r, c) != (rows, cols) else "") + (f"w{w}" if w != width else "")
+        chunks = f", chunks of {w}" if w != width else ""
         for b in _parsed_builds(builds):
             if b["variant"] == "dense" or b["arrays"] * r * c != arrays * rows * cols:
                 continue
-            chunks = f", chunks of {w}" if w != width else ""
             out[f"{b['variant']}-{tag}"] = {
                 "area_um2": b["area_um2"], "period_ns": b["period_ns"],
                 "arrays": b["arrays"], "rows": r, "cols": c, "width": w,

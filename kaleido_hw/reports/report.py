@@ -1072,9 +1072,9 @@ def report_iso_area(ctx: Context, plt) -> Result:
     # Whole engines of the same PEs in another array shape or with another chunk width
     # (make synth-engine-compare's 16 arrays of 2x2 and chunks of 8): their cycles from the
     # same model on that shape and width.
-    shapes = ia.read_alternative_builds(P, cfg.rows, cfg.cols) if level2 else {}
-    shape_cycles = _alternative_cycles(ctx, cfg, shapes)
-    level2_builds = {**level2, **shapes}
+    alternatives = ia.read_alternative_builds(P, cfg.rows, cfg.cols) if level2 else {}
+    alternative_cycles = _alternative_cycles(ctx, cfg, alternatives)
+    level2_builds = {**level2, **alternatives}
     # Attention: the ablation's cycles of every reuse variant per head; the reference's are
     # the plain build's own schedule (one group along x), which it runs in a few cycles less
     # than the grouped dense walk.
@@ -1089,7 +1089,7 @@ def report_iso_area(ctx: Context, plt) -> Result:
         r.rows += ia.throughput_rows("attention", preset, n * n, cycles, areas, 1)
         if level2:
             r.rows += ia.throughput_rows("attention", preset, n * n,
-                                         {**cycles, **shape_cycles[(preset, grid)]},
+                                         {**cycles, **alternative_cycles[(preset, grid)]},
                                          level2_builds, 2)
     if linear:
         res = _linear_result(ctx)
@@ -1132,9 +1132,9 @@ def report_iso_area(ctx: Context, plt) -> Result:
     r.notes.append("Level 2 (whole engine, build/engine_area.json): "
                    + ("; ".join(f"{v}: {x['build']}" for v, x in level2_builds.items())
                       if level2 else f"not included: {why2}."))
-    if shapes:
+    if alternatives:
         r.notes.append("Level 2 also has the same PEs in another array shape or with another "
-                       "chunk width (" + ", ".join(shapes) + "): whole-engine builds of "
+                       "chunk width (" + ", ".join(alternatives) + "): whole-engine builds of "
                        "kaleido-hw synth --engine --engine-shape RxC / --engine-chunk-width W "
                        "(make synth-engine-compare), their cycles from engine_counters on that "
                        "shape and width.")
