@@ -32,7 +32,14 @@ work" and section "RTL").
   are no CodeUnits: every follower is NONE
   (ABSENT for a unit without one), so a unit's codes are its ``has follower`` bit, the
   follower word is stored as read, and a quad's code sets are two bits per side (some real
-  unit with / without a follower) instead of four channel bitmaps.
+  unit with / without a follower) instead of four channel bitmaps;
+* a plain build with C <= R keeps **one** operand slot: the loader walks the next quad into
+  the loading slot as tokens only (K's included), and each operand register of the stepping
+  slot is fetched from memory just after its last use in the running quad
+  (:meth:`ArraySequencer._fetch`: Q anchors from pass 2, K anchors from pass 2's last step,
+  followers from the swap). Every pass lasts at least R >= C steps, so the fetches land
+  before the next quad needs the words and the timing is the double-buffered one; the
+  first quad of a chunk, which no quad runs before, is read straight into the stepping slot.
 """
 
 from __future__ import annotations
@@ -69,19 +76,27 @@ class _Slot:
     and the code sets FULL/HALF are constant 0, NONE/ABSENT one bit each (the same at every
     channel)."""
 
-    def __init__(self, name: str, geo: KaleidoGeometry, plain: bool = False):
+    def __init__(self, name: str, geo: KaleidoGeometry, plain: bool = False,
+                 words: bool = True):
         t = geo.tile
         R, C, W = t.rows, t.cols, geo.chunk_width     # the chunk's channels only
         S = lambda shape, n: Signal(shape, name=f"{name}_{n}")  # noqa: E731
-        self.qa = [S(8 * W, f"qa{r}") for r in range(R)]        # Q anchors
-        self.qf = [S(8 * W, f"qf{r}") for r in range(R)]        # effective Q followers
+        # ``words=False``: the operand words are not held here (a plain sequencer that fetches
+        # them into the stepping slot just in time keeps only the quad's tokens in its
+        # loading slot, K's included).
+        self.has_words = words
+        n_r, n_c = (R, C) if words else (0, 0)
+        self.qa = [S(8 * W, f"qa{r}") for r in range(n_r)]      # Q anchors
+        self.qf = [S(8 * W, f"qf{r}") for r in range(n_r)]      # effective Q followers
         if plain:
             self.qlo = self.qhi = []
         else:
             self.qlo = [S(W, f"qlo{r}") for r in range(R)]       # code bit 0 per chunk channel
             self.qhi = [S(W, f"qhi{r}") for r in range(R)]       # code bit 1 per chunk channel
-        self.ka = [S(8 * W, f"ka{j}") for j in range(C)]
-        self.kf = [S(8 * W, f"kf{j}") for j in range(C)]
+        self.ka = [S(8 * W, f"ka{j}") for j in range(n_c)]
+        self.kf = [S(8 * W, f"kf{j}") for j in range(n_c)]
+        self.ktok_a = [] if words else [S(t.tok_width, f"ktok_a{j}") for j in range(C)]
+        self.ktok_f = [] if words else [S(t.tok_width, f"ktok_f{j}") for j in range(C)]
         if plain:
             self.klo = self.khi = []
             self.qs = [Const(0, 1), Const(0, 1), S(1, "qset2"), S(1, "qset3")]
@@ -107,18 +122,22 @@ class _Slot:
         """The code-set registers (the constant ones of a plain slot left out)."""
         return [s for s in self.qs + self.ks if isinstance(s, Signal)]
 
-    def fields(self):
-        return [*self.qa, *self.qf, *self.qlo, *self.qhi, *self.ka, *self.kf, *self.klo,
+    def fields(self, words: bool = True):
+        q_words, k_words = ([*self.qa, *self.qf], [*self.ka, *self.kf]) if words else ([], [])
+        return [*q_words, *self.qlo, *self.qhi, *k_words, *self.klo,
                 *self.khi, *self.sets(), *self.rtok_a, *self.rtok_f, self.rvalid,
                 self.rhasf, self.cvalid, self.chasf, self.plane, self.add, self.cbp, self.first_rb,
                 self.last_rb]
 
     def copy(self, other: "_Slot"):
-        return [a.eq(b) for a, b in zip(self.fields(), other.fields())]
+        """Take ``other``'s quad; the operand words only if both slots hold them."""
+        words = self.has_words and other.has_words
+        return [a.eq(b) for a, b in zip(self.fields(words), other.fields(words))]
 
 
 class ArraySequencer(wiring.Component):
-    """Loader, double-buffered operand slot and pass/channel stepper of array ``index``.
+    """Loader, double-buffered operand slot (one slot, fetched just in time, in a plain build
+    with C <= R) and pass/channel stepper of array ``index``.
 
     Parameters
     ----------
@@ -261,7 +280,10 @@ class ArraySequencer(wiring.Component):
         r0 = Signal(uw)                       # first row unit of the row block being loaded
         c0 = Signal(uw)                       # first column unit of the column block
         cbp = Signal(geo.cbp_width)           # local column block: cb // P
-        ld = _Slot("ld", geo, self.plain)
+        # A plain build with C <= R fetches the operand words just in time into the stepping
+        # slot (:meth:`_fetch`); its loading slot holds only the quad's tokens.
+        fetch = self.plain and C <= R
+        ld = _Slot("ld", geo, self.plain, words=not fetch)
         cp = _Slot("cp", geo, self.plain)
 
         rd_active = Signal()
@@ -325,12 +347,19 @@ class ArraySequencer(wiring.Component):
         k_follow_r = Signal.like(k_follow, name="k_follow_r")
         with m.If(reading & ~phase):
             m.d.sync += [q_follow_r.eq(q_follow), k_follow_r.eq(k_follow)]
-        m.d.comb += [
-            self.q_addr.eq(Mux(phase, q_follow_r, q_anchor)),
-            self.k_addr.eq(Mux(phase, k_follow_r, k_anchor)),
-            self.q_en.eq(reading & (unit < R)),
-            self.k_en.eq(reading & (unit < C)),
-        ]
+        walk_q_addr, walk_k_addr = Mux(phase, q_follow_r, q_anchor), Mux(phase, k_follow_r, k_anchor)
+        walk_q_en, walk_k_en = reading & (unit < R), reading & (unit < C)
+        # ``direct``: this quad's words go straight into the stepping slot as the loader reads
+        # them (fetching only: the first quad of a chunk, whose slot nothing steps).
+        direct = Signal()
+        if fetch:
+            with m.If(load_go):
+                m.d.sync += direct.eq(self.go)
+            walking = Mux(load_go, self.go, direct)
+            walk_q_en, walk_k_en = walk_q_en & walking, walk_k_en & walking
+        else:
+            m.d.comb += [self.q_addr.eq(walk_q_addr), self.k_addr.eq(walk_k_addr),
+                         self.q_en.eq(walk_q_en), self.k_en.eq(walk_k_en)]
         last_read = reading & phase & (unit == M - 1)
         m.d.sync += [pend.eq(reading), pend_unit.eq(unit), pend_phase.eq(phase),
                      pend_last.eq(last_read),
@@ -348,6 +377,9 @@ class ArraySequencer(wiring.Component):
                 for r in range(R):
                     with m.If(unit == r):
                         m.d.sync += ld.rtok_f[r].eq(q_follow_r)
+                for j in range(len(ld.ktok_f)):
+                    with m.If(unit == j):
+                        m.d.sync += ld.ktok_f[j].eq(k_follow_r)
             with m.Else():
                 m.d.sync += [rd_active.eq(1), rd_unit.eq(unit), rd_phase.eq(1),
                              q_walk.eq(q_at), k_walk.eq(k_at)]
@@ -359,7 +391,8 @@ class ArraySequencer(wiring.Component):
                                      ld.rvalid[r].eq(q_valid), ld.rhasf[r].eq(q_hasf)]
                 for j in range(C):
                     with m.If(unit == j):
-                        m.d.sync += [ld.cvalid[j].eq(k_valid), ld.chasf[j].eq(k_hasf)]
+                        m.d.sync += [ld.cvalid[j].eq(k_valid), ld.chasf[j].eq(k_hasf),
+                                     *([ld.ktok_a[j].eq(k_anchor)] if fetch else [])]
         with m.If(load_go):
             m.d.sync += [ld.plane.eq(chunk.plane), ld.add.eq(chunk.add), ld.cbp.eq(cbp), ld.first_rb.eq(r0 == 0),
                          ld.last_rb.eq(r0 + R >= units)]
@@ -367,7 +400,8 @@ class ArraySequencer(wiring.Component):
 
         # Arriving words (and, with reuse, their codes).
         if self.plain:
-            self._plain_words(m, ld, pend, pend_unit, pend_phase, pend_q, pend_k)
+            self._plain_words(m, ld, cp if fetch else ld, pend & (direct if fetch else 1),
+                              pend, pend_unit, pend_phase, pend_q, pend_k)
         else:
             self._code_words(m, ld, pend, pend_unit, pend_phase, pend_q, pend_k)
 
@@ -455,6 +489,21 @@ class ArraySequencer(wiring.Component):
         with m.If(swap):
             m.d.sync += cp.copy(ld)
             m.d.sync += slot_full.eq(0)
+        if fetch:
+            # The next quad's words, each into the stepping slot after its register's last
+            # use in this quad: Q anchors (read in passes 0-1) from pass 2's first step, K
+            # anchors (passes 0 and 2) from pass 2's last step, both sides' followers (passes
+            # 1-3) from the swap. A pass lasts at least R >= C steps, so each side's R or C
+            # reads land before the register's first use in the next quad, and the loader
+            # (2R + 1 cycles from the swap) has the next quad's tokens in ``ld`` by pass 2.
+            nxt = slot_full & ~direct
+            followers = swap & ~direct
+            self._fetch(m, "q", ld.rtok_a, ld.rtok_f, cp.qa, cp.qf, self._q_word,
+                        anchors=nxt & step & first & (pass_idx == 2), followers=followers,
+                        walk=(walk_q_addr, walk_q_en), port=(self.q_addr, self.q_en))
+            self._fetch(m, "k", ld.ktok_a, ld.ktok_f, cp.ka, cp.kf, self._k_word,
+                        anchors=nxt & step & last_step & (pass_idx == 2), followers=followers,
+                        walk=(walk_k_addr, walk_k_en), port=(self.k_addr, self.k_en))
 
         # Drain tags: the tile in R0 at a pass's first step is the previous pass's tile.
         tag_layout = engine_tag_layout(geo)
@@ -581,23 +630,55 @@ class ArraySequencer(wiring.Component):
             with m.If(pend & pend_phase & (pend_unit < n) & pv[0]):
                 m.d.sync += [sets[v].eq(sets[v] | cu.is_code[v]) for v in range(4)]
 
-    def _plain_words(self, m, ld, pend, pend_unit, pend_phase, pend_q, pend_k):
-        """Plain build: the arriving words into the loading slot as read (no CodeUnit: a
-        follower is NONE, or ABSENT when the unit has none); the quad's code sets are two bits
-        per side, NONE (some real unit has a follower) and ABSENT (some real unit has not)."""
+    def _plain_words(self, m, ld, dest, write, pend, pend_unit, pend_phase, pend_q, pend_k):
+        """Plain build: the arriving words as read into slot ``dest`` where ``write`` (no
+        CodeUnit: a follower is NONE, or ABSENT when the unit has none); the quad's code sets
+        (in ``ld``) are two bits per side, NONE (some real unit has a follower) and ABSENT
+        (some real unit has not)."""
         t = self.geo.tile
         R, C = t.rows, t.cols
         for n, words, fwords, sets, data_in, pv in (
-                (R, ld.qa, ld.qf, ld.qs, self._q_word, pend_q),
-                (C, ld.ka, ld.kf, ld.ks, self._k_word, pend_k)):
+                (R, dest.qa, dest.qf, ld.qs, self._q_word, pend_q),
+                (C, dest.ka, dest.kf, ld.ks, self._k_word, pend_k)):
             for u in range(n):
-                with m.If(pend & (pend_unit == u)):
+                with m.If(write & (pend_unit == u)):
                     with m.If(~pend_phase):
                         m.d.sync += words[u].eq(data_in)
                     with m.Else():
                         m.d.sync += fwords[u].eq(data_in)
             with m.If(pend & pend_phase & (pend_unit < n) & pv[0]):
                 m.d.sync += [sets[2].eq(sets[2] | pv[1]), sets[3].eq(sets[3] | ~pv[1])]
+
+    def _fetch(self, m, side, toks_a, toks_f, words_a, words_f, data_in, anchors, followers,
+               walk, port):
+        """Just-in-time operand fetch of one side (plain build, C <= R): on ``anchors`` (or
+        ``followers``), read the next quad's anchor (follower) tokens ``toks_*`` one per
+        cycle, and write each arriving word into the stepping slot's ``words_*``. The memory
+        port is the loader's (``walk``: address and enable) when no fetch reads."""
+        n = len(toks_a)
+        on = Signal(name=f"{side}_fetch_on")
+        idx = Signal(bits_for(n - 1), name=f"{side}_fetch_idx")
+        fol = Signal(name=f"{side}_fetch_follower")
+        issue = on | anchors | followers
+        i_now = Mux(on, idx, 0)
+        f_now = Mux(on, fol, followers)
+        addr = Mux(f_now, Array(toks_f)[i_now], Array(toks_a)[i_now])
+        (walk_addr, walk_en), (p_addr, p_en) = walk, port
+        m.d.comb += [p_addr.eq(Mux(issue, addr, walk_addr)), p_en.eq(issue | walk_en)]
+        with m.If(issue):
+            m.d.sync += [on.eq(i_now != n - 1), idx.eq(i_now + 1), fol.eq(f_now)]
+        arrive = Signal(name=f"{side}_fetch_arrive")
+        arrive_idx = Signal.like(idx, name=f"{side}_fetch_arrive_idx")
+        arrive_f = Signal(name=f"{side}_fetch_arrive_f")
+        m.d.sync += [arrive.eq(issue), arrive_idx.eq(i_now), arrive_f.eq(f_now)]
+        for u in range(n):
+            with m.If(arrive & (arrive_idx == u)):
+                with m.If(arrive_f):
+                    m.d.sync += words_f[u].eq(data_in)
+                with m.Else():
+                    m.d.sync += words_a[u].eq(data_in)
+        with m.If(self.start):
+            m.d.sync += on.eq(0)
 
     def _order_lookup(self, m, reading, unit, phase, q_pos, k_pos, r0, c0, units, pend_last,
                       loader_done):

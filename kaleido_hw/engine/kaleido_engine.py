@@ -778,9 +778,9 @@ def plain_chunk_width(rows: int, cols: int) -> int:
     overhead. A plain quad issues every channel of the chunk in each of its four passes, and a
     pass lasts at least R steps while a quad's swap needs ``gap = 2 * max(R, C) + 1`` cycles
     (``docs/engine.md``, "Timing"), so a chunk of W >= R channels with ``4 * W >= gap`` keeps
-    the arrays busy at every step. The chunk sizes the sequencers' operand slots (``2 * (R +
-    C) * 8 * W`` bits, double-buffered): a plain accelerator built to compete takes the
-    narrowest (``docs/engine.md``, "Plain build")."""
+    the arrays busy at every step. The chunk sizes the sequencers' operand slot (``2 * (R +
+    C) * 8 * W`` bits; twice that, double-buffered, when C > R): a plain accelerator built to
+    compete takes the narrowest (``docs/engine.md``, "Plain build")."""
     need = max(rows, -(-(2 * max(rows, cols) + 1) // 4))
     return min(64, 4 * -(-need // 4))
 

@@ -137,6 +137,31 @@ def test_plain_chunk_width_costs_only_the_chunk_overhead(rows, cols, arrays, gri
         assert narrower - wide > (n_narrower - n_wide) * per_chunk
 
 
+@pytest.mark.parametrize("rows, cols, grid", [(4, 4, "1x4x8"), (4, 4, "1x5x5"), (4, 2, "1x5x5"),
+                                              (2, 4, "1x4x8")])
+def test_operands_fetched_just_in_time(rows, cols, grid):
+    """With C <= R the plain sequencer keeps one operand slot and fetches the next quad's
+    words into it as each register's last use passes (``ArraySequencer._fetch``); with C > R
+    (2 x 4) it keeps the double-buffered slot. The fetch windows are tightest when a pass
+    lasts only R steps: 14 channels in chunks of 4 end with a chunk of 2; on 1x4x8 every unit
+    has a follower and every array changes column block, on 1x5x5 units without follower
+    leave passes without work. S bit-exact and every counter equal to the model (which has
+    one timing for both slots), on two arrays."""
+    cfg = _small(2, rows=rows, cols=cols, engine_max_tokens=32)
+    assert cfg.sched_pattern_width == 4
+    grid, groups = VideoGrid.parse(grid), ChannelGroups.from_sizes(14, 0, 0)
+    rng = np.random.default_rng(rows * 10 + cols)
+    q, k = (rng.integers(-128, 128, (grid.n, 14)).astype(np.int8) for _ in range(2))
+    out = run_engine(cfg, q, k, grid, groups, "dense")
+    assert out["error"] == 0
+    assert np.array_equal(out["S"], _exact(q, k))
+    assert out["counters"] == model_counters(cfg, q, k, grid, groups, "dense")
+    rtl = rtlil.convert(ArraySequencer(cfg), name="seq", emit_src=False)
+    fetching = cols <= rows
+    assert ("ld_qa0" in rtl, "q_fetch_on" in rtl) == (not fetching, fetching)
+    assert "cp_qa0" in rtl
+
+
 def test_one_accumulation_plane():
     """A plain build has one accumulation plane, whatever the groups; the reuse build one
     per group (three here), so the plain engine's accumulation SRAM is a third of it."""
