@@ -33,13 +33,18 @@ work" and section "RTL").
   (ABSENT for a unit without one), so a unit's codes are its ``has follower`` bit, the
   follower word is stored as read, and a quad's code sets are two bits per side (some real
   unit with / without a follower) instead of four channel bitmaps;
-* a plain build with C <= R keeps **one** operand slot: the loader walks the next quad into
-  the loading slot as tokens only (K's included), and each operand register of the stepping
-  slot is fetched from memory just after its last use in the running quad
-  (:meth:`ArraySequencer._fetch`: Q anchors from pass 2, K anchors from pass 2's last step,
-  followers from the swap). Every pass lasts at least R >= C steps, so the fetches land
-  before the next quad needs the words and the timing is the double-buffered one; the
-  first quad of a chunk, which no quad runs before, is read straight into the stepping slot.
+* with C <= R the **anchor** words are single-buffered: the loader keeps the next quad's
+  anchor tokens (K's included) in the loading slot, and each anchor register of the
+  stepping slot is fetched from memory just after its last use in the running quad
+  (:meth:`ArraySequencer._fetch`: Q anchors, used in passes 0-1, from pass 2's first step;
+  K anchors, used in passes 0 and 2, from pass 2's last step). A plain build single-buffers
+  its **follower** words too, fetched from the swap (K followers are first used in pass 1,
+  Q followers in pass 2); a reuse build keeps them double-buffered, since its CodeUnits
+  form a follower's codes against its anchor as the loader reads the pair. Every pass
+  lasts at least R >= C steps and the loader's 2R reads end before pass 2, so the fetches
+  land before the next quad needs the words, never meet the loader's reads, and the timing
+  is the double-buffered one; the first quad of a chunk, which no quad runs before, is read
+  straight into the stepping slot.
 """
 
 from __future__ import annotations
@@ -77,26 +82,25 @@ class _Slot:
     channel)."""
 
     def __init__(self, name: str, geo: KaleidoGeometry, plain: bool = False,
-                 words: bool = True):
+                 anchors: bool = True, followers: bool = True):
         t = geo.tile
         R, C, W = t.rows, t.cols, geo.chunk_width     # the chunk's channels only
         S = lambda shape, n: Signal(shape, name=f"{name}_{n}")  # noqa: E731
-        # ``words=False``: the operand words are not held here (a plain sequencer that fetches
-        # them into the stepping slot just in time keeps only the quad's tokens in its
-        # loading slot, K's included).
-        self.has_words = words
-        n_r, n_c = (R, C) if words else (0, 0)
-        self.qa = [S(8 * W, f"qa{r}") for r in range(n_r)]      # Q anchors
-        self.qf = [S(8 * W, f"qf{r}") for r in range(n_r)]      # effective Q followers
+        # ``anchors`` / ``followers`` False: those operand words are not held here (a
+        # sequencer that fetches them into the stepping slot just in time keeps only their
+        # tokens in its loading slot, K's included).
+        self.has_anchors, self.has_followers = anchors, followers
+        self.qa = [S(8 * W, f"qa{r}") for r in range(R if anchors else 0)]     # Q anchors
+        self.qf = [S(8 * W, f"qf{r}") for r in range(R if followers else 0)]   # eff. Q followers
         if plain:
             self.qlo = self.qhi = []
         else:
             self.qlo = [S(W, f"qlo{r}") for r in range(R)]       # code bit 0 per chunk channel
             self.qhi = [S(W, f"qhi{r}") for r in range(R)]       # code bit 1 per chunk channel
-        self.ka = [S(8 * W, f"ka{j}") for j in range(n_c)]
-        self.kf = [S(8 * W, f"kf{j}") for j in range(n_c)]
-        self.ktok_a = [] if words else [S(t.tok_width, f"ktok_a{j}") for j in range(C)]
-        self.ktok_f = [] if words else [S(t.tok_width, f"ktok_f{j}") for j in range(C)]
+        self.ka = [S(8 * W, f"ka{j}") for j in range(C if anchors else 0)]
+        self.kf = [S(8 * W, f"kf{j}") for j in range(C if followers else 0)]
+        self.ktok_a = [] if anchors else [S(t.tok_width, f"ktok_a{j}") for j in range(C)]
+        self.ktok_f = [] if followers else [S(t.tok_width, f"ktok_f{j}") for j in range(C)]
         if plain:
             self.klo = self.khi = []
             self.qs = [Const(0, 1), Const(0, 1), S(1, "qset2"), S(1, "qset3")]
@@ -122,22 +126,25 @@ class _Slot:
         """The code-set registers (the constant ones of a plain slot left out)."""
         return [s for s in self.qs + self.ks if isinstance(s, Signal)]
 
-    def fields(self, words: bool = True):
-        q_words, k_words = ([*self.qa, *self.qf], [*self.ka, *self.kf]) if words else ([], [])
+    def fields(self, anchors: bool = True, followers: bool = True):
+        q_words = [*(self.qa if anchors else []), *(self.qf if followers else [])]
+        k_words = [*(self.ka if anchors else []), *(self.kf if followers else [])]
         return [*q_words, *self.qlo, *self.qhi, *k_words, *self.klo,
                 *self.khi, *self.sets(), *self.rtok_a, *self.rtok_f, self.rvalid,
                 self.rhasf, self.cvalid, self.chasf, self.plane, self.add, self.cbp, self.first_rb,
                 self.last_rb]
 
     def copy(self, other: "_Slot"):
-        """Take ``other``'s quad; the operand words only if both slots hold them."""
-        words = self.has_words and other.has_words
-        return [a.eq(b) for a, b in zip(self.fields(words), other.fields(words))]
+        """Take ``other``'s quad; operand words only of the kinds both slots hold."""
+        kinds = (self.has_anchors and other.has_anchors,
+                 self.has_followers and other.has_followers)
+        return [a.eq(b) for a, b in zip(self.fields(*kinds), other.fields(*kinds))]
 
 
 class ArraySequencer(wiring.Component):
-    """Loader, double-buffered operand slot (one slot, fetched just in time, in a plain build
-    with C <= R) and pass/channel stepper of array ``index``.
+    """Loader, double-buffered operand slot (with C <= R the anchors, and in a plain build
+    the followers too, single-buffered and fetched just in time) and pass/channel stepper of
+    array ``index``.
 
     Parameters
     ----------
@@ -280,10 +287,13 @@ class ArraySequencer(wiring.Component):
         r0 = Signal(uw)                       # first row unit of the row block being loaded
         c0 = Signal(uw)                       # first column unit of the column block
         cbp = Signal(geo.cbp_width)           # local column block: cb // P
-        # A plain build with C <= R fetches the operand words just in time into the stepping
-        # slot (:meth:`_fetch`); its loading slot holds only the quad's tokens.
-        fetch = self.plain and C <= R
-        ld = _Slot("ld", geo, self.plain, words=not fetch)
+        # With C <= R the anchor words are fetched just in time into the stepping slot
+        # (:meth:`_fetch`), and in a plain build the follower words too (a reuse build forms
+        # a follower's codes against its anchor as the loader reads it); the loading slot
+        # then holds only their tokens.
+        fetch = C <= R
+        fetch_f = fetch and self.plain
+        ld = _Slot("ld", geo, self.plain, anchors=not fetch, followers=not fetch_f)
         cp = _Slot("cp", geo, self.plain)
 
         rd_active = Signal()
@@ -349,15 +359,17 @@ class ArraySequencer(wiring.Component):
             m.d.sync += [q_follow_r.eq(q_follow), k_follow_r.eq(k_follow)]
         walk_q_addr, walk_k_addr = Mux(phase, q_follow_r, q_anchor), Mux(phase, k_follow_r, k_anchor)
         walk_q_en, walk_k_en = reading & (unit < R), reading & (unit < C)
-        # ``direct``: this quad's words go straight into the stepping slot as the loader reads
-        # them (fetching only: the first quad of a chunk, whose slot nothing steps).
+        # ``direct``: this quad's fetched words go straight into the stepping slot as the
+        # loader reads them (the first quad of a chunk, whose slot nothing steps); otherwise
+        # a plain loader reads nothing, a reuse loader only for the CodeUnits and followers.
         direct = Signal()
         if fetch:
             with m.If(load_go):
                 m.d.sync += direct.eq(self.go)
+        if fetch_f:
             walking = Mux(load_go, self.go, direct)
             walk_q_en, walk_k_en = walk_q_en & walking, walk_k_en & walking
-        else:
+        if not fetch:
             m.d.comb += [self.q_addr.eq(walk_q_addr), self.k_addr.eq(walk_k_addr),
                          self.q_en.eq(walk_q_en), self.k_en.eq(walk_k_en)]
         last_read = reading & phase & (unit == M - 1)
@@ -399,9 +411,10 @@ class ArraySequencer(wiring.Component):
             m.d.sync += [s.eq(0) for s in ld.sets()]
 
         # Arriving words (and, with reuse, their codes).
+        # Arriving words (and, with reuse, their codes), into the loading slot when it holds
+        # their kind (the fetch units write the others, a direct quad's too).
         if self.plain:
-            self._plain_words(m, ld, cp if fetch else ld, pend & (direct if fetch else 1),
-                              pend, pend_unit, pend_phase, pend_q, pend_k)
+            self._plain_words(m, ld, pend, pend_unit, pend_phase, pend_q, pend_k)
         else:
             self._code_words(m, ld, pend, pend_unit, pend_phase, pend_q, pend_k)
 
@@ -493,16 +506,27 @@ class ArraySequencer(wiring.Component):
             # The next quad's words, each into the stepping slot after its register's last
             # use in this quad: Q anchors (read in passes 0-1) from pass 2's first step, K
             # anchors (passes 0 and 2) from pass 2's last step, both sides' followers (passes
-            # 1-3) from the swap. A pass lasts at least R >= C steps, so each side's R or C
-            # reads land before the register's first use in the next quad, and the loader
-            # (2R + 1 cycles from the swap) has the next quad's tokens in ``ld`` by pass 2.
-            nxt = slot_full & ~direct
-            followers = swap & ~direct
+            # 1-3; plain only) from the swap. A pass lasts at least R >= C steps, so each
+            # side's R or C reads land before the register's first use in the next quad; the
+            # loader (2R cycles of reads from the swap) has the next quad's tokens in ``ld``
+            # and the memory port free by pass 2.
+            q_go, k_go, f_go = (Signal(name=f"{n}_fetch_go") for n in ("q", "k", "followers"))
+            in_pass2 = step & slot_full & ~direct & (pass_idx == 2)
+            m.d.comb += [q_go.eq(in_pass2 & first), k_go.eq(in_pass2 & last_step)]
+            if fetch_f:
+                m.d.comb += f_go.eq(swap & ~direct)
+            followers = f_go if fetch_f else None
+            # A direct quad's words as they arrive from the loader's reads.
+            d_a, d_f = Signal(name="direct_anchor"), Signal(name="direct_follower")
+            m.d.comb += d_a.eq(pend & direct & ~pend_phase)
+            if fetch_f:
+                m.d.comb += d_f.eq(pend & direct & pend_phase)
+            arrivals = (d_a, d_f, pend_unit)
             self._fetch(m, "q", ld.rtok_a, ld.rtok_f, cp.qa, cp.qf, self._q_word,
-                        anchors=nxt & step & first & (pass_idx == 2), followers=followers,
+                        anchors=q_go, followers=followers, direct=arrivals,
                         walk=(walk_q_addr, walk_q_en), port=(self.q_addr, self.q_en))
             self._fetch(m, "k", ld.ktok_a, ld.ktok_f, cp.ka, cp.kf, self._k_word,
-                        anchors=nxt & step & last_step & (pass_idx == 2), followers=followers,
+                        anchors=k_go, followers=followers, direct=arrivals,
                         walk=(walk_k_addr, walk_k_en), port=(self.k_addr, self.k_en))
 
         # Drain tags: the tile in R0 at a pass's first step is the previous pass's tile.
@@ -595,9 +619,9 @@ class ArraySequencer(wiring.Component):
         return m
 
     def _code_words(self, m, ld, pend, pend_unit, pend_phase, pend_q, pend_k):
-        """Reuse build: the arriving words into the loading slot; anchors are kept for the
-        follower's comparison in a CodeUnit per side, which gives the follower's codes, its
-        effective word and the quad's code sets."""
+        """Reuse build: the arriving words into the loading slot (anchors only if it holds
+        them); anchors are kept for the follower's comparison in a CodeUnit per side, which
+        gives the follower's codes, its effective word and the quad's code sets."""
         cfg = self.cfg
         t = self.geo.tile
         R, C, W = t.rows, t.cols, self.geo.chunk_width
@@ -621,27 +645,32 @@ class ArraySequencer(wiring.Component):
                 (R, ld.qa, ld.qf, ld.qlo, ld.qhi, ld.qs, qcu, self._q_word, pend_q),
                 (C, ld.ka, ld.kf, ld.klo, ld.khi, ld.ks, kcu, self._k_word, pend_k)):
             for u in range(n):
+                follower = [fwords[u].eq(cu.effective), los[u].eq(cu.code_lo),
+                            his[u].eq(cu.code_hi)]
                 with m.If(pend & (pend_unit == u)):
-                    with m.If(~pend_phase):
-                        m.d.sync += words[u].eq(data_in)
-                    with m.Else():
-                        m.d.sync += [fwords[u].eq(cu.effective), los[u].eq(cu.code_lo),
-                                     his[u].eq(cu.code_hi)]
+                    if words:
+                        with m.If(~pend_phase):
+                            m.d.sync += words[u].eq(data_in)
+                        with m.Else():
+                            m.d.sync += follower
+                    else:
+                        with m.If(pend_phase):
+                            m.d.sync += follower
             with m.If(pend & pend_phase & (pend_unit < n) & pv[0]):
                 m.d.sync += [sets[v].eq(sets[v] | cu.is_code[v]) for v in range(4)]
 
-    def _plain_words(self, m, ld, dest, write, pend, pend_unit, pend_phase, pend_q, pend_k):
-        """Plain build: the arriving words as read into slot ``dest`` where ``write`` (no
-        CodeUnit: a follower is NONE, or ABSENT when the unit has none); the quad's code sets
-        (in ``ld``) are two bits per side, NONE (some real unit has a follower) and ABSENT
-        (some real unit has not)."""
+    def _plain_words(self, m, ld, pend, pend_unit, pend_phase, pend_q, pend_k):
+        """Plain build: the arriving words as read into the loading slot, when it holds them
+        (no CodeUnit: a follower is NONE, or ABSENT when the unit has none); the quad's code
+        sets are two bits per side, NONE (some real unit has a follower) and ABSENT (some
+        real unit has not)."""
         t = self.geo.tile
         R, C = t.rows, t.cols
         for n, words, fwords, sets, data_in, pv in (
-                (R, dest.qa, dest.qf, ld.qs, self._q_word, pend_q),
-                (C, dest.ka, dest.kf, ld.ks, self._k_word, pend_k)):
-            for u in range(n):
-                with m.If(write & (pend_unit == u)):
+                (R, ld.qa, ld.qf, ld.qs, self._q_word, pend_q),
+                (C, ld.ka, ld.kf, ld.ks, self._k_word, pend_k)):
+            for u in range(len(words)):
+                with m.If(pend & (pend_unit == u)):
                     with m.If(~pend_phase):
                         m.d.sync += words[u].eq(data_in)
                     with m.Else():
@@ -650,33 +679,49 @@ class ArraySequencer(wiring.Component):
                 m.d.sync += [sets[2].eq(sets[2] | pv[1]), sets[3].eq(sets[3] | ~pv[1])]
 
     def _fetch(self, m, side, toks_a, toks_f, words_a, words_f, data_in, anchors, followers,
-               walk, port):
-        """Just-in-time operand fetch of one side (plain build, C <= R): on ``anchors`` (or
-        ``followers``), read the next quad's anchor (follower) tokens ``toks_*`` one per
-        cycle, and write each arriving word into the stepping slot's ``words_*``. The memory
-        port is the loader's (``walk``: address and enable) when no fetch reads."""
+               direct, walk, port):
+        """Just-in-time operand fetch of one side (C <= R): on ``anchors`` (or ``followers``,
+        None when only anchors are fetched), read the next quad's anchor (follower) tokens
+        ``toks_*`` one per cycle, and write each arriving word into the stepping slot's
+        ``words_*``, as it writes a direct quad's words arriving from the loader's reads
+        (``direct``: anchor and follower enables, unit). The memory port is the loader's
+        (``walk``: address and enable) when no fetch reads; the two never read in the same
+        cycle (the loader is done by pass 2) and a direct quad is never fetched."""
         n = len(toks_a)
-        on = Signal(name=f"{side}_fetch_on")
-        idx = Signal(bits_for(n - 1), name=f"{side}_fetch_idx")
-        fol = Signal(name=f"{side}_fetch_follower")
-        issue = on | anchors | followers
-        i_now = Mux(on, idx, 0)
-        f_now = Mux(on, fol, followers)
-        addr = Mux(f_now, Array(toks_f)[i_now], Array(toks_a)[i_now])
+        d_anchor, d_follower, d_unit = direct
+        S = lambda n_, w=1: Signal(w, name=f"{side}_fetch_{n_}")  # noqa: E731
+        on, issue, arrive, wr_a = S("on"), S("issue"), S("arrive"), S("write_anchor")
+        idx, i_now, arrive_idx = (S(n_, bits_for(n - 1)) for n_ in ("idx", "now", "arrive_idx"))
+        wr_idx = S("write_idx", max(len(idx), len(d_unit)))
+        addr = S("addr", len(toks_a[0]))
+        m.d.comb += [i_now.eq(Mux(on, idx, 0)), wr_idx.eq(Mux(arrive, arrive_idx, d_unit))]
+        m.d.sync += [arrive.eq(issue), arrive_idx.eq(i_now)]
+        if followers is None:                   # anchors only
+            m.d.comb += [issue.eq(on | anchors), addr.eq(Array(toks_a)[i_now]),
+                         wr_a.eq(arrive | d_anchor)]
+            for u in range(n):
+                with m.If(wr_a & (wr_idx == u)):
+                    m.d.sync += words_a[u].eq(data_in)
+        else:
+            fol, f_now, arrive_f = S("follower"), S("follower_now"), S("arrive_follower")
+            wr_f = S("write_follower")
+            m.d.comb += [issue.eq(on | anchors | followers), f_now.eq(Mux(on, fol, followers)),
+                         addr.eq(Mux(f_now, Array(toks_f)[i_now], Array(toks_a)[i_now])),
+                         wr_a.eq(arrive & ~arrive_f | d_anchor),
+                         wr_f.eq(arrive & arrive_f | d_follower)]
+            with m.If(issue):
+                m.d.sync += fol.eq(f_now)
+            m.d.sync += arrive_f.eq(f_now)
+            for u in range(n):
+                with m.If(wr_idx == u):
+                    with m.If(wr_a):
+                        m.d.sync += words_a[u].eq(data_in)
+                    with m.If(wr_f):
+                        m.d.sync += words_f[u].eq(data_in)
         (walk_addr, walk_en), (p_addr, p_en) = walk, port
         m.d.comb += [p_addr.eq(Mux(issue, addr, walk_addr)), p_en.eq(issue | walk_en)]
         with m.If(issue):
-            m.d.sync += [on.eq(i_now != n - 1), idx.eq(i_now + 1), fol.eq(f_now)]
-        arrive = Signal(name=f"{side}_fetch_arrive")
-        arrive_idx = Signal.like(idx, name=f"{side}_fetch_arrive_idx")
-        arrive_f = Signal(name=f"{side}_fetch_arrive_f")
-        m.d.sync += [arrive.eq(issue), arrive_idx.eq(i_now), arrive_f.eq(f_now)]
-        for u in range(n):
-            with m.If(arrive & (arrive_idx == u)):
-                with m.If(arrive_f):
-                    m.d.sync += words_f[u].eq(data_in)
-                with m.Else():
-                    m.d.sync += words_a[u].eq(data_in)
+            m.d.sync += [on.eq(i_now != n - 1), idx.eq(i_now + 1)]
         with m.If(self.start):
             m.d.sync += on.eq(0)
 
@@ -848,14 +893,14 @@ def compact_words(m, pairs, chan, ok, D: int):
     for b in reversed(range(L)):
         need[b] = {q for p in need[b + 1] for q in (p, p + (1 << b)) if q < D}
     # selects: tags (s_j, low bits) and valid bits, routed from the outputs back
-    tag = {j: Signal(L, name=f"compact_s{j}") for j in range(W)}
+    tag = {j: Signal(L, name=f"pack_s{j}") for j in range(W)}
     val = {j: ok[j] for j in range(W)}
     m.d.comb += [tag[j].eq((chan[j] - j)[:L]) for j in range(W)]
     sel = [None] * L
     for b in reversed(range(L)):
         sel[b] = {}
         for q in need[b + 1]:
-            c = Signal(name=f"compact_c{b}_{q}")
+            c = Signal(name=f"pack_c{b}_{q}")
             m.d.comb += c.eq(val[q] & tag[q][b])
             sel[b][q] = c
         if b == 0:
@@ -864,8 +909,8 @@ def compact_words(m, pairs, chan, ok, D: int):
         for p in need[b]:
             lo = p in need[b + 1]               # from p, not moved at stage b
             hi = p - (1 << b) in need[b + 1]    # from p - 2**b, moved at stage b
-            t = Signal(b, name=f"compact_t{b}_{p}")
-            v = Signal(name=f"compact_v{b}_{p}")
+            t = Signal(b, name=f"pack_t{b}_{p}")
+            v = Signal(name=f"pack_v{b}_{p}")
             if lo and hi:
                 take = sel[b][p - (1 << b)]
                 m.d.comb += [t.eq(Mux(take, tag[p - (1 << b)][:b], tag[p][:b])),
@@ -882,7 +927,7 @@ def compact_words(m, pairs, chan, ok, D: int):
         for b in range(L):
             ny = {}
             for q in need[b + 1]:
-                v = Signal(8, name=f"compact{k}_y{b + 1}_{q}")
+                v = Signal(8, name=f"pack{k}_y{b + 1}_{q}")
                 if q + (1 << b) < D:
                     m.d.comb += v.eq(Mux(sel[b][q], y[q + (1 << b)], y[q]))
                 else:

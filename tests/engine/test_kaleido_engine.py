@@ -14,6 +14,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from amaranth.back import rtlil
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 from host_harness import configure_and_start, wait_done, write_operand
@@ -25,6 +26,7 @@ from golden.engine.trace import (OrderTrace, SlotTrace, check_counters, check_tr
 from golden.numerics import ChannelGroups, VideoGrid, attention_scores
 from golden.window import linear
 from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.engine.array_sequencer import ArraySequencer
 from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, engine_run_layout, max_chunks,
                                               walk_constants_layout, walk_layout)
 from kaleido_hw.engine.host_port import s_beat_count, unpack_s_beats
@@ -344,6 +346,23 @@ def test_dispatcher_wider_chunks(variant, sides):
     want = model_counters(cfg, q, k, grid, groups, variant)
     assert out["counters"] == want
     assert want["a0__merged"] > 0 and want["a1__merged"] > 0
+
+
+@pytest.mark.parametrize("rows, cols", [(2, 2), (4, 2), (2, 4)])
+def test_anchor_words_single_buffered(rows, cols):
+    """With C <= R a reuse sequencer keeps no anchor words in its loading slot (they are
+    fetched just in time into the stepping slot, ``ArraySequencer._fetch``) but keeps its
+    follower words and codes double-buffered; with C > R (2 x 4) both stay double-buffered.
+    The runs above (2 x 2, and 2 x 4 in ``test_dispatcher_wider_chunks``) hold either form to
+    the cycle model."""
+    cfg = KaleidoConfig(rows=rows, cols=cols, engine_arrays=1, engine_max_tokens=16,
+                        engine_max_head_dim=8, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=4)
+    text = rtlil.convert(ArraySequencer(cfg), name="seq", emit_src=False)
+    fetching = cols <= rows
+    assert ("ld_qa0" in text, "ld_ka0" in text) == (not fetching, not fetching)
+    assert ("q_fetch_on" in text, "ld_ktok_a0" in text) == (fetching, fetching)
+    assert "ld_qf0" in text and "ld_kf0" in text and "ld_qlo0" in text
 
 
 @pytest.mark.parametrize("variant,sides,seed", [

@@ -215,8 +215,8 @@ def test_plain_chunks_are_slices():
     def names(config):
         return rtlil.convert(ArraySequencer(config), name="seq", emit_src=False)
 
-    assert "compact" not in names(plain_config(base))
-    assert "compact" in names(base.replace(engine_dispatcher="none"))
+    assert "pack_s0" not in names(plain_config(base))
+    assert "pack_s0" in names(base.replace(engine_dispatcher="none"))
 
 
 def test_reuse_is_rejected_with_its_error_bit():
