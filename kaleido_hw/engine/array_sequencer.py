@@ -389,9 +389,9 @@ class ArraySequencer(wiring.Component):
                 for r in range(R):
                     with m.If(unit == r):
                         m.d.sync += ld.rtok_f[r].eq(q_follow_r)
-                for j in range(len(ld.ktok_f)):
+                for j, tok in enumerate(ld.ktok_f):
                     with m.If(unit == j):
-                        m.d.sync += ld.ktok_f[j].eq(k_follow_r)
+                        m.d.sync += tok.eq(k_follow_r)
             with m.Else():
                 m.d.sync += [rd_active.eq(1), rd_unit.eq(unit), rd_phase.eq(1),
                              q_walk.eq(q_at), k_walk.eq(k_at)]
@@ -404,13 +404,12 @@ class ArraySequencer(wiring.Component):
                 for j in range(C):
                     with m.If(unit == j):
                         m.d.sync += [ld.cvalid[j].eq(k_valid), ld.chasf[j].eq(k_hasf),
-                                     *([ld.ktok_a[j].eq(k_anchor)] if fetch else [])]
+                                     *(tok.eq(k_anchor) for tok in ld.ktok_a[j:j + 1])]
         with m.If(load_go):
             m.d.sync += [ld.plane.eq(chunk.plane), ld.add.eq(chunk.add), ld.cbp.eq(cbp), ld.first_rb.eq(r0 == 0),
                          ld.last_rb.eq(r0 + R >= units)]
             m.d.sync += [s.eq(0) for s in ld.sets()]
 
-        # Arriving words (and, with reuse, their codes).
         # Arriving words (and, with reuse, their codes), into the loading slot when it holds
         # their kind (the fetch units write the others, a direct quad's too).
         if self.plain:
@@ -510,17 +509,16 @@ class ArraySequencer(wiring.Component):
             # side's R or C reads land before the register's first use in the next quad; the
             # loader (2R cycles of reads from the swap) has the next quad's tokens in ``ld``
             # and the memory port free by pass 2.
-            q_go, k_go, f_go = (Signal(name=f"{n}_fetch_go") for n in ("q", "k", "followers"))
+            q_go, k_go = Signal(name="q_fetch_go"), Signal(name="k_fetch_go")
             in_pass2 = step & slot_full & ~direct & (pass_idx == 2)
             m.d.comb += [q_go.eq(in_pass2 & first), k_go.eq(in_pass2 & last_step)]
-            if fetch_f:
-                m.d.comb += f_go.eq(swap & ~direct)
-            followers = f_go if fetch_f else None
             # A direct quad's words as they arrive from the loader's reads.
-            d_a, d_f = Signal(name="direct_anchor"), Signal(name="direct_follower")
+            d_a = Signal(name="direct_anchor")
             m.d.comb += d_a.eq(pend & direct & ~pend_phase)
+            followers = d_f = None                      # followers: plain only
             if fetch_f:
-                m.d.comb += d_f.eq(pend & direct & pend_phase)
+                followers, d_f = Signal(name="followers_fetch_go"), Signal(name="direct_follower")
+                m.d.comb += [followers.eq(swap & ~direct), d_f.eq(pend & direct & pend_phase)]
             arrivals = (d_a, d_f, pend_unit)
             self._fetch(m, "q", ld.rtok_a, ld.rtok_f, cp.qa, cp.qf, self._q_word,
                         anchors=q_go, followers=followers, direct=arrivals,
@@ -684,7 +682,8 @@ class ArraySequencer(wiring.Component):
         None when only anchors are fetched), read the next quad's anchor (follower) tokens
         ``toks_*`` one per cycle, and write each arriving word into the stepping slot's
         ``words_*``, as it writes a direct quad's words arriving from the loader's reads
-        (``direct``: anchor and follower enables, unit). The memory port is the loader's
+        (``direct``: anchor and follower enables, the follower's None with ``followers``,
+        unit). The memory port is the loader's
         (``walk``: address and enable) when no fetch reads; the two never read in the same
         cycle (the loader is done by pass 2) and a direct quad is never fetched."""
         n = len(toks_a)
