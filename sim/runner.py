@@ -25,7 +25,7 @@ SIMULATORS = ("verilator", "icarus")
 VERILATOR_ARGS = {"engine/kaleido": ["-CFLAGS", "-O0"],
                   "engine/linear": ["-CFLAGS", "-O0"], "engine/plain": ["-CFLAGS", "-O0"],
                   "vector/softmax": ["-CFLAGS", "-O0"], "engine/pv": ["-CFLAGS", "-O0"],
-                  "engine/head": ["-CFLAGS", "-O0"], "engine/block": ["-CFLAGS", "-O0"]}
+                  "engine/block": ["-CFLAGS", "-O0"]}
 #: Every cocotb bench, ``sim/<block>/<bench>/test_*.py``, and the top in ``rtl_out/`` it
 #: drives (``make regress`` runs each on both simulators with N seeds).
 BENCHES = {"pe/reuse": "kaleido_pe", "pe/baseline": "baseline_pe",
@@ -34,7 +34,7 @@ BENCHES = {"pe/reuse": "kaleido_pe", "pe/baseline": "baseline_pe",
            "engine/kaleido": "kaleido_engine", "engine/linear": "linear_engine",
            "engine/plain": "plain_engine", "engine/core": "kaleido_core",
            "vector/softmax": "vector_unit", "engine/pv": "pv_engine",
-           "engine/head": "attention_head", "vector/block": "block_softmax",
+           "vector/block": "block_softmax",
            "vector/output": "block_output", "engine/block": "block_attention"}
 #: Folders of the shared bench helpers (on PYTHONPATH, as sim/common.mk puts them).
 HELPER_DIRS = [SIM_DIR, SIM_DIR / "pe", SIM_DIR / "dispatch", SIM_DIR / "engine",

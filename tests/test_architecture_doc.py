@@ -111,7 +111,7 @@ def variant_configs():
                       sched_entries=256, sched_pattern_width=64, sched_clusters=16,
                       matcher_channels=64, token_id_width=32, engine_arrays=8,
                       axi_data_width=128, vector_lanes=64, vector_max_row=256),
-        # Rows of S that fit the vector unit (attention_head needs vector_max_row >=
+        # Rows of S that fit the vector unit (the attention path needs vector_max_row >=
         # engine_max_tokens).
         KaleidoConfig(rows=2, cols=4, acc_width=28, engine_max_tokens=24, engine_max_head_dim=24,
                       sched_entries=8, sched_pattern_width=8, matcher_channels=8, engine_arrays=3,

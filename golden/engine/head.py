@@ -34,13 +34,12 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from golden.checks import check_int
-from golden.engine.model import EngineParams, engine_counters, kaleido_engine
-from golden.engine.pv import pv_counters, pv_engine
+from golden.engine.model import EngineParams, engine_counters
+from golden.engine.pv import pv_counters
 from golden.numerics import AXIS_T
-from golden.vector.softmax import softmax_int
 
 __all__ = ["RECIPROCAL_CYCLES", "ROW_HOLD_BASE", "ROW_LATENCY_BASE", "row_period",
-           "softmax_cycles", "pipeline_cycles", "HeadCycles", "head_cycles", "head_output"]
+           "softmax_cycles", "pipeline_cycles", "HeadCycles", "head_cycles"]
 
 #: Cycles the vector unit's reciprocal spends per row (13 division steps and a register).
 RECIPROCAL_CYCLES = 14
@@ -131,17 +130,3 @@ def head_cycles(q, k, v, p, grid, groups, params: EngineParams = EngineParams(),
     blocks = -(-n // block_rows)
     return HeadCycles(s, sm, pv, pipeline_cycles(s, sm, pv, blocks), blocks)
 
-
-def head_output(q, k, v, grid, groups, mult: int, shift: int,
-                params: EngineParams = EngineParams(), variant: str = "full",
-                v_reuse: bool = True, v_direction: int = AXIS_T, window: int = 2,
-                full_bits: int = 5, half_bits: int = 3) -> dict:
-    """``S``, ``P`` and ``O`` of one head as the hardware computes them, bit for bit: S of
-    ``variant`` on ``params``' arrays (``golden.engine.model.kaleido_engine``), ``P =
-    softmax_int(S, mult, shift)`` (the vector unit), ``O = P @ V_eff`` with V reused along
-    ``v_direction`` in windows of ``window`` (``golden.engine.pv.pv_engine``; ``v_reuse=False``:
-    ``P @ V``). What ``attention_head`` streams out on ``o``."""
-    s = kaleido_engine(q, k, grid, groups, params, variant, full_bits, half_bits)
-    p = softmax_int(s, mult, shift)
-    o = pv_engine(p, v, grid, v_direction, window, full_bits, half_bits, reuse=v_reuse)
-    return {"S": s, "P": p, "O": o}

@@ -329,7 +329,7 @@ def pv_counters(p, v, grid, directions=AXIS_T, window: int = 2, rows: int = 4, c
     same for every row block of a column block. The arrays share no barrier (groups write
     disjoint channels of O): the run ends with the slowest array.
 
-    ``p_ready``: P streamed in during the run (``attention_head``), the cycle (counted from
+    ``p_ready``: P streamed in during the run (the engine core's attention blocks, ``BlockAttention``), the cycle (counted from
     the one that accepts ``start``) from which each row block of P may be read, one per row
     block in order; an array's first step of row block r then reaches it no earlier than
     ``p_ready[r] + 4`` (read, registered words, registered codes, presented, registered:

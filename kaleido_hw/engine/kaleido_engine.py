@@ -235,7 +235,8 @@ class KaleidoEngine(wiring.Component):
         Build no arrays: drive the :class:`~kaleido_hw.engine.shared_arrays.ArrayView`\\ s in
         ``array_views`` instead, which the owner of the arrays connects
         (:func:`~kaleido_hw.engine.shared_arrays.share_array`; needs ``engine_pe =
-        "reuse-pv"``). ``attention_head`` runs S and P @ V on one set of arrays this way.
+        "reuse-pv"``). The engine core with the attention path and ``engine_pe = "reuse-pv"``
+        runs S and P @ V on one set of arrays this way.
 
     The chunk controller keeps the channels of the current group not yet handed out; the
     next chunk is the lowest W of them (a rank select, :func:`~kaleido_hw.bitops.rank_select`),

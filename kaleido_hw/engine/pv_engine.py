@@ -96,7 +96,7 @@ class PvEngine(wiring.Component):
         bounds the keys (T*H*W) and the queries, ``engine_max_head_dim`` the channels.
     streamed_p : bool
         False (the ``pv_engine`` top): P is written before ``start``. True (inside
-        ``attention_head``): P streams in while the run goes, a row block at a time; the
+        :class:`~kaleido_hw.engine.block_attention.BlockAttention`): P streams in while the run goes, a row block at a time; the
         ``p_blocks`` input says how many row blocks of P are written (their words in any
         order; raised only after a block's last write), the arrays read a row block's units
         only once it is written (waiting, not stepping, until then), and ``p_in`` is ready
@@ -104,7 +104,7 @@ class PvEngine(wiring.Component):
     shared_arrays : bool
         Build no arrays: drive the :class:`~kaleido_hw.engine.shared_arrays.ArrayView`\\ s in
         ``array_views`` (the KaleidoEngine's arrays with the P @ V mode, owned and connected
-        by ``attention_head``; needs ``engine_pe = "reuse-pv"``).
+        by the engine core; needs ``engine_pe = "reuse-pv"``).
     beat_out : bool
         ``o`` gives ``engine_arrays * cols`` channels of one query per beat
         (``pv_buffer.out_beat_layout``: ``values``, ``row``, ``chunk``, ``last``) instead of

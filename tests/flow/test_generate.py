@@ -200,13 +200,12 @@ def test_dispatcher_with_odd_cluster_shapes_is_lint_clean(tmp_path, toml_text):
 @pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH: make install")
 def test_pv_mode_builds_are_lint_clean(tmp_path):
     """``engine_pe = "reuse-pv"``: the core with the attention path on the arrays with the
-    P @ V mode (one set for S and P @ V), ``pv_engine`` on them, and ``attention_head``
-    with one set of arrays shared through views."""
+    P @ V mode (one set for S and P @ V, shared through views) and ``pv_engine`` on them."""
     toml_text = ('engine_pe = "reuse-pv"\nrows = 2\ncols = 2\nengine_arrays = 2\n'
                  'engine_max_tokens = 16\nengine_max_head_dim = 16\nsched_pattern_width = 4\n'
                  'matcher_channels = 4\nsched_entries = 4\nvector_lanes = 4\n'
                  'vector_max_row = 16\nvector_row_buffers = 3\ncore_attention = true\n')
-    tops = ("kaleido_core", "pv_engine", "attention_head")
+    tops = ("kaleido_core", "pv_engine")
     r, out = _generate_cli(tmp_path, toml_text, *(a for t in tops for a in ("--top", t)))
     assert r.returncode == 0, r.stderr
     for module in tops:
