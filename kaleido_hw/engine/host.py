@@ -284,7 +284,8 @@ class _BlockPlan:
     ``blocks + (qi * n_k + ki) * block_pitch``. A plan defines ``KIND`` (COMPUTE kind),
     ``n_k``, ``_core_groups`` (the channel groups CONFIG and GROUPS give the core),
     ``_blocks`` (address of block (0, 0)), ``_strides`` (STRIDES of both sides), ``_load``
-    (the LOAD of one operand slice), ``_loaded_tokens`` and ``_operand_ends``."""
+    (the LOAD of one operand slice), ``_loaded_tokens``, ``_operand_starts`` and
+    ``_operand_ends``."""
     KIND = KIND_S
 
     @property
@@ -317,12 +318,30 @@ class _BlockPlan:
         a half-empty 64-bit beat, which the pitch covers)."""
         return _align(self.block_bytes)
 
+    #: Names of the operand regions (``_operand_ends`` order) and of the result region.
+    OPERANDS = ("q", "k")
+    RESULT = "s"
+
+    @property
+    def _result_end(self) -> int:
+        """First byte after the result region (every block)."""
+        return self._blocks + self.n_q * self.n_k * self.block_pitch
+
+    def regions(self) -> dict:
+        """``{name: (address, bytes)}`` of every region the program reads or writes: its
+        operands (:attr:`OPERANDS`, from each tensor's first byte to its last token's last
+        channel) and its result (:attr:`RESULT`, every block or O with its padding to the
+        16-byte pitch). What a bench preloads and what it checks after the FENCE."""
+        out = {name: (start, end - start) for name, start, end in
+               zip(self.OPERANDS, self._operand_starts(), self._operand_ends())}
+        out[self.RESULT] = (self._blocks, self._result_end - self._blocks)
+        return out
+
     @property
     def memory_size(self) -> int:
-        """Bytes of memory the plan touches: the end of its last region (the blocks, with
+        """Bytes of memory the plan touches: the end of its last region (the result, with
         the packed addresses)."""
-        return max(self._blocks + self.n_q * self.n_k * self.block_pitch,
-                   *self._operand_ends())
+        return max(self._result_end, *self._operand_ends())
 
     def origin(self, i: int) -> tuple:
         """Grid origin of box ``i`` (boxes in t-major, x-fastest order)."""
@@ -397,6 +416,9 @@ class _BoxPlan(_BlockPlan):
     def _loaded_tokens(self, side: int, i: int) -> int:
         return int(self.real_tokens(i).sum())
 
+    def _operand_starts(self) -> tuple:
+        return self._tensors()
+
     def _operand_ends(self) -> tuple:
         d = self.groups.head_dim
         return tuple(_tensor_end(a, self.grid, self.addrs.strides, d) for a in self._tensors())
@@ -443,6 +465,8 @@ class LinearPlan(_BlockPlan):
     :attr:`slices` > 1 every block is that many COMPUTEs (one per slice, the steps' ``slice``,
     each after the first adding onto the one before) and one STORE."""
     KIND = KIND_LINEAR
+    OPERANDS = ("x", "w")
+    RESULT = "y"
     grid: VideoGrid
     groups: ChannelGroups
     box: tuple
@@ -511,6 +535,9 @@ class LinearPlan(_BlockPlan):
     def _loaded_tokens(self, side: int, i: int) -> int:
         return int(self.real_tokens(i).sum()) if side == SIDE_Q else self.box_tokens
 
+    def _operand_starts(self) -> tuple:
+        return (self.addrs.x, self.addrs.w)
+
     def _operand_ends(self) -> tuple:
         a = self.addrs
         return (_tensor_end(a.x, self.grid, a.strides, self.c_padded),
@@ -535,7 +562,13 @@ def _check_cfg(cfg) -> None:
 def _core(cfg: KaleidoConfig, channels: int, name: str, banks, variant, full_bits,
           half_bits) -> tuple:
     """``(limits, variant, full_bits, half_bits)`` of a program on the core of ``cfg`` whose
-    tokens have ``channels`` channels (``name`` in the error if the core holds fewer)."""
+    tokens have ``channels`` channels (``name`` in the error if the core holds fewer);
+    ``banks`` at most the core's ``core_banks`` (a program for more would name banks the
+    core rejects)."""
+    if banks is not None and (isinstance(banks, bool) or not isinstance(banks, (int, np.integer))
+                              or not 1 <= banks <= cfg.core_banks):
+        raise ValueError(f"banks must be in [1, core_banks] = [1, {cfg.core_banks}] (the "
+                         f"scratchpad banks per side the core was built with), got {banks!r}")
     limits = CoreLimits.from_config(cfg, banks)
     if channels > limits.max_head_dim:
         raise ValueError(f"{name} must be at most engine_max_head_dim = "

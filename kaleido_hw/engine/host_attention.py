@@ -75,6 +75,8 @@ class AttentionPlan(_BoxPlan):
     variant (S), the thresholds (S and V), the softmax ``scale`` pair, V's reuse
     (``v_dir``, ``v_window``, ``v_reuse``) and the commands."""
     KIND = KIND_PV
+    OPERANDS = ("q", "k", "v")
+    RESULT = "o"
     grid: VideoGrid
     groups: ChannelGroups
     box: tuple
@@ -106,9 +108,9 @@ class AttentionPlan(_BoxPlan):
         return self.addrs.o + qi * self.o_pitch
 
     @property
-    def memory_size(self) -> int:
-        """Bytes of memory the plan touches: the end of O or of an operand."""
-        return max(self.o_address(self.n_q), *self._operand_ends())
+    def _result_end(self) -> int:
+        """First byte after every query box's O."""
+        return self.o_address(self.n_q)
 
     @property
     def _blocks(self) -> int:

@@ -248,6 +248,10 @@ def test_plan_errors():
         plan_head(SMALL, (2, 4, 4), 64, "cogvideox-5b")
     with pytest.raises(ValueError, match="has 32 tokens; engine_max_tokens is 16"):
         plan_head(SMALL, (2, 4, 4), 16, G16, box=(2, 4, 4))
+    # A program for more banks than the core has would name banks it rejects.
+    for banks in (0, SMALL.core_banks + 1, 1.5):
+        with pytest.raises(ValueError, match=r"banks must be in \[1, core_banks\] = \[1, 2\]"):
+            plan_head(SMALL, (2, 4, 4), 16, G16, banks=banks)
     assert plan_head(CFG.replace(engine_pe="plain", engine_dispatcher="none"),
                      (2, 4, 4), 16, G16).variant == "dense"
 

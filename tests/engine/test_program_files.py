@@ -1,0 +1,151 @@
+"""``kaleido-hw program`` (``kaleido_hw/flow/program.py``): the engine core's files for an SoC
+bench. The command stream and the memory image it writes, replayed at their base address,
+give the memory image it says the core must leave: in the golden interpreter, and in the
+core's RTL (Amaranth simulator, the behavioural DMA of ``core_harness``) with every counter
+and, against the memory ``program.json`` names, the cycles it gives; the ``.hex`` files hold
+the ``.bin`` files' bytes; every kind of work (S, whole attention heads, linear layers);
+bad input ends with exit 2, one line naming the option, and no file written."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from core_harness import run_words
+
+from golden.engine.program import CoreLimits, Memory, run_program
+from kaleido_hw.cli import main
+from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.engine.core import CoreController
+from kaleido_hw.flow.program import hex_words
+from token_data import smooth_tensors
+
+#: A small core (two 2 x 2 arrays, 16-token boxes, 16 channels) and its TOML.
+SMALL = dict(rows=2, cols=2, engine_arrays=2, engine_max_tokens=16, engine_max_head_dim=16,
+             engine_dispatcher="full", sched_pattern_width=4, matcher_channels=4,
+             sched_entries=4)
+GRID = (2, 3, 4)
+
+
+def _toml(path, keys: dict):
+    path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items()))
+    return str(path)
+
+
+def _workload(path, grid, d=16, seed=0):
+    q, k, v = smooth_tensors(grid, d, seed, 3)
+    np.savez(path, q=q, k=k, v=v)
+    return str(path)
+
+
+def _files(out):
+    info = json.loads((out / "program.json").read_text())
+    words = [int(line, 16) for line in (out / "commands.hex").read_text().split()]
+    images = [np.frombuffer((out / f"memory_{w}.bin").read_bytes(), np.uint8)
+              for w in ("in", "out")]
+    return info, words, images
+
+
+def _at_base(image, base):
+    """A Memory holding ``image`` from byte ``base`` on."""
+    mem = Memory(base + image.size)
+    mem.data[base:] = image
+    return mem
+
+
+def test_head_files_replay_on_the_rtl(tmp_path):
+    """S of a padded head on the small core, at base 0x100: the interpreter and the RTL both
+    turn memory_in + commands into memory_out, with program.json's counters and cycles."""
+    cfg = KaleidoConfig(**SMALL)
+    out = tmp_path / "prog"
+    assert main(["program", "--out", str(out), "--config", _toml(tmp_path / "c.toml", SMALL),
+                 "--groups", "4,6,6", "--workload", _workload(tmp_path / "h.npz", GRID),
+                 "--grid", "2x3x4", "--base", "0x100"]) == 0
+    info, words, (img_in, img_out) = _files(out)
+    base = info["base"]
+    assert base == 0x100 and info["memory_bytes"] == img_in.size == img_out.size
+    assert info["commands"] == len(words) and info["variant"] == "full"
+    s = info["regions"]["s"]
+    assert s["address"] + s["bytes"] == base + img_out.size
+    # The stores are the only difference, and they land in the S region.
+    changed = np.flatnonzero(img_in != img_out) + base
+    assert changed.size and changed.min() >= s["address"]
+    # The interpreter, from the files alone.
+    mem = _at_base(img_in, base)
+    result = run_program(words, mem, CoreLimits.from_config(cfg), engine=True)
+    assert np.array_equal(mem.data[base:], img_out)
+    # The RTL, against the memory program.json's cycles are for (no gaps or stalls).
+    run, data = run_words(CoreController(cfg), words, _at_base(img_in, base), latency=2,
+                          outstanding=cfg.axi_max_outstanding)
+    assert run.error == 0 and run.accepted == len(words)
+    assert np.array_equal(data[base:], img_out)
+    assert {n: run.counters[n] for n in info["counters"]} == info["counters"]
+    assert {n: run.counters[n] for n in info["cycles_axi_ram"]} == info["cycles_axi_ram"]
+    assert len(result.blocks) == sum((w & 0xF) == 5 for w in words)   # COMPUTE: opcode 5
+
+
+@pytest.mark.parametrize("kind, extra", [
+    ("attention", ["--v-dir", "x"]),
+    ("linear", ["--c-out", "24"]),
+], ids=["attention", "linear"])
+def test_every_kind_replays_in_the_interpreter(tmp_path, kind, extra):
+    keys = dict(SMALL, vector_lanes=4, vector_max_row=16, core_attention=True)
+    cfg = KaleidoConfig(**keys)
+    out = tmp_path / kind
+    assert main(["program", "--out", str(out), "--config", _toml(tmp_path / "c.toml", keys),
+                 "--groups", "4,6,6", "--workload", _workload(tmp_path / "h.npz", GRID),
+                 "--grid", "2x3x4", "--kind", kind, "--base", "4096", *extra]) == 0
+    info, words, (img_in, img_out) = _files(out)
+    result_name = {"attention": "o", "linear": "y"}[kind]
+    assert set(info["regions"]) == ({"q", "k", "v", "o"} if kind == "attention"
+                                    else {"x", "w", "y"})
+    mem = _at_base(img_in, 4096)
+    run_program(words, mem, CoreLimits.from_config(cfg))
+    assert np.array_equal(mem.data[4096:], img_out)
+    r = info["regions"][result_name]
+    assert np.any(img_out[r["address"] - 4096:][:r["bytes"]])
+    # Attention blocks have no cycle model: their counters, but no cycles.
+    assert ("cycles_axi_ram" in info) == (kind == "linear")
+    assert "pv_blocks" in info["counters"] if kind == "attention" else True
+
+
+def test_hex_files_hold_the_bin_files_bytes(tmp_path):
+    out = tmp_path / "prog"
+    assert main(["program", "--out", str(out), "--grid", "1x2x16", "--no-model"]) == 0
+    info, words, (img_in, img_out) = _files(out)
+    assert "counters" not in info and info["word_bits"] == 64
+    for name, img in (("in", img_in), ("out", img_out)):
+        lines = (out / f"memory_{name}.hex").read_text().split()
+        assert len(lines) == -(-img.size // 8) and all(len(x) == 16 for x in lines)
+        back = b"".join(bytes.fromhex(x)[::-1] for x in lines)[:img.size]
+        assert back == img.tobytes()
+    assert hex_words(bytes(range(1, 10)), 64) == "0807060504030201\n0000000000000009\n"
+    cmd_lines = (out / "commands.hex").read_text().split()
+    assert all(len(x) == 32 for x in cmd_lines) and len(cmd_lines) == info["commands"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--base", "0x8"], "--base must be a multiple of 16"),
+    (["--base", "banana"], "--base must be an integer"),
+    (["--grid", "2x4"], "--grid must be TxHxW"),
+    (["--preset", "foo"], "--preset must be one of"),
+    (["--groups", "4,6"], "--groups must be three channel counts"),
+    (["--groups", "4,6,6"], "--groups needs --workload"),
+    (["--kind", "attention"], "--kind attention needs a core built with the attention path"),
+    (["--workload", "/nonexistent.npz"], "--workload must be an .npz file"),
+    (["--variant", "fastest"], "variant must be one of"),
+    (["--banks", "3"], "banks must be in [1, core_banks] = [1, 2]"),
+    (["--seed", "-1"], "--seed must be a non-negative integer"),
+    (["--v-window", "3"], "--v-window: for --kind attention only"),
+    (["--kind", "linear", "--v-dir", "x"], "--v-dir: for --kind attention only"),
+    (["--c-out", "8"], "--c-out: for --kind linear only"),
+    (["--kind", "linear", "--c-out", "0"], "--c-out must be in [1, 65536]"),
+], ids=["base-align", "base-text", "grid", "preset", "groups", "groups-no-data", "attention",
+        "workload", "variant", "banks", "seed", "v-window", "v-dir", "c-out", "c-out-0"])
+def test_bad_input_writes_nothing(tmp_path, capsys, args, message):
+    out = tmp_path / "prog"
+    assert main(["program", "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not out.exists()
