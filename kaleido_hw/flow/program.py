@@ -235,8 +235,10 @@ def add_arguments(parser):
     parser.add_argument("--base", default=DEFAULTS["base"], metavar="ADDR",
                         help=f"byte address of the memory image's first byte, a multiple of "
                              f"{BASE_ALIGN} (decimal or 0x hex; default 0)")
-    parser.add_argument("--v-dir", default=DEFAULTS["v_dir"], help="attention: V's reuse axis, t, y or x")
-    parser.add_argument("--v-window", type=int, default=DEFAULTS["v_window"], help="attention: 2 or 3")
+    parser.add_argument("--v-dir", default=DEFAULTS["v_dir"],
+                        help="attention: V's reuse axis, t, y or x (default: t)")
+    parser.add_argument("--v-window", type=int, default=DEFAULTS["v_window"],
+                        help="attention: V's windows, 2 or 3 (default: 2)")
     parser.add_argument("--no-v-reuse", action="store_true", help="attention: V as loaded")
     parser.add_argument("--c-out", metavar="N", help="linear: output features of the random W "
                                                      "(default: c_in)")
@@ -248,6 +250,8 @@ def add_arguments(parser):
 def run(args) -> int:
     """``kaleido-hw program``: plan, run the interpreter, write the files."""
     cfg = KaleidoConfig.from_toml(args.config) if args.config else KaleidoConfig()
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(f"--out must be a folder, got the file {args.out}")
     try:
         grid = grid_named(args.grid)
     except ValueError as e:
@@ -283,12 +287,12 @@ def run(args) -> int:
     engine = not args.no_model
     result = run_program(plan0.commands, memory, plan0.limits, engine=engine)
 
+    default = KaleidoConfig().to_dict()
     regions = {name: {"address": base + at, "bytes": n}
                for name, (at, n) in plan0.regions().items()}
     info = {
         "reproduce": _reproduce(args),
-        "config": {k: v for k, v in cfg.to_dict().items()
-                   if v != getattr(KaleidoConfig(), k)},
+        "config": {k: v for k, v in cfg.to_dict().items() if v != default[k]},
         "kind": args.kind, "grid": list(grid.shape), "groups": list(groups.sizes),
         "variant": plan0.variant, "banks": plan0.limits.banks, "box": list(plan0.box),
         "base": base, "memory_bytes": plan0.memory_size,

@@ -5,7 +5,9 @@ every AXI channel) from pytest, on small generated builds (d = 16, boxes of 16 o
 and runs in ``make regress``): a head of several boxes (padding at the grid's edge) with the memory
 equal to the interpreter's byte for byte and the counters equal to
 ``golden.engine.core_model.core_counters``; a malformed command, an AXI error response and a
-reset in the middle of a run, each followed by a clean run.
+reset in the middle of a run, each followed by a clean run; and the files of ``kaleido-hw
+program`` for a small build, at a base address high in the AXI space, replayed by the bench's
+``test_program``.
 
 ``make regress`` runs the bench on the default build (``rtl_out/kaleido_core.v``: 4 arrays of
 4 x 4, d = 128, boxes of 64 tokens) with its small head; ``make bench-head`` runs the
@@ -14,8 +16,11 @@ reset in the middle of a run, each followed by a clean run.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
+
+import numpy as np
 
 import pytest
 
@@ -23,7 +28,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "sim"))
 from runner import run_variant  # noqa: E402
 
+from kaleido_hw.cli import main  # noqa: E402
 from kaleido_hw.config import KaleidoConfig  # noqa: E402
+from token_data import smooth_tensors  # noqa: E402
 
 #: variant -> (configuration, simulator, grid)
 VARIANTS = {
@@ -58,12 +65,40 @@ def test_core_attention_bench(variant, monkeypatch):
                 testcase="test_attention_head")
 
 
+#: The xdist group of the tests that build and run the Icarus variant: one worker builds it.
+P1_GROUP = pytest.mark.xdist_group("core-p1-none-d16")
+
+
 @pytest.mark.sim
 @pytest.mark.parametrize("variant", [
     # the Verilator build of the core takes minutes: make regress runs it
-    pytest.param(v, marks=pytest.mark.full_set) if VARIANTS[v][1] == "verilator" else v
+    pytest.param(v, marks=pytest.mark.full_set if VARIANTS[v][1] == "verilator" else P1_GROUP)
     for v in VARIANTS])
 def test_core_bench(variant, monkeypatch):
     config, sim, grid = VARIANTS[variant]
     monkeypatch.setenv("KALEIDO_CORE_GRID", grid)
     run_variant("engine/core", "kaleido_core", config, variant, sim=sim)
+
+
+@pytest.mark.sim
+@P1_GROUP
+def test_core_bench_runs_program_files(tmp_path, monkeypatch):
+    """``kaleido-hw program`` files (S of a padded 2x3x5 head, groups 4/6/6 of the user's
+    data, base 0x4000_0000) for the small Icarus build run through the Verilog core with
+    cocotbext-axi's AxiRam: the memory it leaves is ``memory_out.bin``, its counters and
+    cycles are ``program.json``'s (the bench's ``test_program``)."""
+    config, sim, _ = VARIANTS["p1-none-d16"]
+    default = KaleidoConfig().to_dict()
+    toml = tmp_path / "core.toml"
+    toml.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in config.to_dict().items()
+                            if v != default[k]))
+    q, k = smooth_tensors((2, 3, 5), 16, 3, 2)
+    np.savez(tmp_path / "head.npz", q=q, k=k)
+    out = tmp_path / "program"
+    assert main(["program", "--out", str(out), "--config", str(toml), "--grid", "2x3x5",
+                 "--groups", "4,6,6", "--workload", str(tmp_path / "head.npz"),
+                 "--base", "0x40000000"]) == 0
+    assert "cycles_axi_ram" in json.loads((out / "program.json").read_text())
+    monkeypatch.setenv("KALEIDO_PROGRAM", str(out))
+    run_variant("engine/core", "kaleido_core", config, "p1-none-d16", sim=sim,
+                testcase="test_program")

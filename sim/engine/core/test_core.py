@@ -24,14 +24,18 @@ most capable the build runs) choose the head; the head's channel groups are the 
 runs on ``rtl_out/kaleido_core.v`` (default build: d = 128, 4 arrays of 4 x 4); the pytest
 wrapper (``tests/engine/test_core_sim.py``) on small generated builds. ``make bench-head``
 runs ``test_timing`` with the 1,024-token hunyuanvideo head (``KALEIDO_CORE_GRID=4x16x16``) on
-the default build, an optimised Verilator model (``CORE_FAST=1``).
+the default build, an optimised Verilator model (``CORE_FAST=1``). ``KALEIDO_PROGRAM=DIR``
+runs the files ``kaleido-hw program`` wrote into DIR (``test_program``: memory, counters and
+cycles equal to the files'; ``docs/integration.md``, section 6).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
+from pathlib import Path
 
 import cocotb
 import numpy as np
@@ -45,6 +49,7 @@ from golden.numerics import _as_groups
 from golden.engine.core_model import (ATTENTION_COUNTERS, CORE_COUNTERS, BenchMemory,
                                      core_counters, core_cycles)
 from golden.engine.program import Memory, ProgramError, run_program
+from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.host import (plan_head, plan_linear, read_y, whole_grid_y,
                                     write_linear_operands, write_operands)
 from kaleido_hw.engine.host_attention import (plan_attention, read_o, whole_grid_o,
@@ -416,3 +421,45 @@ async def test_attention_head(dut):
             await RisingEdge(dut.clk)
     await _reset_during(dut, words, rng, first_block_ran())
     await _clean_run(dut, ram, words, mem, gold, rng)
+
+
+@cocotb.test(skip="KALEIDO_PROGRAM" not in os.environ)
+async def test_program(dut):
+    """The files ``kaleido-hw program`` wrote into ``KALEIDO_PROGRAM`` (a folder) on this
+    build: ``memory_in.bin`` at the program's base in an AxiRam without pauses, the words of
+    ``commands.hex`` back to back; the memory then holds ``memory_out.bin`` at the base, the
+    counters are ``program.json``'s and so are the cycles when it has them (a program without
+    attention blocks). The files must be for this build's configuration."""
+    folder = Path(os.environ["KALEIDO_PROGRAM"])
+    info = json.loads((folder / "program.json").read_text())
+    theirs = KaleidoConfig.from_dict(info["config"]).to_dict()
+    ours = CFG.to_dict()
+    differ = sorted(k for k in ours if theirs[k] != ours[k])
+    assert not differ, (f"{folder} is for another build: "
+                        + ", ".join(f"{k} = {theirs[k]!r} (this build: {ours[k]!r})"
+                                    for k in differ))
+    words = [int(x, 16) for x in (folder / "commands.hex").read_text().split()]
+    image_in = (folder / "memory_in.bin").read_bytes()
+    image_out = (folder / "memory_out.bin").read_bytes()
+    base = info["base"]
+    # A sparse memory over the whole address space: any base.
+    ram = FaultyRam(AxiBus.from_prefix(dut, AXI_PREFIX), dut.clk, dut.rst,
+                    size=1 << CFG.axi_addr_width)
+    for log in (ram.write_if.log, ram.read_if.log):
+        log.setLevel(logging.WARNING)
+    _idle_inputs(dut)
+    await start_clock_and_reset(dut)
+    ram.write(base, image_in)
+    poll = 256 if len(words) > 100 else 1
+    cycles = await _run(dut, words, gap=0, poll=poll)
+    assert int(dut.error.value) == 0, f"error {int(dut.error.value)} at command " \
+                                      f"{int(dut.error_command.value)}"
+    got = np.frombuffer(ram.read(base, len(image_out)), np.uint8)
+    bad = np.flatnonzero(got != np.frombuffer(image_out, np.uint8))
+    assert bad.size == 0, f"{bad.size} bytes differ from memory_out.bin, first at " \
+                          f"{base + bad[0]:#x}"
+    c = _counters(dut)
+    want = dict(info.get("counters", {}), **info.get("cycles_axi_ram", {}))
+    assert {n: c[n] for n in want} == want, f"RTL {c}, program.json {want}"
+    dut._log.info(f"{folder}: {len(words)} commands, memory equal to memory_out.bin, "
+                  f"{len(want)} counters equal to program.json's; {cycles} cycles until idle")
