@@ -24,6 +24,10 @@ directly:
     for programs without attention blocks, its cycles against a memory of fixed latency that
     returns a beat per cycle (``core_cycles`` with ``BenchMemory.axi_ram``: what cocotbext-axi's
     AxiRam without pauses gives; ``docs/engine.md``, "Engine core").
+``tb_kaleido_core.v``
+    A plain Verilog testbench that runs the program on ``kaleido_core`` with an AXI4 memory of
+    the model's timing and checks the memory and every counter
+    (:mod:`kaleido_hw.flow.program_tb`).
 
 Every input is checked before a file is written; a bad one ends the command with exit 2 and
 one line naming the option and what it allows.
@@ -31,12 +35,15 @@ one line naming the option and what it allows.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import shlex
+import warnings
 from pathlib import Path
 
 import numpy as np
+from amaranth.hdl import UnusedElaboratable
 
 from golden import ChannelGroups, PRESETS
 from golden.checks import as_int8, check_tokens
@@ -47,6 +54,8 @@ from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.host import (plan_head, plan_linear, write_linear_operands,
                                     write_operands)
 from kaleido_hw.engine.host_attention import plan_attention, write_attention_operands
+from kaleido_hw.flow.generate import TOPS, build_top, port_table
+from kaleido_hw.flow.program_tb import TB_FILE, testbench
 
 
 __all__ = ["KINDS", "add_arguments", "run", "hex_words", "write_program"]
@@ -189,7 +198,8 @@ def write_program(out_dir, plan_base, plan0, memory_in: Memory, memory_out: Memo
         (out / f"{name}.hex").write_text(hex_words(raw, width_bits))
     info = dict(info, commands=len(words),
                 files={"commands": "commands.hex", "memory_in": ["memory_in.bin", "memory_in.hex"],
-                       "memory_out": ["memory_out.bin", "memory_out.hex"]})
+                       "memory_out": ["memory_out.bin", "memory_out.hex"],
+                       "testbench": TB_FILE})
     (out / "program.json").write_text(json.dumps(info, indent=1) + "\n")
     return info
 
@@ -310,6 +320,15 @@ def run(args) -> int:
                                    "measured, the counters above are exact")
     info = write_program(args.out, plan_base, plan0, memory_in, memory, cfg.axi_data_width,
                          info)
+    core = next(t for t in TOPS if t.module == "kaleido_core")
+    with warnings.catch_warnings():
+        # Built for its ports only: its blocks are never elaborated, and Amaranth warns when
+        # they are collected, so they are collected here.
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        ports = port_table(build_top(core, cfg))
+        gc.collect()
+    words = -(-plan0.memory_size // (cfg.axi_data_width // 8))
+    (Path(args.out) / TB_FILE).write_text(testbench(ports, info, words, info["reproduce"]))
     result_at = regions[plan0.RESULT]["address"]
     print(f"wrote {args.out}: {info['commands']} commands, {plan0.memory_size} bytes of "
           f"memory from {base:#x}, {plan0.RESULT.upper()} at {result_at:#x}")

@@ -9,6 +9,8 @@ bad input ends with exit 2, one line naming the option, and no file written."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -149,3 +151,54 @@ def test_bad_input_writes_nothing(tmp_path, capsys, args, message):
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not out.exists()
+
+
+@pytest.mark.skipif(shutil.which("iverilog") is None, reason="iverilog not on PATH")
+def test_plain_verilog_testbench(tmp_path):
+    """tb_kaleido_core.v, with no Python in the loop: Icarus runs the folder's program on the
+    small core's Verilog (generated for program.json's configuration) and prints PASS; a
+    word of memory_out.hex changed, or a command word that the core rejects, makes it print
+    FAIL naming what differs."""
+    keys = dict(SMALL, engine_dispatcher="none", engine_arrays=1)
+    toml = _toml(tmp_path / "c.toml", keys)
+    rtl = tmp_path / "rtl"
+    assert main(["generate", "--config", toml, "--top", "kaleido_core", "--out", str(rtl)]) == 0
+    out = tmp_path / "prog"
+    assert main(["program", "--out", str(out), "--config", toml, "--groups", "4,6,6",
+                 "--workload", _workload(tmp_path / "h.npz", GRID), "--grid", "2x3x4",
+                 "--base", "0x20000000"]) == 0
+
+    def run():
+        build = subprocess.run(["iverilog", "-g2012", "-o", "tb", "tb_kaleido_core.v",
+                                str(rtl / "kaleido_core.v")], cwd=out, capture_output=True,
+                               text=True)
+        assert build.returncode == 0, build.stderr
+        sim = subprocess.run(["vvp", "-n", "tb"], cwd=out, capture_output=True, text=True,
+                             timeout=600)
+        lines = [x for x in sim.stdout.splitlines() if x.startswith(("PASS", "FAIL"))]
+        assert len(lines) == 1, sim.stdout[-2000:]
+        return lines[0]
+
+    info = json.loads((out / "program.json").read_text())
+    line = run()
+    # Every counter, cycles and mem_wait included: the memory model has the timing of the
+    # exact cycle model's memory.
+    cycles = info["cycles_axi_ram"]
+    n = len(set(info["counters"]) | set(cycles))
+    assert line == (f"PASS: {info['commands']} commands, memory equal to memory_out.hex, {n} "
+                    f"counters equal to program.json; cycles {cycles['cycles']}, mem_wait "
+                    f"{cycles['mem_wait']}"), line
+    # A result word the core does not write that way: the check fails and names the byte.
+    hex_out = (out / "memory_out.hex").read_text().split()
+    s = info["regions"]["s"]
+    index = (s["address"] - info["base"]) // 8 + 3
+    hex_out[index] = f"{int(hex_out[index], 16) ^ 1:016x}"
+    (out / "memory_out.hex").write_text("\n".join(hex_out) + "\n")
+    line = run()
+    assert line == (f"FAIL: 1 of {len(hex_out)} memory words differ from memory_out.hex, the "
+                    f"first at byte 0x{info['base'] + index * 8:x}"), line
+    # A malformed command (opcode 0) as the third word: the core stops with error 1 there.
+    cmds = (out / "commands.hex").read_text().split()
+    cmds[2] = "0" * 32
+    (out / "commands.hex").write_text("\n".join(cmds) + "\n")
+    assert run() == "FAIL: error 1 at command 2"
