@@ -12,7 +12,7 @@ SEEDS   ?= 8
 export PATH := $(CURDIR)/tools/bin:$(VENV)/bin:$(PATH)
 export KALEIDO_PYTHON := $(VPY)
 
-.PHONY: install test verilog lint bench bench-head bench-attention synth synth-engine synth-engine-compare synth-core synth-all synth-vector energy regress report clean
+.PHONY: install test verilog lint bench bench-head bench-head-tb bench-attention bench-attention-tb synth synth-engine synth-engine-compare synth-core synth-all synth-vector energy regress report clean
 
 install:
 	$(PYTHON) -m venv $(VENV)
@@ -93,6 +93,24 @@ energy:
 bench-head:
 	nice $(MAKE) -C sim/engine/core CORE_FAST=1 KALEIDO_CORE_GRID=4x16x16 COCOTB_TEST_FILTER=test_timing
 
+# The plain Verilog testbench that `kaleido-hw program` writes (no Python in the loop;
+# docs/integration.md, section 6), built by Verilator: $(call run_tb,FOLDER,KALEIDO_CORE_V)
+# runs the program in FOLDER on that kaleido_core.v and fails unless it prints PASS.
+TB_VERILATOR = verilator --binary --timing -CFLAGS -fcoroutines -Wno-fatal -j $(JOBS) \
+	-MAKEFLAGS "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O1 OPT_SLOW=-O0 OPT_GLOBAL=-O1" \
+	--top-module tb_kaleido_core
+define run_tb
+	cd $(1) && $(TB_VERILATOR) tb_kaleido_core.v $(2) > verilator.log 2>&1 && obj_dir/Vtb_kaleido_core | tee run.log
+	grep -q '^PASS' $(1)/run.log
+endef
+
+# The 1,024-token head of bench-head through the plain testbench: the same memory, counters
+# and cycles, in about 2 minutes.
+bench-head-tb:
+	rm -rf build/head_tb
+	$(VENV)/bin/kaleido-hw program --out build/head_tb --grid 4x16x16
+	$(call run_tb,build/head_tb,$(CURDIR)/rtl_out/kaleido_core.v)
+
 # Whole attention heads (COMPUTE kind 2) through the AXI port of the default build generated
 # with core_attention = true (not the rtl_out build): ATT_GRID sets the head's grid.
 ATT_RTL  := $(CURDIR)/sim_build/engine/core/rtl-attention
@@ -102,6 +120,16 @@ bench-attention:
 	printf 'core_attention = true\n' > $(CURDIR)/sim_build/attention.toml
 	$(VENV)/bin/kaleido-hw generate --config $(CURDIR)/sim_build/attention.toml --top kaleido_core --out $(ATT_RTL)
 	nice $(MAKE) -C sim/engine/core RTL_DIR=$(ATT_RTL) KALEIDO_MANIFEST=$(ATT_RTL)/manifest.json SIM_BUILD=sim_build/verilator-attention KALEIDO_CORE_GRID=$(ATT_GRID) COCOTB_TEST_FILTER=test_attention_head
+
+# A whole attention head of ATT_GRID on that build through the plain testbench (O and every
+# counter equal to the model's; its cycles are measured: attention blocks have no cycle model).
+bench-attention-tb:
+	mkdir -p $(CURDIR)/sim_build
+	printf 'core_attention = true\n' > $(CURDIR)/sim_build/attention.toml
+	$(VENV)/bin/kaleido-hw generate --config $(CURDIR)/sim_build/attention.toml --top kaleido_core --out $(ATT_RTL)
+	rm -rf build/attention_tb
+	$(VENV)/bin/kaleido-hw program --out build/attention_tb --config $(CURDIR)/sim_build/attention.toml --kind attention --grid $(ATT_GRID)
+	$(call run_tb,build/attention_tb,$(ATT_RTL)/kaleido_core.v)
 
 # Every cocotb bench x simulator x SEEDS random seeds, then the test cases make test leaves
 # out (marked full_set: larger builds, longer parametrizations).

@@ -107,8 +107,8 @@ def _groups(args, cfg: KaleidoConfig) -> ChannelGroups:
 
 
 def _operands(args, grid, groups: ChannelGroups) -> dict:
-    """``q``, ``k``, ``v`` (and ``scale``, ``w`` when given) from ``--workload`` or the
-    synthetic head of ``--preset`` (``golden.workloads.make_qkv``)."""
+    """``q``, ``k``, ``v`` (and ``scale``, ``w`` when given) from ``--workload``, or the
+    synthetic head of ``--preset`` with its softmax scale (``golden.workloads.make_qkv``)."""
     d = groups.head_dim
     if args.workload is None:
         preset = args.preset or groups.name
@@ -116,7 +116,7 @@ def _operands(args, grid, groups: ChannelGroups) -> dict:
             raise ValueError(f"--groups {args.groups} has no synthetic head: pass --workload "
                              f"FILE.npz with int8 q and k of shape ({grid.n}, {d})")
         h = make_qkv(preset, grid, seed=args.seed)
-        return {"q": h.q, "k": h.k, "v": h.v}
+        return {"q": h.q, "k": h.k, "v": h.v, "scale": h.scale}
     what = f"an .npz file with int8 arrays q and k of shape ({grid.n}, {d})"
     try:
         z = np.load(args.workload, allow_pickle=False)
