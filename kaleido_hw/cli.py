@@ -13,7 +13,7 @@ import sys
 COMMANDS = [
     ("generate", "kaleido_hw.flow.generate", "write the Verilog of every block and manifest.json to rtl_out/"),
     ("lint", "kaleido_hw.flow.lint", "run verilator --lint-only -Wall on the generated Verilog"),
-    ("program", "kaleido_hw.flow.program", "the engine core's files for an SoC bench: command stream, memory images before and after, expected counters and cycles of one head or linear layer"),
+    ("program", "kaleido_hw.flow.program", "engine core files for an SoC bench: command words, memory images, expected counters, a plain Verilog testbench"),
     ("analyze", "kaleido_hw.reports.analyze", "reuse fractions, oracle QK^T reduction and quality of one attention head"),
     ("bench", "kaleido_hw.reports.bench", "time the golden model: 720p reuse analysis and exact S throughput"),
     ("synth", "kaleido_hw.flow.synth", "OSU 0.18 um area, critical path and power, iCE40 LUTs and fmax of the PEs, arrays and dispatcher blocks (--engine: whole engine)"),
