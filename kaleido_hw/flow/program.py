@@ -119,26 +119,26 @@ def _operands(args, grid, groups: ChannelGroups) -> dict:
         return {"q": h.q, "k": h.k, "v": h.v, "scale": h.scale}
     what = f"an .npz file with int8 arrays q and k of shape ({grid.n}, {d})"
     try:
-        z = np.load(args.workload, allow_pickle=False)
-        names = set(z.files)
+        with np.load(args.workload, allow_pickle=False) as z:
+            arrays = {name: z[name] for name in z.files}
     except (OSError, ValueError, AttributeError) as e:
         raise ValueError(f"--workload must be {what}; cannot read {args.workload}: "
                          f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    if not {"q", "k"} <= names:
+    if not {"q", "k"} <= set(arrays):
         raise ValueError(f"--workload must be {what}; {args.workload} has "
-                         f"{', '.join(sorted(names)) or 'nothing'}")
+                         f"{', '.join(sorted(arrays)) or 'nothing'}")
     out = {}
     try:
         for name in ("q", "k", "v"):
-            if name in names:
-                out[name] = as_int8(z[name], name)
+            if name in arrays:
+                out[name] = as_int8(arrays[name], name)
                 check_tokens(out[name], name, grid.n, str(grid), d)
-        if "w" in names:
-            out["w"] = as_int8(z["w"], "w")
-        if "scale" in names:
-            scale = np.asarray(z["scale"], float).ravel()
+        if "w" in arrays:
+            out["w"] = as_int8(arrays["w"], "w")
+        if "scale" in arrays:
+            scale = np.asarray(arrays["scale"], float).ravel()
             if scale.size != 1 or not math.isfinite(scale[0]) or scale[0] <= 0:
-                raise ValueError(f"scale must be one positive number, got {z['scale']!r}")
+                raise ValueError(f"scale must be one positive number, got {arrays['scale']!r}")
             out["scale"] = float(scale[0])
     except ValueError as e:
         raise ValueError(f"--workload {args.workload}: {e}") from None
