@@ -15,6 +15,7 @@ TOML form: top-level keys with the field names below, e.g.::
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -347,6 +348,18 @@ class KaleidoConfig:
     def to_dict(self) -> dict:
         """Every key with its value (the manifest's ``config``)."""
         return dataclasses.asdict(self)
+
+    def changed(self) -> dict:
+        """The keys whose value differs from the default, with their values."""
+        default = dataclasses.asdict(type(self)())
+        return {k: v for k, v in self.to_dict().items() if v != default[k]}
+
+    def to_toml(self, every_key: bool = False) -> str:
+        """A TOML file :meth:`from_toml` reads back as this configuration: the
+        :meth:`changed` keys, or with ``every_key`` all of them."""
+        values = self.to_dict() if every_key else self.changed()
+        # The keys' values are ints, strings and bools, which JSON writes as TOML does.
+        return "".join(f"{k} = {json.dumps(v)}\n" for k, v in values.items())
 
     def replace(self, **changes) -> "KaleidoConfig":
         """A validated copy with the given keys changed."""

@@ -10,12 +10,17 @@ from kaleido_hw.config import ConfigError, KaleidoConfig, min_acc_width
 
 def test_defaults_are_valid_and_round_trip(tmp_path):
     cfg = KaleidoConfig()
-    def toml(v):
-        return str(v).lower() if isinstance(v, bool) else repr(v).replace("'", '"')
-    text = "\n".join(f"{k} = {toml(v)}" for k, v in cfg.to_dict().items())
     path = tmp_path / "c.toml"
-    path.write_text(text + "\n")
+    path.write_text(cfg.to_toml(every_key=True))
+    assert len(path.read_text().splitlines()) == len(KaleidoConfig.keys())
     assert KaleidoConfig.from_toml(path) == cfg
+    # Only the keys that differ from the defaults, of every value type.
+    other = cfg.replace(rows=2, preset="wan2.1", core_attention=True)
+    assert other.changed() == {"rows": 2, "preset": "wan2.1", "core_attention": True}
+    path.write_text(other.to_toml())
+    assert path.read_text() == 'preset = "wan2.1"\nrows = 2\ncore_attention = true\n'
+    assert KaleidoConfig.from_toml(path) == other
+    assert cfg.to_toml() == "" and cfg.changed() == {}
 
 
 @pytest.mark.parametrize("channels,width", [(1, 16), (16, 20), (44, 21), (56, 21), (63, 21), (64, 22), (65, 22)])

@@ -145,6 +145,21 @@ def _operands(args, grid, groups: ChannelGroups) -> dict:
     return out
 
 
+def _weights(args, ops: dict, d: int) -> np.ndarray:
+    """A linear layer's W (c_in = ``d``, c_out): the workload's ``w``, else random int8 of
+    ``--seed`` with ``--c-out`` columns (default ``d``)."""
+    w = ops.get("w")
+    if w is None:
+        c_out = d if args.c_out is None else _int(args.c_out, "--c-out", 1, 1 << 16)
+        return np.random.default_rng([args.seed, 7]).integers(-128, 128, (d, c_out), np.int8)
+    if args.c_out is not None:
+        raise ValueError("--c-out and a workload's w exclude each other: w's columns are "
+                         "c_out")
+    if w.ndim != 2 or w.shape[0] != d:
+        raise ValueError(f"w must have shape (c_in, c_out) = ({d}, c_out), got {w.shape}")
+    return w
+
+
 def _plan(args, cfg: KaleidoConfig, grid, groups: ChannelGroups, ops: dict, base: int):
     """The plan of the work at ``base``, and a function writing its operands into a Memory."""
     d = groups.head_dim
@@ -165,16 +180,8 @@ def _plan(args, cfg: KaleidoConfig, grid, groups: ChannelGroups, ops: dict, base
                               v_reuse=not args.no_v_reuse, **common)
         return plan, lambda mem: write_attention_operands(mem, ops["q"], ops["k"], ops["v"],
                                                           plan.addrs, grid)
-    # linear: X = q, W from the workload or random int8 of --seed
-    w = ops.get("w")
-    if w is None:
-        c_out = d if args.c_out is None else _int(args.c_out, "--c-out", 1, 1 << 16)
-        w = np.random.default_rng([args.seed, 7]).integers(-128, 128, (d, c_out), np.int8)
-    elif args.c_out is not None:
-        raise ValueError("--c-out and a workload's w exclude each other: w's columns are "
-                         "c_out")
-    if w.ndim != 2 or w.shape[0] != d:
-        raise ValueError(f"w must have shape (c_in, c_out) = ({d}, c_out), got {w.shape}")
+    # linear: X = q, W = ops["w"] (_weights)
+    w = ops["w"]
     plan = plan_linear(cfg, grid, d, w.shape[1], groups, **common)
 
     def write(mem):
@@ -284,6 +291,8 @@ def run(args) -> int:
     if args.groups is not None and args.workload is None:
         raise ValueError("--groups needs --workload: the synthetic heads are the presets'")
     ops = _operands(args, grid, groups)
+    if args.kind == "linear":
+        ops["w"] = _weights(args, ops, groups.head_dim)
     plan0, write = _plan(args, cfg, grid, groups, ops, 0)
     plan_base, _ = _plan(args, cfg, grid, groups, ops, base)
     end = base + plan0.memory_size
@@ -297,12 +306,11 @@ def run(args) -> int:
     engine = not args.no_model
     result = run_program(plan0.commands, memory, plan0.limits, engine=engine)
 
-    default = KaleidoConfig().to_dict()
     regions = {name: {"address": base + at, "bytes": n}
                for name, (at, n) in plan0.regions().items()}
     info = {
         "reproduce": _reproduce(args),
-        "config": {k: v for k, v in cfg.to_dict().items() if v != default[k]},
+        "config": cfg.changed(),
         "kind": args.kind, "grid": list(grid.shape), "groups": list(groups.sizes),
         "variant": plan0.variant, "banks": plan0.limits.banks, "box": list(plan0.box),
         "base": base, "memory_bytes": plan0.memory_size,

@@ -88,10 +88,8 @@ def test_core_bench_runs_program_files(tmp_path, monkeypatch):
     cocotbext-axi's AxiRam: the memory it leaves is ``memory_out.bin``, its counters and
     cycles are ``program.json``'s (the bench's ``test_program``)."""
     config, sim, _ = VARIANTS["p1-none-d16"]
-    default = KaleidoConfig().to_dict()
     toml = tmp_path / "core.toml"
-    toml.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in config.to_dict().items()
-                            if v != default[k]))
+    toml.write_text(config.to_toml())
     q, k = smooth_tensors((2, 3, 5), 16, 3, 2)
     np.savez(tmp_path / "head.npz", q=q, k=k)
     out = tmp_path / "program"

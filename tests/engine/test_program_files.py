@@ -31,7 +31,7 @@ GRID = (2, 3, 4)
 
 
 def _toml(path, keys: dict):
-    path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in keys.items()))
+    path.write_text(KaleidoConfig(**keys).to_toml())
     return str(path)
 
 

@@ -191,16 +191,23 @@ async def _run_head(dut, ram, plan, mem, **run_kw):
     gold, result = _gold(plan, mem, engine=True)
     ram.write(0, mem.data.tobytes())
     cycles = await _run(dut, [c.encode() for c in plan.commands], **run_kw)
-    assert int(dut.error.value) == 0, f"error {int(dut.error.value)} at command " \
-                                      f"{int(dut.error_command.value)}"
-    got = np.frombuffer(ram.read(0, plan.memory_size), np.uint8)
-    bad = np.flatnonzero(got != gold.data)
-    assert bad.size == 0, f"{bad.size} bytes differ from the interpreter's, first at {bad[0]}"
-    c = _counters(dut)
-    want = core_counters(result)
-    assert {n: c[n] for n in want} == want, f"RTL {c}, model {want}"
+    c = _check_run(dut, ram, 0, gold.data, core_counters(result), "the interpreter's")
     assert c["cycles"] == c["compute"] + c["mem_wait"]
     return result, c, cycles
+
+
+def _check_run(dut, ram, base, want_memory, want_counters, what):
+    """After a run: no error raised, the memory from ``base`` equal to ``want_memory`` (uint8)
+    byte for byte and the counters named in ``want_counters`` equal to their values (``what``
+    names where both come from). Returns every counter of the core."""
+    assert int(dut.error.value) == 0, f"error {int(dut.error.value)} at command " \
+                                      f"{int(dut.error_command.value)}"
+    got = np.frombuffer(ram.read(base, len(want_memory)), np.uint8)
+    bad = np.flatnonzero(got != want_memory)
+    assert bad.size == 0, f"{bad.size} bytes differ from {what}, first at {base + bad[0]:#x}"
+    c = _counters(dut)
+    assert {n: c[n] for n in want_counters} == want_counters, f"RTL {c}, {what} {want_counters}"
+    return c
 
 
 async def _clean_run(dut, ram, words, mem, gold, rng):
@@ -452,14 +459,8 @@ async def test_program(dut):
     ram.write(base, image_in)
     poll = 256 if len(words) > 100 else 1
     cycles = await _run(dut, words, gap=0, poll=poll)
-    assert int(dut.error.value) == 0, f"error {int(dut.error.value)} at command " \
-                                      f"{int(dut.error_command.value)}"
-    got = np.frombuffer(ram.read(base, len(image_out)), np.uint8)
-    bad = np.flatnonzero(got != np.frombuffer(image_out, np.uint8))
-    assert bad.size == 0, f"{bad.size} bytes differ from memory_out.bin, first at " \
-                          f"{base + bad[0]:#x}"
-    c = _counters(dut)
     want = dict(info.get("counters", {}), **info.get("cycles_axi_ram", {}))
-    assert {n: c[n] for n in want} == want, f"RTL {c}, program.json {want}"
+    _check_run(dut, ram, base, np.frombuffer(image_out, np.uint8), want,
+               "memory_out.bin and program.json")
     dut._log.info(f"{folder}: {len(words)} commands, memory equal to memory_out.bin, "
                   f"{len(want)} counters equal to program.json's; {cycles} cycles until idle")
