@@ -122,7 +122,7 @@ bench-attention:
 	nice $(MAKE) -C sim/engine/core RTL_DIR=$(ATT_RTL) KALEIDO_MANIFEST=$(ATT_RTL)/manifest.json SIM_BUILD=sim_build/verilator-attention KALEIDO_CORE_GRID=$(ATT_GRID) COCOTB_TEST_FILTER=test_attention_head
 
 # A whole attention head of ATT_GRID on that build through the plain testbench (O and every
-# counter equal to the model's; its cycles are measured: attention blocks have no cycle model).
+# counter equal to the model's, cycles included: golden/engine/block_timing.py).
 bench-attention-tb:
 	mkdir -p $(CURDIR)/sim_build
 	printf 'core_attention = true\n' > $(CURDIR)/sim_build/attention.toml

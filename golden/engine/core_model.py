@@ -8,7 +8,9 @@ per-array work counter summed over COMPUTEs and arrays, and ``compute`` (the cyc
 core spends in COMPUTEs: the engine's cycles plus :data:`COMPUTE_OVERHEAD` per COMPUTE).
 
 Exact for the bench's memory: ``cycles`` and ``mem_wait`` (:func:`core_cycles`, event by
-event :func:`core_schedule`) for commands offered back to back against a memory of fixed
+event :func:`core_schedule`; attention blocks with the block datapath's cycle model,
+:mod:`golden.engine.block_timing`, and then ``compute`` too) for commands offered back to
+back against a memory of fixed
 latency that returns one beat per cycle with a limit of requests in flight
 (:class:`BenchMemory`: the behavioural memory of the Amaranth bench, and with
 :meth:`BenchMemory.axi_ram` the AxiDma against cocotbext-axi's AxiRam without pauses). The
@@ -67,8 +69,9 @@ def core_counters(result) -> dict:
     """The exact counters of a program run with ``engine=True`` (``cycles`` and
     ``mem_wait`` depend on the memory: not included). ``stall`` is 0 (the engine model has
     no dispatcher stalls). A program with attention blocks (COMPUTE kind 2) adds
-    :data:`ATTENTION_COUNTERS` and has no ``compute``: its blocks' S streams through the
-    softmax into P @ V, whose cycles this model does not have."""
+    :data:`ATTENTION_COUNTERS` and has no ``compute``: a block's softmax and P @ V run on
+    behind the next commands, so its compute cycles depend on the memory's timing
+    (:func:`core_cycles` gives them for :class:`BenchMemory`)."""
     blocks = result.blocks
     if any(b.engine is None for b in blocks):
         raise ValueError("core_counters needs run_program(..., engine=True)")
@@ -86,8 +89,8 @@ def core_counters(result) -> dict:
         out[f"skipped{p}"] = int(sum(b.engine.skipped[:, p].sum() for b in blocks))
     pv = [b.pv for b in blocks if getattr(b, "pv", None) is not None]
     if pv:
-        # Attention blocks: P @ V's work counters; their cycles (the S read-out streaming
-        # through the softmax into P @ V) are the RTL's, not modelled here.
+        # Attention blocks: P @ V's work counters. ``compute`` depends on when loads, blocks
+        # and their S meet: core_cycles gives it for the bench's memory.
         out.update({"pv_busy_pe_cycles": sum(int(c.busy_pe_cycles) for c in pv),
                     "pv_issued_a": sum(int(c.issued[0]) for c in pv),
                     "pv_issued_f1": sum(int(c.issued[1]) for c in pv),
@@ -200,7 +203,8 @@ class BenchMemory:
 
 
 @lru_cache(maxsize=4096)
-def load_run_cycles(real: tuple, beats_per_token: int, latency: int, outstanding: int) -> int:
+def load_run_cycles(real: tuple, beats_per_token: int, latency: int, outstanding: int,
+                    words: int = 1, blocked: tuple = ()) -> int:
     """Cycles of a LOAD's walk (in the core's load unit) over a box whose tokens, in box order, are
     inside the grid where ``real`` is true: the request walker asks for one request of
     ``beats_per_token`` beats per inside token (when fewer than ``outstanding`` are in
@@ -208,10 +212,15 @@ def load_run_cycles(real: tuple, beats_per_token: int, latency: int, outstanding
     cycle of an inside token when the memory has it, and writes a padding token's
     ``beats_per_token`` zero beats in as many cycles. The walk ends the cycle after the last
     write. One loop iteration per cycle (the walk is at most a few thousand cycles; boxes of
-    one shape share the result)."""
+    one shape share the result).
+
+    ``words``: cycles a beat takes to write (a V LOAD hands each beat to the V memory as
+    ``8 / cols`` words, one a cycle); ``blocked``: (first, last) cycles of the walk, counted
+    from its first, in which no word can be written (a running block's P @ V reads the V
+    bank)."""
     n = len(real)
     reads = deque()                       # [beats left, cycle of the first valid beat]
-    rk = wk = lane = 0
+    rk = wk = lane = word = 0
     cycle = 0
     while wk < n:
         new = None
@@ -221,11 +230,12 @@ def load_run_cycles(real: tuple, beats_per_token: int, latency: int, outstanding
             elif len(reads) < outstanding:
                 new = [beats_per_token, cycle + 1 + latency]
                 rk += 1
-        take = True
-        popped = False
-        if real[wk]:
-            take = bool(reads) and reads[0][1] <= cycle
-            popped = take
+        there = not real[wk] or (bool(reads) and reads[0][1] <= cycle)
+        take = popped = False
+        if there and not any(lo <= cycle <= hi for lo, hi in blocked):
+            word += 1
+            if word == words:
+                word, take, popped = 0, True, bool(real[wk])
         if take:
             lane += 1
             if lane == beats_per_token:
@@ -259,42 +269,72 @@ class CommandTiming:
     walk: tuple | None = None
 
 
-def core_schedule(commands, result, memory: BenchMemory = BenchMemory()) -> list:
+def core_schedule(commands, result, memory: BenchMemory = BenchMemory(),
+                  datapath=None) -> list:
     """:class:`CommandTiming` of every command of a program that ran without error
     (``result`` of ``run_program(commands, ..., engine=True)``) on the core with
     :class:`BenchMemory` ``memory`` and commands offered back to back.
 
     The controller takes one command at a time, in order. CONFIG, STRIDES and STORE wait
     until the load unit is idle, and so does a COMPUTE that reads the bank being loaded;
-    then CONFIG takes 1 cycle, GROUPS ``1 + count``, STRIDES ``1 + 17``, COMPUTE ``1 +``
-    engine ``cycles`` ``+ 2`` and STORE ``1 + 5 +`` :func:`store_readout_cycles`
-    (``box_tokens + 1 + ceil(box_tokens**2 / 2)``). A LOAD takes :data:`LOAD_ISSUE_CYCLES`
-    to its hand-off, later if the load unit is still walking the previous LOAD; the load
-    unit then walks the box for :func:`load_run_cycles` cycles from the next cycle while the
-    controller goes on. FENCE
-    takes its decode and waits in a second cycle until the load unit is idle (2 cycles
-    when it is). The memory serves one transfer at a time: no STORE runs during a walk and
-    a walk starts only when the STORE before it has ended, so a walk's cycles do not depend
-    on what the controller does meanwhile."""
-    from golden.engine.commands import Command, decode
+    then CONFIG and ATTENTION take 1 cycle, GROUPS ``1 + count``, STRIDES ``1 + 17``,
+    COMPUTE ``1 +`` engine ``cycles`` ``+ 2`` and STORE ``1 + 5 +``
+    :func:`store_readout_cycles` (``box_tokens + 1 + ceil(box_tokens**2 / 2)``). A LOAD
+    takes :data:`LOAD_ISSUE_CYCLES` to its hand-off, later if the load unit is still walking
+    the previous LOAD; the load unit then walks the box for :func:`load_run_cycles` cycles
+    from the next cycle while the controller goes on. FENCE takes its decode and waits in a
+    second cycle until the load unit is idle (2 cycles when it is). The memory serves one
+    transfer at a time: no STORE runs during a walk and a walk starts only when the STORE
+    before it has ended.
+
+    Attention blocks (COMPUTE kind 2; ``datapath``, a
+    :class:`~golden.engine.block_timing.BlockDatapath`, is then required): the COMPUTE runs
+    its S as above (on shared arrays once the block before has left them), then waits until
+    the block datapath is idle, starts the block and ends the cycle after the S row packer
+    is done (:func:`~golden.engine.block_timing.block_readout`); the block's P @ V
+    (:func:`golden.engine.pv.pv_run_cycles` with the read-out's ``p_ready``) and the
+    partials' read-out into the output unit run on meanwhile. A V LOAD writes ``8 / cols``
+    words a beat and stalls while a running block's P @ V reads its bank. After a query box's
+    last block its STORE of O waits for O's first beat and takes O as the output unit
+    finishes it (:func:`~golden.engine.block_timing.finish_walk`); FENCE waits for a running
+    block too."""
+    return _schedule(commands, result, memory, datapath)[0]
+
+
+def _schedule(commands, result, memory, datapath):
+    """:func:`core_schedule`'s commands and the cycles the block datapath keeps the core
+    busy: ``(commands, compute intervals, last busy cycle)``."""
+    from golden.engine.block_timing import (FIN_QUIET, PARTIALS_DONE, block_readout,
+                                            finish_walk)
+    from golden.engine.commands import KIND_PV, Command, decode
+    from golden.engine.pv import pv_run_cycles
     from golden.engine.program import box_coords
 
     blocks = iter(result.blocks)
     cfg = None
     out = []
+    spans = []                            # cycles counted as compute: (first, last)
     t = 0                                 # the controller is ready for the next command
     ld_end = -1                           # last cycle of the load unit's current walk
     ld_bank = None                        # (side, bank) it walks
+    busy_end = 0                          # first cycle the block datapath is idle
+    running_end = 0                       # first cycle no block counts as running
+    pv_busy = []                          # (V bank, first, last): a P @ V reads the bank
+    box_end = None                        # a query box's last block waiting for its STORE
+    dp = datapath
     for cmd in commands:
         c = decode(cmd.encode() if isinstance(cmd, Command) else cmd)
         name = c.NAME
         busy = ld_end >= t
-        held = busy and (name in ("CONFIG", "STRIDES", "STORE") or (
-            name == "COMPUTE" and ld_bank in ((0, c.q_bank), (1, c.k_bank))))
+        reads = ()
+        if name == "COMPUTE":
+            reads = ((0, c.q_bank), (1, c.k_bank)) + (
+                ((2, c.v_bank),) if c.kind == KIND_PV else ())
+        held = busy and (name in ("CONFIG", "STRIDES", "STORE") or ld_bank in reads)
         d = ld_end + 1 if held else t
         walk = None
-        if name == "CONFIG":
-            cfg = c
+        if name in ("CONFIG", "ATTENTION"):
+            cfg = c if name == "CONFIG" else cfg
             end = d + DECODE_CYCLES
         elif name == "GROUPS":
             end = d + DECODE_CYCLES + len(c.groups)
@@ -306,8 +346,13 @@ def core_schedule(commands, result, memory: BenchMemory = BenchMemory()) -> list
             real = tuple(bool(c.rows) or bool(r)
                          for r in (coords < np.asarray(cfg.grid)[None, :]).all(axis=1))
             h = max(d + LOAD_ISSUE_CYCLES - 1, ld_end + 1)      # the hand-off cycle
+            words, blocked = 1, ()
+            if c.side == 2:
+                words = 8 // _need(dp).cols
+                blocked = tuple((lo - h - 1, hi - h - 1) for bank, lo, hi in pv_busy
+                                if hi > h and (dp.v_banks == 1 or bank == c.bank))
             n = load_run_cycles(real, -(-cfg.head_dim // 8), memory.latency,
-                                memory.outstanding)
+                                memory.outstanding, words, blocked)
             walk = (h + 1, h + n)
             ld_end, ld_bank = h + n, (c.side, c.bank)
             end = h + 1
@@ -315,15 +360,66 @@ def core_schedule(commands, result, memory: BenchMemory = BenchMemory()) -> list
             b = next(blocks)
             if b.engine is None:
                 raise ValueError("core_schedule needs run_program(..., engine=True)")
-            end = d + DECODE_CYCLES + int(b.engine.cycles) + COMPUTE_OVERHEAD
+            # The engine starts the cycle after the decode; on arrays shared with the
+            # block datapath, once the block before has left them.
+            go = d + DECODE_CYCLES
+            if dp is not None and dp.shared_arrays:
+                go = max(go, running_end)
+            if c.kind != KIND_PV:
+                end = go + int(b.engine.cycles) + COMPUTE_OVERHEAD
+            else:
+                dp = _need(dp)
+                n_tok = int(np.prod(cfg.box))
+                r0 = max(go + int(b.engine.cycles) + COMPUTE_OVERHEAD, busy_end)
+                ro = block_readout(dp, n_tok)
+                end = r0 + ro.s_done + 1
+                pv = pv_run_cycles(b.pv.rb_steps, b.pv.row_blocks, dp.rows, dp.cols,
+                                   ro.p_ready)
+                pv_busy.append((c.v_bank, r0 + 1, r0 + pv - 1))
+                last_beat = r0 + pv + n_tok * dp.chunks     # the partials' last beat in
+                if c.last:
+                    box_end = (r0, last_beat + FIN_QUIET, n_tok)
+                    busy_end = running_end = 1 << 62       # until the STORE of O
+                else:
+                    busy_end = last_beat + PARTIALS_DONE
+                    running_end = busy_end + 1
+                    spans.append((r0 + 1, running_end - 1))
+            spans.append((d + 1, end - 1))
         elif name == "STORE":
-            n = int(np.prod(cfg.box))
-            end = d + DECODE_CYCLES + STORE_OVERHEAD + store_readout_cycles(n)
+            if box_end is not None:
+                r0, start, n_tok = box_end
+                f = finish_walk(_need(dp), n_tok, cfg.head_dim, start, d)
+                end = f.last_write + 2
+                busy_end, running_end = f.last_in + 2, f.first_out + 1
+                spans.append((r0 + 1, f.first_out))
+                box_end = None
+            else:
+                n = int(np.prod(cfg.box))
+                end = d + DECODE_CYCLES + STORE_OVERHEAD + store_readout_cycles(n)
         else:                             # FENCE
-            end = max(d + FENCE_CYCLES, ld_end + 2)
+            end = max(d + FENCE_CYCLES, ld_end + 2, running_end + 1)
         out.append(CommandTiming(name, t, d, end, walk))
         t = end
-    return out
+    if box_end is not None:
+        raise ValueError("the program's last query box has no STORE of O")
+    return out, spans, running_end - 1
+
+
+def _need(datapath):
+    if datapath is None:
+        raise ValueError("a program with attention blocks (COMPUTE kind 2) needs the "
+                         "datapath (golden.engine.block_timing.BlockDatapath.from_config)")
+    return datapath
+
+
+def _covered(spans) -> int:
+    """Cycles in the union of inclusive ``(first, last)`` spans."""
+    total, reach = 0, -1
+    for lo, hi in sorted(spans):
+        if hi > reach:
+            total += hi - max(lo, reach + 1) + 1
+            reach = hi
+    return total
 
 
 def command_cycles(commands, result, memory: BenchMemory = BenchMemory()) -> list[int]:
@@ -334,13 +430,17 @@ def command_cycles(commands, result, memory: BenchMemory = BenchMemory()) -> lis
     return [c.end - c.arrive for c in core_schedule(commands, result, memory)]
 
 
-def core_cycles(commands, result, memory: BenchMemory = BenchMemory()) -> dict:
+def core_cycles(commands, result, memory: BenchMemory = BenchMemory(),
+                datapath=None) -> dict:
     """The core's ``cycles``, ``compute`` and ``mem_wait`` counters, exact for a program
     run back to back against :class:`BenchMemory` (:func:`core_schedule`: ``cycles`` from
-    the first command's decode until the controller and the load unit are idle)."""
-    sched = core_schedule(commands, result, memory)
-    total = max([sched[-1].end] + [c.walk[1] + 1 for c in sched if c.walk]) if sched else 0
-    comp = core_counters(result)["compute"]
+    the first command's decode until the controller, the load unit and the block datapath
+    are idle; ``compute`` the cycles in which a COMPUTE runs or an attention block does).
+    ``datapath``: for programs with attention blocks (``BlockDatapath.from_config``)."""
+    sched, spans, running = _schedule(commands, result, memory, datapath)
+    total = max([sched[-1].end] + [c.walk[1] + 1 for c in sched if c.walk]
+                + [running + 1]) if sched else 0
+    comp = _covered(spans)
     return {"cycles": total, "compute": comp, "mem_wait": total - comp}
 
 

@@ -42,7 +42,7 @@ Plain numpy, no hardware imports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -55,7 +55,7 @@ from golden.numerics import AXIS_T, FULL, HALF, NONE, as_grid
 
 __all__ = ["OP_IDLE", "OP_MUL", "OP_PAIR", "B_V0", "B_V1", "B_V2", "B_PACK", "PvWord", "decode",
            "PV_DECODE", "PV_WORK", "pv_plans", "pv_engine", "pv_terms", "pv_block_steps",
-           "PvTiming", "PvCounters", "pv_counters", "pv_acc_width", "pv_p_words",
+           "PvTiming", "PvCounters", "pv_counters", "pv_run_cycles", "pv_acc_width", "pv_p_words",
            "pv_v_words"]
 
 
@@ -299,11 +299,16 @@ class PvTiming:
     tail_base: int = _ENGINE_TIMING.tail_base
 
 
+@dataclass
 class PvCounters(LinearCounters):
     """Counters of one P @ V run on P arrays (sums over arrays unless per-array), in the
     linear layers' layout: ``issued`` A, F1, F2 steps; ``skipped`` F1/F2 steps not issued
     (``skipped[0]`` is 0: A always issues); ``bubbles``, ``blocks``, ``groups``;
-    ``array_busy`` and ``array_steps`` per array."""
+    ``array_busy`` and ``array_steps`` per array; ``rb_steps``: each array's steps in one
+    row block (all its column blocks) and ``row_blocks``, which :func:`pv_run_cycles` turns
+    into the run's cycles for any arrival of P."""
+    rb_steps: list = field(default_factory=list)
+    row_blocks: int = 0
 
 
 def _column_block_issue(work: np.ndarray, cols: int) -> np.ndarray:
@@ -380,14 +385,25 @@ def pv_counters(p, v, grid, directions=AXIS_T, window: int = 2, rows: int = 4, c
             out.array_steps[a] += int(s[cb]) * nrb
             rb_steps[a] += int(s[cb])
         k += ncb
-    # An array's time: the cycle its next step reaches it, row block by row block.
-    ends = []
-    for a in range(arrays):
-        t = timing.load_base
-        for r in range(nrb):
-            if p_ready is not None and rb_steps[a]:
-                t = max(t, p_ready[r] + timing.load_base - 1)
-            t += rb_steps[a]
-        ends.append(t)
-    out.cycles = max(ends) + 1 + timing.tail_base + rows + cols
+    out.rb_steps, out.row_blocks = rb_steps, nrb
+    out.cycles = pv_run_cycles(rb_steps, nrb, rows, cols, p_ready, timing)
     return out
+
+
+def pv_run_cycles(rb_steps, row_blocks: int, rows: int, cols: int, p_ready=None,
+                  timing: PvTiming | None = None) -> int:
+    """Cycles of a P @ V run (from the cycle that accepts ``start`` to the one ``done`` is
+    first high) whose array ``a`` takes ``rb_steps[a]`` steps per row block, for
+    ``row_blocks`` row blocks; ``p_ready`` as in :func:`pv_counters`. Each array's next step
+    reaches it row block by row block; the run ends with the slowest array, its final drain
+    step, the output register and the last drain wave."""
+    timing = timing or PvTiming()
+    ends = []
+    for steps in rb_steps:
+        t = timing.load_base
+        for r in range(row_blocks):
+            if p_ready is not None and steps:
+                t = max(t, p_ready[r] + timing.load_base - 1)
+            t += steps
+        ends.append(t)
+    return max(ends) + 1 + timing.tail_base + rows + cols

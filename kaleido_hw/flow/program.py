@@ -20,10 +20,11 @@ directly:
 ``program.json``
     What the files hold: the configuration, the work (kind, grid, channel groups, variant),
     the regions (address and bytes of Q, K, V, X, W and of the results), the command count,
-    and, unless ``--no-model``, the counters the core must report (``core_counters``) and,
-    for programs without attention blocks, its cycles against a memory of fixed latency that
-    returns a beat per cycle (``core_cycles`` with ``BenchMemory.axi_ram``: what cocotbext-axi's
-    AxiRam without pauses gives; ``docs/engine.md``, "Engine core").
+    and, unless ``--no-model``, the counters the core must report (``core_counters``) and
+    its cycles against a memory of fixed latency that returns a beat per cycle
+    (``core_cycles`` with ``BenchMemory.axi_ram``: what cocotbext-axi's AxiRam without pauses
+    gives; with attention blocks the block datapath's model too, ``BlockDatapath``;
+    ``docs/engine.md``, "Engine core" and "Cycle model of the attention blocks").
 ``tb_kaleido_core.v``
     A plain Verilog testbench that runs the program on ``kaleido_core`` with an AXI4 memory of
     the model's timing and checks the memory and every counter
@@ -47,6 +48,7 @@ from amaranth.hdl import UnusedElaboratable
 
 from golden import ChannelGroups, PRESETS
 from golden.checks import as_int8, check_tokens
+from golden.engine.block_timing import BlockDatapath
 from golden.engine.core_model import BenchMemory, core_counters, core_cycles
 from golden.engine.program import Memory, run_program
 from golden.workloads import grid_named, make_qkv
@@ -319,13 +321,9 @@ def run(args) -> int:
     if engine:
         counters = core_counters(result)
         info["counters"] = counters
-        if "compute" in counters:
-            cycles = core_cycles(plan0.commands, result, BenchMemory.axi_ram(cfg))
-            info["cycles_axi_ram"] = cycles
-        else:
-            info["cycles_note"] = ("attention blocks have no cycle model yet (docs/engine.md, "
-                                   "'The attention path in the core'): their cycles are "
-                                   "measured, the counters above are exact")
+        datapath = BlockDatapath.from_config(cfg) if cfg.core_attention else None
+        info["cycles_axi_ram"] = core_cycles(plan0.commands, result, BenchMemory.axi_ram(cfg),
+                                             datapath)
     info = write_program(args.out, plan_base, plan0, memory_in, memory, cfg.axi_data_width,
                          info)
     core = next(t for t in TOPS if t.module == "kaleido_core")

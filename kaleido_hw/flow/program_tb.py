@@ -16,7 +16,7 @@ Verilog ``kaleido-hw generate`` gives for that configuration), reads ``commands.
 then waits until every command is taken and the core and the memory are idle (a timeout of
 ``MAX_CYCLES`` ends a hung run), and checks that the core raised no error, that the memory
 equals ``memory_out.hex`` word for word and that every counter equals ``program.json``'s
-(``cycles`` and ``mem_wait`` too when it has them: a program without attention blocks). It
+(``cycles`` and ``mem_wait`` too, unless the folder was written with ``--no-model``). It
 prints ``PASS`` or ``FAIL: ...`` naming the first difference.
 
 Runs with Icarus (``iverilog -g2012``) and Verilator 5 (``--binary --timing``); the commands

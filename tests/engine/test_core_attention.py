@@ -19,7 +19,8 @@ from core_harness import check_errors_back_to_back, run_checked
 
 from golden import ChannelGroups
 from golden.engine.commands import Attention, Compute, Load, Store
-from golden.engine.core_model import ATTENTION_COUNTERS, core_counters
+from golden.engine.block_timing import BlockDatapath
+from golden.engine.core_model import ATTENTION_COUNTERS, BenchMemory, core_counters, core_cycles
 from golden.engine.program import CoreLimits, Memory
 from kaleido_hw.config import ConfigError, KaleidoConfig
 from kaleido_hw.engine.core import CoreController, check_core_config
@@ -81,6 +82,39 @@ def test_core_attention_head(cfg, grid, plan_args, kw):
     assert {n: out.counters[n] for n in want} == want
     c = out.counters
     assert c["cycles"] == c["compute"] + c["mem_wait"] and c["compute"] > c["engine_cycles"]
+
+
+@pytest.mark.parametrize("cfg, grid, plan_args", [
+    # One bank per side: V LOADs wait for a running block's P @ V on the bank, K and V of
+    # the next key box load after the block's S; window 3 along t.
+    (ATT1, (3, 2, 4), dict(variant="full", v_dir=0, v_window=3)),
+    # One box of 15 tokens: rows of 15 scores (a last beat of 3 lanes), an odd row count
+    # (the engine's last row pair a single row).
+    (ATT, (1, 3, 5), dict(variant="pe", v_dir=2, box=(1, 3, 5))),
+    pytest.param(ATT1, (1, 3, 6), dict(variant="full", v_dir=1, v_window=3, box=(1, 3, 2)),
+                 marks=pytest.mark.full_set),
+    pytest.param(ATT, (1, 5, 4), dict(variant="pe", v_dir=0, box=(1, 5, 2)),
+                 marks=pytest.mark.full_set),
+    pytest.param(ATT, (2, 3, 5), dict(variant="pe", v_dir=2), marks=pytest.mark.full_set),
+    pytest.param(ATT, (1, 4, 6), dict(variant="dense", v_reuse=False),
+                 marks=pytest.mark.full_set),
+    pytest.param(ATT.replace(engine_pe="reuse-pv"), (2, 3, 5), dict(variant="pe", v_dir=1),
+                 marks=pytest.mark.full_set),
+], ids=["full-t3-one-bank", "one-box-15", "one-bank-box-6", "box-10", "pe-x-padded",
+        "dense-no-v-reuse", "shared-arrays"])
+def test_core_attention_cycles(cfg, grid, plan_args):
+    """Commands back to back against ``BenchMemory`` (no gaps, no stalls): ``cycles``,
+    ``compute`` and ``mem_wait`` equal ``core_cycles`` with the block datapath's model
+    (``golden.engine.block_timing``), the exact counters ``core_counters``. These builds'
+    softmax takes rows of 16 keys at 4 lanes, so it is the bottleneck of the S read-out and
+    the model's back-pressure is what is checked."""
+    _, plan, mem = _setup(cfg, grid, seed=5, **plan_args)
+    result, out, _ = run_checked(CoreController(cfg), plan.commands, mem, plan.limits)
+    want = {**core_counters(result),
+            **core_cycles(plan.commands, result, BenchMemory(), BlockDatapath.from_config(cfg))}
+    assert {n: out.counters[n] for n in want} == want
+    with pytest.raises(ValueError, match="needs the datapath"):
+        core_cycles(plan.commands, result, BenchMemory())
 
 
 def _error_programs():
