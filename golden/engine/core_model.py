@@ -276,13 +276,16 @@ def core_schedule(commands, result, memory: BenchMemory = BenchMemory(),
     :class:`BenchMemory` ``memory`` and commands offered back to back.
 
     The controller takes one command at a time, in order. CONFIG, STRIDES and STORE wait
-    until the load unit is idle, and so does a COMPUTE that reads the bank being loaded;
+    until the load unit is idle (its queued walk done too), and a COMPUTE until the walks of
+    the banks it reads are done;
     then CONFIG and ATTENTION take 1 cycle, GROUPS ``1 + count``, STRIDES ``1 + 17``,
     COMPUTE ``1 +`` engine ``cycles`` ``+ 2`` and STORE ``1 + 5 +``
     :func:`store_readout_cycles` (``box_tokens + 1 + ceil(box_tokens**2 / 2)``). A LOAD
-    takes :data:`LOAD_ISSUE_CYCLES` to its hand-off, later if the load unit is still walking
-    the previous LOAD; the load unit then walks the box for :func:`load_run_cycles` cycles
-    from the next cycle while the controller goes on. FENCE takes its decode and waits in a
+    takes :data:`LOAD_ISSUE_CYCLES` to its hand-off; while the load unit walks, the LOAD
+    is queued instead (the controller goes on) and its walk starts the cycle after the walk
+    before ends; a LOAD that finds the queue full waits until the queued walk has started.
+    The load unit walks the box for :func:`load_run_cycles` cycles from the cycle after the
+    hand-off while the controller goes on. FENCE takes its decode and waits in a
     second cycle until the load unit is idle (2 cycles when it is). The memory serves one
     transfer at a time: no STORE runs during a walk and a walk starts only when the STORE
     before it has ended.
@@ -315,8 +318,7 @@ def _schedule(commands, result, memory, datapath):
     out = []
     spans = []                            # cycles counted as compute: (first, last)
     t = 0                                 # the controller is ready for the next command
-    ld_end = -1                           # last cycle of the load unit's current walk
-    ld_bank = None                        # (side, bank) it walks
+    walks = []                            # the LOADs' walks: (hand-off, last cycle, (side, bank))
     busy_end = 0                          # first cycle the block datapath is idle
     running_end = 0                       # first cycle no block counts as running
     pv_busy = []                          # (V bank, first, last): a P @ V reads the bank
@@ -325,13 +327,18 @@ def _schedule(commands, result, memory, datapath):
     for cmd in commands:
         c = decode(cmd.encode() if isinstance(cmd, Command) else cmd)
         name = c.NAME
-        busy = ld_end >= t
+        ld_end = walks[-1][1] if walks else -1
         reads = ()
         if name == "COMPUTE":
             reads = ((0, c.q_bank), (1, c.k_bank)) + (
                 ((2, c.v_bank),) if c.kind == KIND_PV else ())
-        held = busy and (name in ("CONFIG", "STRIDES", "STORE") or ld_bank in reads)
-        d = ld_end + 1 if held else t
+        # Held until the walks are done (CONFIG, STRIDES, STORE) or the walks of the banks
+        # it reads (a COMPUTE); walks end in order.
+        d = t
+        if name in ("CONFIG", "STRIDES", "STORE"):
+            d = max(t, ld_end + 1)
+        elif reads:
+            d = max([t] + [last + 1 for _, last, sb in walks if sb in reads])
         walk = None
         if name in ("CONFIG", "ATTENTION"):
             cfg = c if name == "CONFIG" else cfg
@@ -345,7 +352,17 @@ def _schedule(commands, result, memory, datapath):
             # A rows LOAD reads every token of the bank; a box's padding is not read.
             real = tuple(bool(c.rows) or bool(r)
                          for r in (coords < np.asarray(cfg.grid)[None, :]).all(axis=1))
-            h = max(d + LOAD_ISSUE_CYCLES - 1, ld_end + 1)      # the hand-off cycle
+            # LD_WAIT from cycle a: the walk starts at once when the load unit is free, else
+            # it is queued (the controller goes on) and starts as the walk before ends; a
+            # queue still full waits until its walk has started.
+            a = d + LOAD_ISSUE_CYCLES - 1
+            end = a + 1
+            h = a                                               # the hand-off cycle
+            if walks and walks[-1][1] >= a:
+                prev_h, prev_last, _ = walks[-1]
+                if prev_h >= a:
+                    end = prev_h + 2
+                h = prev_last + 1
             words, blocked = 1, ()
             if c.side == 2:
                 words = 8 // _need(dp).cols
@@ -354,8 +371,7 @@ def _schedule(commands, result, memory, datapath):
             n = load_run_cycles(real, -(-cfg.head_dim // 8), memory.latency,
                                 memory.outstanding, words, blocked)
             walk = (h + 1, h + n)
-            ld_end, ld_bank = h + n, (c.side, c.bank)
-            end = h + 1
+            walks.append((h, h + n, (c.side, c.bank)))
         elif name == "COMPUTE":
             b = next(blocks)
             if b.engine is None:

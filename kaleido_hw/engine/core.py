@@ -28,9 +28,10 @@ accepts commands again, so a run after an error starts clean.
 
 The scratchpad has ``core_banks`` banks per side (the engine's Q/K memories that many boxes
 deep). The controller hands each LOAD's walk to a load unit that runs while later commands
-execute, so the next box loads while the engine computes on the other bank. Order is kept
-by holds at the decode: a COMPUTE that reads the bank being walked, and CONFIG, STRIDES and
-STORE, wait for the walk; a LOAD is decoded only once the COMPUTE before it has ended (the
+execute, so the next box loads while the engine computes on the other bank; one more LOAD
+waits in the load unit's queue while it walks. Order is kept by holds at the decode: a
+COMPUTE that reads a bank being walked or queued, and CONFIG, STRIDES and STORE, wait for
+the walks; a LOAD is decoded only once the COMPUTE before it has ended (the
 controller waits for ``done``), so no walk overwrites a bank a run reads. An error names the
 first failing command in program order: an AXI error during a walk is its LOAD's, even
 when a later command has already failed its decode. ``cnt.mem_wait`` counts the cycles in
@@ -47,6 +48,8 @@ query box's O through an :class:`~kaleido_hw.engine.o_packer.OPacker`.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal, Value
 from amaranth.lib import data, stream, wiring
@@ -322,6 +325,17 @@ class CoreController(wiring.Component):
         ld_index = Signal(32)                 # its LOAD's command index
         ld_err = Signal()                     # a DMA error ended the load unit's LOAD
         lim = [Signal(sw, name=f"lim_{a}") for a in "thw"]
+        # One LOAD may wait for the load unit while it walks (its walk starts as the walk
+        # before ends), so that the controller goes on to the next command instead of
+        # waiting in LD_WAIT: a key box's K and V LOADs, back to back, then cost the
+        # controller their decodes only.
+        pend = SimpleNamespace(
+            valid=Signal(name="pend_valid"), addr=Signal(aw, name="pend_addr"),
+            side=Signal(2 if att else 1, name="pend_side"),
+            bank=Signal(range(B), name="pend_bank"), rows=Signal(name="pend_rows"),
+            index=Signal(32, name="pend_index"),
+            lim=[Signal(sw, name=f"pend_lim_{a}") for a in "thw"])
+        walking = ld_busy | pend.valid        # a LOAD's walk is not done
         req = BoxWalker(m, "req", sw, t.tok_width, aw)
         wrw = BoxWalker(m, "wrw", sw, t.tok_width)
         req.connect(box, lim)
@@ -336,6 +350,14 @@ class CoreController(wiring.Component):
         def bank_bit(sd, b):
             # One-hot of bank b of side sd in ``loaded``.
             return Const(1, NS * B) << ((sd * B if att else Mux(sd, B, 0)) + b)
+
+        def start_walk(addr, sd, bk, rw, limits, index):
+            # The load unit takes a LOAD's walk.
+            if att:
+                m.d.sync += v_word.eq(0)
+            m.d.sync += [*req.start(addr), *wrw.start(), lane.eq(0), ld_busy.eq(1),
+                         ld_side.eq(sd), ld_bank.eq(bk), ld_rows.eq(rw), ld_index.eq(index),
+                         *(lim[i].eq(limits[i]) for i in range(3))]
 
         cmp_bank = [Signal(range(B), name=f"cmp_{s}_bank") for s in "qkv"[:NS]]  # COMPUTE's
 
@@ -437,17 +459,21 @@ class CoreController(wiring.Component):
         # it walks), STORE (no store runs while an earlier LOAD may still fail: the
         # interpreter's memory), and a COMPUTE that reads the bank being loaded.
         fc = _fields(word, "COMPUTE")
-        if att:
-            # A V walk conflicts with an attention block reading its bank.
-            conflict = Mux(ld_side == cmds.SIDE_V,
-                           (fc["kind"] == cmds.KIND_PV) & (fc["v_bank"] == ld_bank),
-                           Mux(ld_side[0], fc["k_bank"] == ld_bank, fc["q_bank"] == ld_bank))
-        else:
-            conflict = Mux(ld_side, fc["k_bank"] == ld_bank, fc["q_bank"] == ld_bank)
+
+        def conflict(sd, bk):
+            # The COMPUTE being decoded reads bank bk of side sd.
+            if att:
+                # A V walk conflicts with an attention block reading its bank.
+                return Mux(sd == cmds.SIDE_V,
+                           (fc["kind"] == cmds.KIND_PV) & (fc["v_bank"] == bk),
+                           Mux(sd[0], fc["k_bank"] == bk, fc["q_bank"] == bk))
+            return Mux(sd, fc["k_bank"] == bk, fc["q_bank"] == bk)
         hold = Signal()
-        m.d.comb += hold.eq(ld_busy & ((op == OPCODES["CONFIG"]) | (op == OPCODES["STRIDES"])
-                                       | (op == OPCODES["STORE"])
-                                       | ((op == OPCODES["COMPUTE"]) & conflict)))
+        m.d.comb += hold.eq((walking & ((op == OPCODES["CONFIG"]) | (op == OPCODES["STRIDES"])
+                                        | (op == OPCODES["STORE"])))
+                            | ((op == OPCODES["COMPUTE"])
+                               & ((ld_busy & conflict(ld_side, ld_bank))
+                                  | (pend.valid & conflict(pend.side, pend.bank)))))
 
         with m.If(state == ST["IDLE"]):
             m.d.comb += self.cmd.ready.eq(~hold)
@@ -693,16 +719,16 @@ class CoreController(wiring.Component):
 
         with m.Elif(state == ST["LD_WAIT"]):
             # Hand the walk to the load unit once it is free and no write is in flight (an
-            # AXI error while the load unit walks is then its LOAD's).
-            with m.If(~ld_busy & self.dma_idle):
-                if att:
-                    m.d.sync += v_word.eq(0)
-                m.d.sync += [*req.start(acc[0][:aw]), *wrw.start(), lane.eq(0),
-                             ld_busy.eq(1), ld_side.eq(side), ld_bank.eq(bank),
-                             ld_rows.eq(rows),
-                             ld_index.eq(cmd_index), loaded.eq(loaded | bank_bit(side, bank))]
-                m.d.sync += [lim[i].eq(lim_next[i]) for i in range(3)]
-                m.d.sync += state.eq(ST["IDLE"])
+            # AXI error while the load unit walks is then its LOAD's), or, while it walks,
+            # queue it when the queue is free.
+            with m.If(~walking & self.dma_idle):
+                start_walk(acc[0][:aw], side, bank, rows, lim_next, cmd_index)
+                m.d.sync += [loaded.eq(loaded | bank_bit(side, bank)), state.eq(ST["IDLE"])]
+            with m.Elif(ld_busy & ~pend.valid):
+                m.d.sync += [pend.valid.eq(1), pend.addr.eq(acc[0][:aw]), pend.side.eq(side),
+                             pend.bank.eq(bank), pend.rows.eq(rows), pend.index.eq(cmd_index),
+                             *(pend.lim[i].eq(lim_next[i]) for i in range(3)),
+                             loaded.eq(loaded | bank_bit(side, bank)), state.eq(ST["IDLE"])]
             stop_on_fail()
 
         with m.Elif(state == ST["CMP_START"]):
@@ -801,8 +827,8 @@ class CoreController(wiring.Component):
             stop_on_fail()
 
         with m.Elif(state == ST["FENCE"]):
-            with m.If(self.dma_idle & ~ld_busy & ~blk_running if att else
-                      self.dma_idle & ~ld_busy):
+            with m.If(self.dma_idle & ~walking & ~blk_running if att else
+                      self.dma_idle & ~walking):
                 m.d.sync += state.eq(ST["IDLE"])
             stop_on_fail()
 
@@ -812,7 +838,7 @@ class CoreController(wiring.Component):
             # error, which then names it: the earlier command).
             m.d.comb += [self.cmd.ready.eq(1), s.ready.eq(draining),
                          self.dma_error_clear.eq(self.error_clear & ~ld_busy)]
-            with m.If(self.error_clear & ~draining & self.dma_idle & ~ld_busy):
+            with m.If(self.error_clear & ~draining & self.dma_idle & ~walking):
                 m.d.sync += [self.error.eq(0), self.engine_error.eq(0), loaded.eq(0),
                              pending.eq(0), ld_err.eq(0)]
                 if att:
@@ -875,9 +901,16 @@ class CoreController(wiring.Component):
                 m.d.sync += ld_busy.eq(0)
             with m.If(~dma_ok):
                 # Its read failed (no write is in flight while it walks): error 12 names its
-                # LOAD, which precedes every command decoded since, failed or not.
+                # LOAD, which precedes every command decoded since, failed or not; a queued
+                # LOAD after it is dropped.
                 m.d.sync += [ld_busy.eq(0), ld_err.eq(1), self.error.eq(E["out_of_range"]),
-                             self.error_command.eq(ld_index)]
+                             self.error_command.eq(ld_index), pend.valid.eq(0)]
+        # The queued walk starts as the load unit comes free (in any state: its LOAD
+        # precedes a command that failed since, and its own AXI error would replace that
+        # one). No write is in flight then: STOREs wait for every walk.
+        with m.If(pend.valid & ~ld_busy & self.dma_idle & dma_ok):
+            start_walk(pend.addr, pend.side, pend.bank, pend.rows, pend.lim, pend.index)
+            m.d.sync += pend.valid.eq(0)
         # The write walker takes the beats of its inside tokens; the error state drops the
         # beats of a walk a DMA error ended. (Low otherwise, as the DMA's R channel expects
         # of an idle consumer.)
@@ -916,8 +949,8 @@ class CoreController(wiring.Component):
             executing = executing | blk_running
         # A cycle counts from a command's arrival (its decode cycle) until the core, load
         # unit (and block datapath) included, is idle.
-        running = executing | ld_busy | ((state == ST["IDLE"]) & self.cmd.valid)
-        m.d.comb += self.busy.eq(executing | ld_busy)
+        running = executing | walking | ((state == ST["IDLE"]) & self.cmd.valid)
+        m.d.comb += self.busy.eq(executing | walking)
         m.d.sync += [cnt.cycles.eq(cnt.cycles + running),
                      cnt.compute.eq(cnt.compute + computing),
                      cnt.mem_wait.eq(cnt.mem_wait + (running & ~computing))]

@@ -285,22 +285,49 @@ def test_core_background_load_error(then):
     if then == "malformed":
         prog[i_k + 1] = 0x9
     limit = prog[i_k].address + plan.addrs.t_stride + 64      # K box 1: t = 1, 4 tokens in
+    _check_load_fault(prog, list(plan.commands), mem, plan, limit, i_k, stall=0.2, latency=6)
+
+
+def _check_load_fault(prog, clean, mem, plan, limit, index, **run_kw):
+    """``prog`` against a memory that ends at ``limit`` (the RTL: an AXI error from there
+    on): the interpreter and the RTL stop with error 12 at ``index``, every word taken;
+    then ``clean`` runs without error and leaves the interpreter's memory."""
     small = Memory(limit)
     small.data[:] = mem.data[:limit]
     with pytest.raises(ProgramError) as exc:
         run_program(prog, small, plan.limits)
-    assert (exc.value.code, exc.value.index) == (12, i_k)
+    assert (exc.value.code, exc.value.index) == (12, index)
     words = [c.encode() if hasattr(c, "encode") else c for c in prog]
     buf = bytearray(mem.data.tobytes())
     bad, good = run_core(CoreController(TINY), words, buf, fault=[(limit, 1 << 40)],
-                         then=[[c.encode() for c in plan.commands]], stall=0.2, latency=6)
-    assert (bad.error, bad.error_command) == (12, i_k)
+                         then=[[c.encode() for c in clean]], **run_kw)
+    assert (bad.error, bad.error_command) == (12, index)
     assert bad.accepted == len(words)
     gold = Memory(plan.memory_size)
     gold.data[:] = mem.data
-    run_program(plan.commands, gold, plan.limits)
+    run_program(clean, gold, plan.limits)
     assert good.error == 0
     assert np.array_equal(np.frombuffer(bytes(buf), np.uint8), gold.data)
+
+
+@pytest.mark.parametrize("faulty", ["walking", "queued"])
+def test_core_queued_load_errors(faulty):
+    """The load unit's queue: the Q and K LOADs of a box, back to back, so K waits in the
+    queue while Q walks. An AXI error in Q's walk names Q, and the queued K is dropped; an
+    AXI error in the queued K's walk names K even though the command after it (a malformed
+    word) has failed its decode meanwhile: the first failing command in program order, as
+    the interpreter has it. Then a clean run."""
+    base, mem, plan = _tiny_program()
+    i_q = next(i for i, c in enumerate(base) if isinstance(c, Load) and c.side == 0)
+    i_k = i_q + 1
+    assert isinstance(base[i_k], Load) and base[i_k].side == 1
+    prog = list(base)
+    i_bad = i_q if faulty == "walking" else i_k
+    if faulty == "queued":
+        prog[i_k + 1] = 0x9                       # malformed, decoded while K waits or walks
+    # Q's fault is on its last token, so that Q still walks when K reaches the queue.
+    limit = prog[i_bad].address + (64 if faulty == "queued" else 15 * G16.head_dim)
+    _check_load_fault(prog, base, mem, plan, limit, i_bad, latency=6)
 
 
 def test_load_walk_closed_form():
