@@ -160,8 +160,6 @@ def block_readout(dp: BlockDatapath, n: int) -> BlockReadout:
     sp_busy, held_v, half, col, row, lane = True, False, False, 0, 0, 0
     sp_out_v, sp_out_last, rows_out = False, False, 0
     s_done = None
-    # Block: rows taken by the softmax.
-    blk_rows = 0
     # Softmax input pass.
     state = [FREE] * NB
     in_ptr = 0
@@ -177,7 +175,7 @@ def block_readout(dp: BlockDatapath, n: int) -> BlockReadout:
     wr_half = wr_q = wr_rows = 0
     t_full, read_all = [False, False], [False, False]
     iss_half, iss_base = 0, 0
-    port_v, cur_v, t_lane, key, out_half, out_rb, out_rows = False, False, 0, 0, 0, 0, 0
+    port_v, cur_v, t_lane, key, out_half, out_rows = False, False, 0, 0, 0, 0
     p_ready = []
 
     c = 1                                 # cycle 0 started every part
@@ -202,7 +200,7 @@ def block_readout(dp: BlockDatapath, n: int) -> BlockReadout:
         pending = [(bt is not None and bt[0] and bt[1] == j) or
                    (mx is not None and mx[0] and mx[1] == j) for j in range(NB)]
         sm_ready = state[in_ptr] == FREE and not pending[in_ptr]
-        blk_ready = sm_ready and blk_rows < n
+        blk_ready = sm_ready and rows_out < n      # the block takes its n rows only
         # S row packer.
         row_end_a = col == n - 1
         run_end_a = row_end_a and row == n - 1
@@ -258,14 +256,13 @@ def block_readout(dp: BlockDatapath, n: int) -> BlockReadout:
             held_v, half = True, False
         elif held_done:
             held_v = False
-        if sm_fire and sp_out_last:
-            blk_rows += 1
-            rows_out += 1
-            if rows_out == n:
-                sp_busy = False
-                s_done = c + 1
-        if sp_out_v and blk_ready:
+        if sm_fire:
             sp_out_v = False
+            if sp_out_last:
+                rows_out += 1
+                if rows_out == n:
+                    sp_busy = False
+                    s_done = c + 1
         if advance:
             b_in_out = two and not beat_end_a and beat_end_b
             if not two:
@@ -355,7 +352,6 @@ def block_readout(dp: BlockDatapath, n: int) -> BlockReadout:
                 key = 0
                 t_full[out_half] = False
                 out_half ^= 1
-                out_rb += 1
                 out_rows += R
                 if out_rows >= n:
                     tr_busy = False
@@ -363,7 +359,6 @@ def block_readout(dp: BlockDatapath, n: int) -> BlockReadout:
     if s_done is None:
         raise AssertionError("block_readout: the row packer did not finish")
     return BlockReadout(s_done, tuple(p_ready), c)
-
 
 
 @dataclass(frozen=True)

@@ -366,12 +366,15 @@ def _schedule(commands, result, memory, datapath):
             words, blocked = 1, ()
             if c.side == 2:
                 words = 8 // _need(dp).cols
+                pv_busy = [p for p in pv_busy if p[2] > h]    # hand-offs only move on
                 blocked = tuple((lo - h - 1, hi - h - 1) for bank, lo, hi in pv_busy
-                                if hi > h and (dp.v_banks == 1 or bank == c.bank))
+                                if dp.v_banks == 1 or bank == c.bank)
             n = load_run_cycles(real, -(-cfg.head_dim // 8), memory.latency,
                                 memory.outstanding, words, blocked)
             walk = (h + 1, h + n)
-            walks.append((h, h + n, (c.side, c.bank)))
+            # At most two walks are ever live (the load unit's and the queued one), and walks
+            # end in order: older ones cannot hold or delay anything.
+            walks = walks[-1:] + [(h, h + n, (c.side, c.bank))]
         elif name == "COMPUTE":
             b = next(blocks)
             if b.engine is None:

@@ -60,6 +60,21 @@ def test_softmax_bound_read_out():
         < r.s_done
 
 
+def test_latencies_are_the_rtls():
+    """The model's FIFO depths and latencies are the RTL's constants (golden/ imports no
+    hardware, so they are written there again; this keeps the two together)."""
+    from kaleido_hw.vector import block_output, block_softmax
+    from kaleido_hw.vector.reciprocal import STEPS_PER_CYCLE
+    import golden.engine.block_timing as bt
+    assert bt._SOFTMAX_FIFO == block_softmax.OUT_FIFO_DEPTH
+    assert bt._OUTPUT_FIFO == block_output.OUT_FIFO_DEPTH
+    assert RECIP_CYCLES == -(-block_output.RECIP_BITS_OUT // STEPS_PER_CYCLE)
+    assert block_output.FINISH_OVERHEAD == RECIP_CYCLES + 2 + bt._OUTPUT_PIPE
+    # The softmax's output pass: k reads, then its pipeline to the FIFO and the state
+    # read and write around it, every row.
+    assert block_softmax.ROW_OVERHEAD == bt._SOFTMAX_PIPE + 3
+
+
 def test_read_out_is_cached_and_checked():
     assert block_readout(DEFAULT, 64) is block_readout(DEFAULT, 64)
     with pytest.raises(ValueError, match="n must be"):
