@@ -19,6 +19,13 @@ Cycles come from the exact cycle models on the same hardware (P arrays of R x C 
 cycles / reuse cycles. The quality column is the PSNR of each layer's output
 ``X_eff @ W`` against the exact ``X @ W`` (peak = max |exact|).
 
+The ``core_*`` columns count the engine core's tile passes instead (the core runs linear
+layers as tile quads, ``docs/engine.md``): ``golden.array.window3.window3_issued`` gives the
+quads' channel steps, each pass at least R steps, for windows of 2 (the core's today) and of
+3 (the register plan it needs next, ``docs/linear.md``, "Windows of 3 on the tile passes"),
+whatever ``window`` the figure uses; ``core_w3_gain`` is windows-of-2 steps / windows-of-3
+steps.
+
 Because the block is narrower than the real model and the grid smaller, the attention /
 linear mix differs from the real one; ``mix_speedup`` reweights the two measured speedups by
 the real model's dense op counts (QK^T: heads * N^2 * head_dim; linear: 12 d^2-equivalent
@@ -36,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from golden.array.window3 import window3_issued
 from golden.checks import check_axes
 from golden.engine.linear import linear_counters
 from golden.engine.model import EngineParams, engine_counters
@@ -59,7 +67,8 @@ LAYERS = ("qkv", "out", "mlp_up", "mlp_down")
 
 COLUMNS = ("preset", "layer", "c_in", "c_out", "dense_cycles", "reuse_cycles", "speedup",
            "util_dense", "util_reuse", "hw_reduction", "oracle_reduction", "full", "half",
-           "none", "psnr_db")
+           "none", "psnr_db", "core_dense_steps", "core_w2_steps", "core_w3_steps",
+           "core_w3_gain")
 
 
 def _gelu(x):
@@ -173,6 +182,10 @@ def linear_figures(out_dir, presets=DEFAULT_PRESETS, grid="medium", heads: int =
             exact = exact_matmul(x, w)
             pes = arrays * rows * cols
             full, half, none = _fractions(masks, grid, window, directions)
+            core = {key: window3_issued(x, grid, w.shape[1], directions, win, rows, cols,
+                                        params.width, full_bits, half_bits, reuse=reuse).steps
+                    for key, win, reuse in (("dense", 2, False), ("w2", 2, True),
+                                            ("w3", 3, True))}
             rows_out.append({
                 "preset": preset, "layer": name, "c_in": x.shape[1], "c_out": w.shape[1],
                 "dense_cycles": c["dense"].cycles, "reuse_cycles": c["reuse"].cycles,
@@ -181,7 +194,9 @@ def linear_figures(out_dir, presets=DEFAULT_PRESETS, grid="medium", heads: int =
                 "util_reuse": c["reuse"].busy_pe_cycles / (pes * c["reuse"].cycles),
                 "hw_reduction": 1 - c["reuse"].busy_pe_cycles / c["dense"].busy_pe_cycles,
                 "oracle_reduction": linear_ops(masks, w.shape[1])["reduction"],
-                "full": full, "half": half, "none": none, "psnr_db": _psnr(exact, y)})
+                "full": full, "half": half, "none": none, "psnr_db": _psnr(exact, y),
+                "core_dense_steps": core["dense"], "core_w2_steps": core["w2"],
+                "core_w3_steps": core["w3"], "core_w3_gain": core["w2"] / core["w3"]})
             lin["dense"] += c["dense"].cycles
             lin["reuse"] += c["reuse"].cycles
         log(f"{preset}: attention scores of {heads} heads ...")
@@ -218,6 +233,7 @@ def linear_figures(out_dir, presets=DEFAULT_PRESETS, grid="medium", heads: int =
                 "full_bits": full_bits, "half_bits": half_bits,
                 "attention_model": "golden.engine.model.engine_counters (variant full vs dense)",
                 "linear_model": "golden.engine.linear.linear_counters (reuse vs dense)",
+                "core_model": "golden.array.window3.window3_issued (the core's tile passes)",
                 "seconds": time.time() - t_all}
     result = {"settings": settings, "layers": rows_out, "summary": summary}
     if out_dir is not None:
@@ -316,6 +332,18 @@ def _print(result):
               f"{r['dense_cycles']:>13,} {r['reuse_cycles']:>13,} {r['speedup']:>7.3f}x "
               f"{r['hw_reduction']:>7.1%} {r['oracle_reduction']:>7.1%} {r['full']:>6.1%} "
               f"{r['psnr_db']:>8.1f}")
+    print()
+    print("the engine core's tile passes (quads' channel steps, natural order): windows of 2 "
+          "as built, of 3 as planned (docs/linear.md)")
+    head = (f"{'preset':<13} {'layer':<9} {'dense steps':>12} {'w2 steps':>12} "
+            f"{'w3 steps':>12} {'w2/dense':>8} {'w3/dense':>8} {'w3 gain':>8}")
+    print(head)
+    print("-" * len(head))
+    for r in result["layers"]:
+        d = r["core_dense_steps"]
+        print(f"{r['preset']:<13} {r['layer']:<9} {d:>12,} {r['core_w2_steps']:>12,} "
+              f"{r['core_w3_steps']:>12,} {d / r['core_w2_steps']:>7.3f}x "
+              f"{d / r['core_w3_steps']:>7.3f}x {r['core_w3_gain']:>7.3f}x")
     print()
     print("block = attention scores (QK^T) + the four linear layers; 'att only': linear "
           "layers dense; 'real mix': the same speedups weighted by the real model's dense ops")

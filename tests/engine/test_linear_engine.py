@@ -419,6 +419,7 @@ def test_timing_barrier_separates_groups():
 def test_linear_report_small(tmp_path):
     import json
 
+    from golden.array.window3 import window3_issued
     from golden.engine.model import EngineParams, engine_counters
     from golden.numerics import ChannelGroups
     from kaleido_hw.reports.linear_report import LAYERS, block_layers, linear_figures
@@ -440,6 +441,10 @@ def test_linear_report_small(tmp_path):
         d = linear_counters(x, w, grid, 0, 3, 4, 4, 2, reuse=False).cycles
         r = linear_counters(x, w, grid, 0, 3, 4, 4, 2).cycles
         assert (row["dense_cycles"], row["reuse_cycles"]) == (d, r)
+        core = [window3_issued(x, grid, w.shape[1], 0, win, 4, 4, 16, reuse=re).steps
+                for win, re in ((2, False), (2, True), (3, True))]
+        assert [row[f"core_{key}_steps"] for key in ("dense", "w2", "w3")] == core
+        assert row["core_w3_gain"] == core[1] / core[2]
         dense, reuse = dense + d, reuse + r
     assert (s["linear_dense_cycles"], s["linear_reuse_cycles"]) == (dense, reuse)
     q, k, _ = qkvs[0]
