@@ -25,7 +25,8 @@ SIMULATORS = ("verilator", "icarus")
 VERILATOR_ARGS = {"engine/kaleido": ["-CFLAGS", "-O0"],
                   "engine/linear": ["-CFLAGS", "-O0"], "engine/plain": ["-CFLAGS", "-O0"],
                   "vector/softmax": ["-CFLAGS", "-O0"], "engine/pv": ["-CFLAGS", "-O0"],
-                  "engine/block": ["-CFLAGS", "-O0"]}
+                  "engine/block": ["-CFLAGS", "-O0"], "vector/block": ["-CFLAGS", "-O0"],
+                  "vector/output": ["-CFLAGS", "-O0"]}
 #: Every cocotb bench, ``sim/<block>/<bench>/test_*.py``, and the top in ``rtl_out/`` it
 #: drives (``make regress`` runs each on both simulators with N seeds).
 BENCHES = {"pe/reuse": "kaleido_pe", "pe/baseline": "baseline_pe",
@@ -39,6 +40,14 @@ BENCHES = {"pe/reuse": "kaleido_pe", "pe/baseline": "baseline_pe",
 #: Folders of the shared bench helpers (on PYTHONPATH, as sim/common.mk puts them).
 HELPER_DIRS = [SIM_DIR, SIM_DIR / "pe", SIM_DIR / "dispatch", SIM_DIR / "engine",
                SIM_DIR / "vector"]
+
+
+def simulator_params(regress_only=()):
+    """:data:`SIMULATORS` as pytest parameters, those named in ``regress_only`` marked
+    ``full_set``: a bench whose build on that simulator takes most of a minute runs there in
+    ``make regress`` only, and on the other simulator in ``make test``."""
+    return [pytest.param(sim, marks=pytest.mark.full_set) if sim in regress_only else sim
+            for sim in SIMULATORS]
 
 
 def test_module_of(bench: str) -> str:

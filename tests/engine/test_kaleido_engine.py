@@ -191,7 +191,8 @@ def test_small_engine_runs(arrays, sides):
     check_s_runs(cfg, q, k, grid, groups, variants)
 
 
-@pytest.mark.parametrize("dispatcher", ["full", "none"])
+@pytest.mark.parametrize("dispatcher", [pytest.param("full", marks=pytest.mark.full_set),
+                                        "none"])
 def test_engine_on_arrays_with_the_pv_mode(dispatcher):
     """``engine_pe = "reuse-pv"``: the engine on PvMergedArrays (with the matcher) or
     PvPEArrays, every step with ``pv`` 0: S bit-exact and every counter equal to the cycle
@@ -210,6 +211,7 @@ def test_engine_on_arrays_with_the_pv_mode(dispatcher):
     assert out["counters"] == model_counters(cfg, q, k, grid, groups, variants[0], linear=True)
 
 
+@pytest.mark.full_set
 def test_linear_blocks():
     """``cfg__linear``: Q holds an activation X, K weight rows (row j = column j of W, the
     rows past C_out zero), P = 2 arrays of 2 x 2 on an odd grid, channels along all three
@@ -217,7 +219,9 @@ def test_linear_blocks():
     to the cycle model with ``linear``, S read out under back-pressure. X is smooth, so
     windows the window rule calls FULL and the top-bits rule does not (and the reverse) occur,
     and W repeats itself along the tokens, so the attention rule would reuse K codes: either
-    rule in the wrong place gives another S."""
+    rule in the wrong place gives another S. In ``make regress``; in ``make test`` the engine
+    core's linear layers (``tests/engine/test_core.py``) and the linear block on the arrays
+    with the P @ V mode run this engine's linear path."""
     cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=32,
                         engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
                         sched_entries=4)
@@ -245,13 +249,16 @@ def test_linear_blocks():
         assert out["counters"] == model, f"{variant}:\n rtl   {out['counters']}\n model {model}"
 
 
+@pytest.mark.full_set
 def test_accumulating_runs():
     """``acc``: runs that add onto the result before them, as a linear layer's input channels
     in slices (three runs of 16 channels each, P = 2 arrays: the read-out is the sum of the
     slices' golden.linear, every run's counters equal to its model), with three direction
     groups (three planes) and with one; and the exactness bound: with acc_width 21 a plane
     sums at most 63 channels, so with all 16 channels in one group a fourth run is rejected
-    (error bit group_size)."""
+    (error bit group_size). In ``make regress``; in ``make test`` the engine core's
+    input-channel slices (``test_core_linear_channel_slices``) accumulate through this
+    engine."""
     cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=2, engine_max_tokens=32,
                         engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
                         sched_entries=4, acc_width=21)
@@ -325,7 +332,8 @@ def test_odd_token_counts_read_out():
         assert out["counters"] == model_counters(cfg, q, k, grid, groups, variant), variant
 
 
-@pytest.mark.parametrize("variant,sides", [("pe-m", "q"), ("full", "q"),
+@pytest.mark.parametrize("variant,sides", [pytest.param("pe-m", "q", marks=pytest.mark.full_set),
+                                           ("full", "q"),
                                            pytest.param("full", "qk",
                                                         marks=pytest.mark.full_set)])
 def test_dispatcher_wider_chunks(variant, sides):

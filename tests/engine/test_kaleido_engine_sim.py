@@ -10,9 +10,10 @@ with d = 16 channels per token (the default d = 128 engine takes minutes to buil
   barriers per run, two planes per group), scheduler batches of 16 units, both dispatcher
   blocks, and P = 1 with the matcher only (the scheduler bit is rejected: ``dispatcher``),
   32 tokens, on Icarus: the quick set (the 2x4x4 runs, directions and thresholds, error
-  bits). ``make test`` (its time budget) runs only the P = 1 build; the others are marked
-  ``full_set`` and run in ``make regress``; the core's benches (``test_core_sim``) run the
-  engine with several arrays inside the core on both simulators in ``make test``.
+  bits). Every build is marked ``full_set`` and runs in ``make regress``: in ``make test``
+  (its time budget) the engine runs inside the core, through the core's benches
+  (``test_core_sim``) and its Amaranth-simulator tests (``test_core``, and this engine's own,
+  ``test_kaleido_engine``).
 
 Every run checks S bit-exact (read out under random back-pressure) and every engine and
 per-array counter against ``golden.engine.model.engine_counters``; every dispatcher run also the
@@ -75,15 +76,9 @@ VARIANTS = {
 }
 
 
-#: Variants only make regress runs (marked full_set: make test's time budget).
-#: make test runs p1-d16 (Icarus, the matcher dispatcher); the multi-array Verilator builds run
-#: inside the engine core's bench too (tests/engine/test_core_sim.py).
-FULL_ONLY = ("p2-d16", "p4-d16", "p2-w4-d16", "p2-w4-d16-stall", "p1-r2-stall", "p2-r2-stall")
-
-
 @pytest.mark.sim
-@pytest.mark.parametrize("variant", [pytest.param(v, marks=pytest.mark.full_set)
-                                     if v in FULL_ONLY else v for v in VARIANTS])
+@pytest.mark.full_set          # every build: make regress (make test runs the engine in the core)
+@pytest.mark.parametrize("variant", list(VARIANTS))
 def test_kaleido_engine_bench(variant, monkeypatch):
     config, sim, bench_set = VARIANTS[variant]
     monkeypatch.setenv("KALEIDO_ENGINE_SET", bench_set)

@@ -1,4 +1,5 @@
-"""The LinearEngine cocotb bench (sim/engine/linear) from pytest, on Verilator and Icarus.
+"""The LinearEngine cocotb bench (sim/engine/linear) from pytest, on Icarus, and on Verilator
+in ``make regress`` (its build takes most of a minute).
 
 ``make test`` runs the quick set on a small generated variant (the default build, 4 arrays
 with 32 -> 16 channels, takes minutes to compile): P = 2 arrays of 2 x 2 with
@@ -21,7 +22,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "sim"))
-from runner import SIMULATORS, run_variant  # noqa: E402
+from runner import run_variant, simulator_params  # noqa: E402
 
 from kaleido_hw.config import KaleidoConfig  # noqa: E402
 
@@ -31,7 +32,7 @@ P2_CONFIG = KaleidoConfig(engine_arrays=2, rows=2, cols=2, linear_max_in=8, line
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim", SIMULATORS)
+@pytest.mark.parametrize("sim", simulator_params(regress_only=("verilator",)))
 def test_linear_engine_bench(sim, monkeypatch):
     monkeypatch.setenv("KALEIDO_LINEAR_SET", "quick")
     run_variant("engine/linear", "linear_engine", P2_CONFIG, f"p2-r2c2-{sim}", sim=sim)

@@ -1,7 +1,8 @@
 """The pv_engine cocotb bench (sim/engine/pv) from pytest, on Verilator and Icarus, on a
 small generated variant (two 2 x 3 arrays, 32 keys and queries, 16 channels: padding row
 and column blocks, bubbles at one key, one to two column blocks per array), and the same on
-the engine's arrays with the P @ V mode folded in (``engine_pe = "reuse-pv"``, PvMergedArrays);
+the engine's arrays with the P @ V mode folded in (``engine_pe = "reuse-pv"``, PvMergedArrays;
+on Verilator in ``make regress`` only);
 ``make -C sim/engine/pv`` runs it on rtl_out's default build (four 4 x 4 arrays)."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "sim"))
-from runner import SIMULATORS, run_variant  # noqa: E402
+from runner import SIMULATORS, run_variant, simulator_params  # noqa: E402
 
 from kaleido_hw.config import KaleidoConfig  # noqa: E402
 
@@ -30,7 +31,7 @@ def test_pv_engine_bench(sim):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim", SIMULATORS)
+@pytest.mark.parametrize("sim", simulator_params(regress_only=("verilator",)))
 def test_pv_engine_bench_on_the_folded_arrays(sim):
     run_variant("engine/pv", "pv_engine", SMALL.replace(engine_pe="reuse-pv"),
                 f"p2r2c3-pvmode-{sim}", sim=sim)
