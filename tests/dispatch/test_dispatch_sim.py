@@ -1,6 +1,6 @@
 """The dispatcher's cocotb benches (sim/dispatch/scheduler, sim/dispatch/matcher) from pytest.
 
-Default configuration: ``rtl_out/`` on Verilator and Icarus. A non-default variant (clusters
+Default configuration: ``rtl_out/`` on Icarus (and on Verilator in ``make regress``). A non-default variant (clusters
 not a power of two, narrow ids, 3 columns, lookahead 2) is generated into ``sim_build/`` and
 run on Icarus, whose build takes seconds (the same bench runs it on Verilator with
 ``make -C sim/<bench> KALEIDO_MANIFEST=... RTL_DIR=...``).
@@ -16,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "sim"))
-from runner import SIMULATORS, run_bench, run_variant  # noqa: E402
+from runner import run_bench, run_variant, simulator_params  # noqa: E402
 
 from kaleido_hw.config import KaleidoConfig  # noqa: E402
 
@@ -28,7 +28,7 @@ BENCHES = [("dispatch/scheduler", "cluster_scheduler"), ("dispatch/matcher", "me
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim", SIMULATORS)
+@pytest.mark.parametrize("sim", simulator_params(regress_only=("verilator",)))
 @pytest.mark.parametrize("bench, top", BENCHES, ids=[b for b, _ in BENCHES])
 def test_dispatch_bench(bench, top, sim):
     run_bench(bench, top, sim)

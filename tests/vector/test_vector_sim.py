@@ -1,7 +1,8 @@
 """The vector unit's cocotb benches (sim/vector/softmax, block, output) from pytest.
 
-Default configuration: ``rtl_out/vector_unit.v`` and the generated ``block_softmax`` and
-``block_output`` on Verilator and Icarus. A variant (5 lanes, 20-score rows, 32-bit scores,
+Default configuration: ``rtl_out/vector_unit.v`` on Verilator and Icarus, the generated
+``block_softmax`` and ``block_output`` on Icarus (on Verilator too in ``make regress``: their
+builds take most of a minute). A variant (5 lanes, 20-score rows, 32-bit scores,
 two row buffers: lanes not a power of two, the fewest buffers; 5 query rows of state for the
 units of long heads) is generated into ``sim_build/`` and run on Icarus.
 """
@@ -31,8 +32,12 @@ BENCHES = [("vector/softmax", "vector_unit"), ("vector/block", "block_softmax"),
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("sim", SIMULATORS)
-@pytest.mark.parametrize("bench, top", BENCHES)
+@pytest.mark.parametrize("bench, top, sim", [
+    # the block benches' Verilator builds take most of a minute: make regress runs them
+    pytest.param(bench, top, sim, id=f"{bench}-{top}-{sim}",
+                 marks=pytest.mark.full_set if sim == "verilator" and bench != "vector/softmax"
+                 else ())
+    for bench, top in BENCHES for sim in SIMULATORS])
 def test_vector_bench(bench, top, sim):
     run_bench(bench, top, sim)
 
