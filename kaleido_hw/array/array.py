@@ -28,13 +28,15 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.array.layouts import (baseline_col_layout, baseline_row_layout, describe_layout,
-                                      drain_port_layout, step_col_layout, step_row_layout)
-from kaleido_hw.array.tile_cell import BaselineCell, TileCell, col_present, row_present
+                                      drain_port_layout, step_col_layout, step_row_layout,
+                                      window3_row_layout)
+from kaleido_hw.array.tile_cell import (BaselineCell, TileCell, Window3TileCell, col_present,
+                                        row_present)
 from kaleido_hw.bitops import bits_for, popcount
 from kaleido_hw.config import KaleidoConfig
 
 
-__all__ = ["PEArray", "BaselineArray"]
+__all__ = ["PEArray", "Window3PEArray", "BaselineArray"]
 
 
 def _array_docs(cls_name: str) -> dict:
@@ -190,6 +192,25 @@ class PEArray(_ArrayBase):
 
     CELL = TileCell
     PORT_DOCS = _array_docs("PEArray")
+
+
+class Window3PEArray(PEArray):
+    """A :class:`PEArray` of :class:`~kaleido_hw.array.tile_cell.Window3TileCell`: it also
+    runs linear window-3 quads (``golden.array.window3``; rows
+    :func:`~kaleido_hw.array.layouts.window3_row_layout`, ``w3`` set in every row of such a
+    step). Same ports and timing otherwise.
+
+    Parameters
+    ----------
+    config : KaleidoConfig
+        ``rows``, ``cols`` and ``acc_width``.
+    tag_width : int
+        As for :class:`PEArray`.
+    """
+
+    def __init__(self, config: KaleidoConfig, tag_width: int = 8):
+        super().__init__(config, tag_width, cell=Window3TileCell,
+                         row_layout=window3_row_layout())
 
 
 class BaselineArray(_ArrayBase):

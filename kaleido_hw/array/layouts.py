@@ -14,7 +14,8 @@ from amaranth.lib import data
 from kaleido_hw.bitops import bits_for
 
 
-__all__ = ["ABSENT", "describe_layout", "mode_layout", "step_row_layout", "step_col_layout",
+__all__ = ["ABSENT", "describe_layout", "mode_layout", "step_row_layout", "window3_row_layout",
+           "step_col_layout",
            "baseline_row_layout", "baseline_col_layout", "drain_port_layout",
            "linear_mode_layout", "linear_row_layout", "linear_col_layout"]
 
@@ -53,6 +54,15 @@ def step_row_layout() -> data.StructLayout:
     follower (FULL/HALF/NONE/ABSENT), the row valid bit (0: padding row) and the mode."""
     return data.StructLayout({"a": signed(8), "qc": unsigned(2), "valid": unsigned(1),
                               "mode": mode_layout()})
+
+
+def window3_row_layout() -> data.StructLayout:
+    """A row of a step on an array that also runs linear window-3 quads
+    (``golden.array.window3``): ``step_row_layout`` (same fields, same bits; ``qc`` is
+    follower 1's code in a window-3 step) followed by ``qc2`` (follower 2's code) and ``w3``
+    (the step belongs to a window-3 quad)."""
+    return data.StructLayout({"a": signed(8), "qc": unsigned(2), "valid": unsigned(1),
+                              "mode": mode_layout(), "qc2": unsigned(2), "w3": unsigned(1)})
 
 
 def step_col_layout() -> data.StructLayout:

@@ -16,15 +16,19 @@ from amaranth.hdl import C, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from golden.array.schedule import Op as GOp
+from golden.array.schedule import Sel
+from golden.array.window3 import decode3
 from kaleido_hw.array.layouts import (ABSENT, baseline_col_layout, baseline_row_layout,
-                                      mode_layout, step_col_layout, step_row_layout)
+                                      mode_layout, step_col_layout, step_row_layout,
+                                      window3_row_layout)
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.pe.layouts import CtrlLayout, Drain, DrainSignature, Move, Op, Part, Split
 from kaleido_hw.pe.pe import BaselinePE, ReusePE
 
 
-__all__ = ["DECODE_TABLE", "PASS_ENTRY", "decode_entry", "work_table",
-           "cell_ports", "hold_drain", "TileDecoder", "TileCell",
+__all__ = ["DECODE_TABLE", "PASS_ENTRY", "decode_entry", "decode3_entry", "work_table",
+           "cell_ports", "hold_drain", "TileDecoder", "TileCell", "Window3TileCell",
            "row_present", "col_present", "BaselineCell"]
 
 FULL, HALF, NONE = 0, 1, 2
@@ -79,6 +83,26 @@ def decode_entry(pass_idx: int, qc: int, kc: int):
     return Op.MUL, _SPLITS[text[0]], tuple(parts[ch] for ch in text[1])
 
 
+#: golden select -> PE part, for a MUL and for a LOW entry of the golden tables.
+_SEL_PARTS_MUL = {Sel.NONE: Part.NONE, Sel.PROD: Part.PROD, Sel.HIGH: Part.HIGH,
+                  Sel.LOWPART: Part.LOW}
+_SEL_PARTS_LOW = {Sel.NONE: Part.NONE, Sel.PROD: Part.LOW}
+
+
+def decode3_entry(pass_idx: int, c1: int, c2: int):
+    """``(op, split, parts)`` of the PE in pass ``pass_idx`` (0-3) of a linear window-3 quad
+    (``golden.array.window3.decode3``; pass 3 does not run and is idle), as
+    :func:`decode_entry`: every entry that works is a row-split MUL (``LOWr`` is the low
+    half of one)."""
+    if pass_idx == 3:
+        return Op.IDLE, Split.ROW, (Part.NONE,) * 3
+    u = decode3(pass_idx, c1, c2)
+    if u.op == GOp.IDLE:
+        return Op.IDLE, Split.ROW, (Part.NONE,) * 3
+    parts = _SEL_PARTS_LOW if u.op == GOp.LOW_ROW else _SEL_PARTS_MUL
+    return Op.MUL, Split.ROW, tuple(parts[int(s)] for s in u.sel)
+
+
 def work_table(pass_idx: int):
     """``{(qc, kc)}``: the code pairs whose entry in ``pass_idx`` is not idle."""
     return {(qc, kc) for qc in _CODES for kc in _CODES
@@ -101,21 +125,30 @@ class TileDecoder(wiring.Component):
     step additionally drains R0 and clears/moves the registers as ``PASS_ENTRY`` says (also
     for a bubble step, and in padding PEs, where it is harmless).
 
+    ``window3``: the decoder also runs linear window-3 quads (``golden.array.window3``):
+    inputs ``w3`` (the row's step belongs to one) and ``qc2`` (the row's second follower
+    code); with ``w3`` the table is that of :func:`decode3_entry`, indexed by (pass, ``qc``
+    = follower 1's code, ``qc2``), and the split is ROW.
+
     Only the register parts come from the table. The op is always MUL (see ``_SPLITS``) and
-    the split is COL exactly when ``kc`` is HALF, so the operand routing in front of the
+    the split is COL exactly when ``kc`` is HALF (and the step is not a window-3 one), so the operand routing in front of the
     multiplier waits for one code compare, not for the table lookup and the work gating:
     those only select what the registers take, in parallel with the multiplier.
     """
 
-    def __init__(self, config: KaleidoConfig | None = None):
-        super().__init__({
+    def __init__(self, config: KaleidoConfig | None = None, window3: bool = False):
+        self.window3 = window3
+        ports = {
             "mode": In(mode_layout()),
             "rvalid": In(1),
             "cvalid": In(1),
             "qc": In(2),
             "kc": In(2),
             "ctrl": Out(CtrlLayout),
-        })
+        }
+        if window3:
+            ports.update({"w3": In(1), "qc2": In(2)})
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -123,18 +156,29 @@ class TileDecoder(wiring.Component):
         # The table as constants indexed by (pass, qc, kc): plain expressions, no process
         # (a Verilog `always @*` whose inputs never change after time 0 would never run in an
         # event-driven simulator, leaving the PE's control word undefined after reset).
-        index = Cat(self.kc, self.qc, mode.pass_idx)
-        # entry i = the index value i = kc | qc << 2 | pass << 4
+        # entry i = the index value i = kc | qc << 2 | pass << 4 [| w3 << 6: the window-3
+        # table, (c2, c1, pass) in the places of (kc, qc, pass)]
         entries = [decode_entry(p, qc, kc) for p in range(4) for qc in _CODES for kc in _CODES]
+        col_half = self.kc == HALF
+        if self.window3:
+            # A window-3 row's second follower code takes the column code's place: a
+            # window-3 column is a weight row without follower (ABSENT) and splits nothing.
+            index = Cat(Mux(self.w3, self.qc2, self.kc), self.qc, mode.pass_idx, self.w3)
+            entries += [decode3_entry(p, c1, c2)
+                        for p in range(4) for c1 in _CODES for c2 in _CODES]
+            col_half = col_half & ~self.w3
+        else:
+            index = Cat(self.kc, self.qc, mode.pass_idx)
+        size = 2 * len(entries)
         work = Signal()
         m.d.comb += work.eq(mode.issue & self.rvalid & self.cvalid)
         for k in range(3):
             table = sum(e[2][k].value << (2 * i) for i, e in enumerate(entries))
             part = Signal(2, name=f"part{k}")
-            m.d.comb += part.eq(Mux(work, (Const(table, 128) >> Cat(C(0, 1), index))[:2], 0))
+            m.d.comb += part.eq(Mux(work, (Const(table, size) >> Cat(C(0, 1), index))[:2], 0))
             m.d.comb += ctrl.part[k].as_value().eq(part)
         m.d.comb += [ctrl.op.eq(Op.MUL),
-                     ctrl.split.eq(Mux(self.kc == HALF, Split.COL, Split.ROW))]
+                     ctrl.split.eq(Mux(col_half, Split.COL, Split.ROW))]
         clears = sum(PASS_ENTRY[p][0] << (3 * p) for p in range(4))
         moves = sum(PASS_ENTRY[p][1].value << (2 * p) for p in range(4))
         m.d.comb += [
@@ -211,6 +255,40 @@ class TileCell(_CellBase):
         m.d.comb += [
             dec.mode.eq(self.row.mode), dec.rvalid.eq(self.row.valid),
             dec.cvalid.eq(self.col.valid), dec.qc.eq(self.row.qc), dec.kc.eq(self.col.kc),
+            pe.row.a0.eq(self.row.a),
+            pe.row.a1.eq(0),
+            pe.row.ctrl.eq(dec.ctrl),
+            pe.col.b.eq(self.col.b),
+        ]
+        hold_drain(m, self, pe)
+        return m
+
+
+class Window3TileCell(_CellBase):
+    """A :class:`TileCell` that also runs linear window-3 quads (``golden.array.window3``):
+    its row is :func:`~kaleido_hw.array.layouts.window3_row_layout` and its decoder the
+    :class:`TileDecoder` with ``window3`` (a step with ``w3`` decodes (pass, ``qc``, ``qc2``)
+    by the window-3 table; a step without is a TileCell step).
+
+    Parameters
+    ----------
+    config : KaleidoConfig
+        Passed to the PE (``acc_width``).
+    """
+
+    def __init__(self, config: KaleidoConfig):
+        self.config = config
+        super().__init__(cell_ports(window3_row_layout(), step_col_layout(), config.acc_width))
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.decoder = dec = TileDecoder(self.config, window3=True)
+        m.submodules.pe = pe = ReusePE(self.config)
+        self._forward(m)
+        m.d.comb += [
+            dec.mode.eq(self.row.mode), dec.rvalid.eq(self.row.valid),
+            dec.cvalid.eq(self.col.valid), dec.qc.eq(self.row.qc), dec.kc.eq(self.col.kc),
+            dec.qc2.eq(self.row.qc2), dec.w3.eq(self.row.w3),
             pe.row.a0.eq(self.row.a),
             pe.row.a1.eq(0),
             pe.row.ctrl.eq(dec.ctrl),

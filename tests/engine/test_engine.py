@@ -17,6 +17,7 @@ from amaranth.hdl import Module, Signal, UnusedElaboratable
 from amaranth.sim import Simulator
 
 from golden.array.schedule import ABSENT, DECODE, Op, Sel, Split, _contributions, tile_counters
+from golden.array.window3 import DECODE3
 from golden.numerics import FULL, HALF, NONE, ChannelGroups, VideoGrid, reuse_masks
 from golden.window import window_masks
 from golden.pe.model import Op as MOp
@@ -24,8 +25,9 @@ from golden.pe.model import Part as MPart
 from golden.pe.model import PECtrl
 from golden.pe.model import Split as MSplit
 from golden.pe.model import pe_contributions
-from kaleido_hw.array.tile_cell import PASS_ENTRY, TileDecoder, decode_entry
+from kaleido_hw.array.tile_cell import PASS_ENTRY, TileDecoder, decode3_entry, decode_entry
 from kaleido_hw.config import ConfigError, KaleidoConfig
+from kaleido_hw.pe.layouts import Part
 from kaleido_hw.engine.code_unit import CodeUnit, code_mask, work_bitmap
 from kaleido_hw.engine.host_port import check_run, engine_ports
 from kaleido_hw.engine.kaleido_engine import ERROR_BITS, KaleidoEngine
@@ -121,6 +123,51 @@ def test_tile_decoder_rtl():
             assert c.drain.name == ("R0" if first else "NONE")
 
     simulate(dut, bench, clock=False)
+
+
+def test_tile_decoder_window3_rtl():
+    """The TileDecoder with linear window-3 quads: with ``w3`` the entry of (pass, c1 = qc,
+    c2 = qc2) of ``decode3`` (pass 3 idle), split ROW whatever the column code; without, the
+    attention table as in the decoder without the option; first steps as in every pass."""
+    dut = TileDecoder(window3=True)
+
+    async def bench(ctx):
+        for p, qc, qc2, kc, w3, issue, first in itertools.product(
+                range(4), range(4), range(4), range(4), (0, 1), (0, 1), (0, 1)):
+            ctx.set(dut.mode.pass_idx, p)
+            ctx.set(dut.mode.issue, issue)
+            ctx.set(dut.mode.first, first)
+            ctx.set(dut.rvalid, 1)
+            ctx.set(dut.cvalid, 1)
+            ctx.set(dut.qc, qc)
+            ctx.set(dut.qc2, qc2)
+            ctx.set(dut.kc, kc)
+            ctx.set(dut.w3, w3)
+            await ctx.delay(1e-9)
+            c = ctx.get(dut.ctrl)
+            op, split, parts = decode3_entry(p, qc, qc2) if w3 else decode_entry(p, qc, kc)
+            assert list(c.part) == (list(parts) if issue else [Part.NONE] * 3)
+            assert c.split.name == ("COL" if kc == HALF and not w3 else "ROW")
+            clear, move = PASS_ENTRY[p] if first else (0, PASS_ENTRY[1][1].NONE)
+            assert c.clear == clear and c.move == move
+
+    simulate(dut, bench, clock=False)
+
+
+@pytest.mark.parametrize("p", range(3))
+def test_pe_words_add_what_window3_adds(p):
+    """The PE driven by a window-3 word adds what ``golden.array.window3``'s micro-op adds."""
+    rng = np.random.default_rng(p)
+    x = rng.integers(-128, 128, 200)
+    y = rng.integers(-128, 128, 200)
+    for c1, c2 in itertools.product(CODES, CODES):
+        got, busy = pe_contributions(_model_ctrl(*decode3_entry(p, c1, c2)), x,
+                                     np.zeros_like(x), y)
+        want = _contributions(*(np.full(200, int(DECODE3[i][p, c1, c2])) for i in range(2)),
+                              np.broadcast_to(DECODE3[2][p, c1, c2], (200, 3)), x, y)
+        for r in range(3):
+            assert np.array_equal(np.broadcast_to(got[r], (200,)), want[r]), (c1, c2, r)
+        assert np.all(busy == (DECODE3[0][p, c1, c2] != Op.IDLE))
 
 
 # -- code unit and work bitmaps ----------------------------------------------------------------
