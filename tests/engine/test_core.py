@@ -58,7 +58,8 @@ def _run_checked(cfg, commands, mem: Memory, limits, **kw):
     (TINY, (2, 3, 5), "pe", dict(gap=0.2, stall=0.2, latency=5, seed=1)),
     (dataclasses.replace(TINY, engine_arrays=2, engine_dispatcher="full"), (2, 4, 4), "full",
      dict(gap=0.1, stall=0.3, latency=1, outstanding=2, seed=2)),
-    (TINY, (1, 3, 7), "dense", dict(seed=3)),
+    # dense runs in make test in the odd-box case of the cycle test below
+    pytest.param(TINY, (1, 3, 7), "dense", dict(seed=3), marks=pytest.mark.full_set),
 ], ids=["pe-padded", "full-P2", "dense"])
 def test_core_head(cfg, grid, variant, kw):
     q, k, plan, mem = _setup(cfg, grid, variant, seed=kw["seed"])
@@ -173,11 +174,12 @@ _ODD_BOX = ((1, 3, 7), (1, 3, 5), "dense", 2, 3)   # odd box: half-empty last be
 
 
 @pytest.mark.parametrize("cfg, grid, box, variant, latency, outstanding", [
-    # each memory shape once in make test, on one or two banks; the rest in make regress
-    pytest.param(TINY, *_PADDED, id="padded-2banks"),
+    # the odd box in make test (padded boxes and cycle-exact runs are in the other tests of
+    # make test too); every shape on one and two banks in make regress
+    pytest.param(TINY, *_PADDED, id="padded-2banks", marks=pytest.mark.full_set),
     pytest.param(TINY1, *_PADDED, id="padded-1bank", marks=pytest.mark.full_set),
     pytest.param(TINY, *_STARVED, id="starved-2banks", marks=pytest.mark.full_set),
-    pytest.param(TINY1, *_STARVED, id="starved-1bank"),
+    pytest.param(TINY1, *_STARVED, id="starved-1bank", marks=pytest.mark.full_set),
     pytest.param(TINY, *_ODD_BOX, id="odd-box-2banks"),
     pytest.param(TINY1, *_ODD_BOX, id="odd-box-1bank", marks=pytest.mark.full_set),
 ])
