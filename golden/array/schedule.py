@@ -53,7 +53,8 @@ from golden.window import window_masks
 
 
 __all__ = [
-    "ABSENT", "Op", "Split", "Sel", "MicroOp", "decode", "DECODE", "SET_WORK", "units",
+    "ABSENT", "Op", "Split", "Sel", "MicroOp", "decode", "decode_tables", "DECODE", "SET_WORK",
+    "units",
     "follower_codes",
     "TileCounters", "Timing", "tile_engine", "tile_counters",
 ]
@@ -137,20 +138,22 @@ def decode(pass_: int, qc: int, kc: int) -> MicroOp:
     raise ValueError(f"pass must be 0..3, got {pass_}")
 
 
-def _table():
-    op = np.zeros((PASSES, 4, 4), np.int8)
+def decode_tables(decode_fn, passes: int):
+    """``(op, split, sel)`` arrays of a decode function over every pass and code pair:
+    ``op[p, c, c']``, ``split[p, c, c']``, ``sel[p, c, c', r]`` of ``decode_fn(p, c, c')``."""
+    op = np.zeros((passes, 4, 4), np.int8)
     split = np.zeros_like(op)
-    sel = np.zeros((PASSES, 4, 4, 3), np.int8)
-    for p in range(PASSES):
-        for qc in range(4):
-            for kc in range(4):
-                u = decode(p, qc, kc)
-                op[p, qc, kc], split[p, qc, kc], sel[p, qc, kc] = u.op, u.split, u.sel
+    sel = np.zeros((passes, 4, 4, 3), np.int8)
+    for p in range(passes):
+        for a in range(4):
+            for b in range(4):
+                u = decode_fn(p, a, b)
+                op[p, a, b], split[p, a, b], sel[p, a, b] = u.op, u.split, u.sel
     return op, split, sel
 
 
 #: ``DECODE[0][p, qc, kc]`` op, ``DECODE[1]`` split, ``DECODE[2][..., r]`` select of register r.
-DECODE = _table()
+DECODE = decode_tables(decode, PASSES)
 
 
 def units(grid, axis: int):

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from golden.array.schedule import (ABSENT, DECODE, MicroOp, Op, Sel, Split, _contributions,
-                                   decode)
+                                   decode, decode_tables)
 from golden.engine.linear import _check_w, _check_x, linear_plans
 from golden.numerics import AXIS_T, FULL, HALF, NONE, as_grid
 
@@ -84,20 +84,8 @@ def decode3(pass_: int, c1: int, c2: int) -> MicroOp:
     raise ValueError(f"pass must be 0..2 (a window-3 quad has no pass 3), got {pass_}")
 
 
-def _table():
-    op = np.zeros((PASSES3, 4, 4), np.int8)
-    split = np.zeros_like(op)
-    sel = np.zeros((PASSES3, 4, 4, 3), np.int8)
-    for p in range(PASSES3):
-        for c1 in range(4):
-            for c2 in range(4):
-                u = decode3(p, c1, c2)
-                op[p, c1, c2], split[p, c1, c2], sel[p, c1, c2] = u.op, u.split, u.sel
-    return op, split, sel
-
-
 #: ``DECODE3[0][p, c1, c2]`` op, ``DECODE3[1]`` split, ``DECODE3[2][..., r]`` select of R_r.
-DECODE3 = _table()
+DECODE3 = decode_tables(decode3, PASSES3)
 #: ``WORK3[p, c1, c2]``: the PE takes a term in pass p.
 WORK3 = DECODE3[0] != Op.IDLE
 
@@ -193,33 +181,32 @@ def window3_issued(x, grid, c_out: int, directions=AXIS_T, window: int = 3, rows
     # The loader reads a quad's row tokens and column tokens on two ports while the quad
     # before steps: 2R and 2C words for windows of 2 (``EngineTiming.gap``), 3R and C here.
     gap = (max(3 * rows, cols) if window == 3 else 2 * max(rows, cols)) + 1
+    # Windows of 2: a column block has K followers (NONE) unless its pairs start past c_out
+    # (only the last pair of the layer can lack one, so the block's first pair decides).
+    k_follow = (2 * cols * np.arange(col_blocks) + 1 < c_out).astype(np.int64)
     for pl in plans:
         U = pl.members.shape[0]
         row_blocks = -(-U // rows)
         pad = row_blocks * rows - U
-        bits1 = np.pad(1 << pl.c1.astype(np.int64), ((0, pad), (0, 0)))   # 0: padding row
-        bits2 = np.pad(1 << pl.c2.astype(np.int64), ((0, pad), (0, 0)))
-        set1 = np.bitwise_or.reduce(bits1.reshape(row_blocks, rows, -1), axis=1)
-        set2 = np.bitwise_or.reduce(bits2.reshape(row_blocks, rows, -1), axis=1)
+
+        def code_sets(codes):                     # (RB, n): codes present among real rows
+            bits = np.pad(1 << codes.astype(np.int64), ((0, pad), (0, 0)))   # 0: padding
+            return np.bitwise_or.reduce(bits.reshape(row_blocks, rows, -1), axis=1)
+
+        set1, set2 = code_sets(pl.c1), code_sets(pl.c2)
         for sl in _chunked(pl.channels.size, width):
             n = sl.stop - sl.start
+            # channels where some row's follower 1 / follower 2 needs its own work: (RB, 1)
+            f1 = ((set1[:, sl] & hn) != 0).sum(axis=1)[:, None]
             if window == 3:
-                per = [np.full(row_blocks, n), ((set2[:, sl] & hn) != 0).sum(axis=1),
-                       ((set1[:, sl] & hn) != 0).sum(axis=1)]
-                per = [np.repeat(p[:, None], col_blocks, axis=1) for p in per]
+                per = [n, ((set2[:, sl] & hn) != 0).sum(axis=1)[:, None], f1]
             else:
-                # K pairs: a column block's followers are NONE, or ABSENT in its last pair
-                # when c_out is odd; pass 1 (a x k_f) works when the block has a follower, pass
-                # 2 when a row's follower needs work, pass 3 when both.
-                kf = np.array([any(2 * (cb * cols + j) + 1 < c_out for j in range(cols)
-                                   if cb * cols + j < k_units) for cb in range(col_blocks)])
-                w2 = (set1[:, sl] & hn) != 0                                  # (RB, n)
-                per = [np.full((row_blocks, col_blocks), n),
-                       np.repeat(kf[None, :], row_blocks, axis=0) * n,
-                       np.repeat(w2.sum(axis=1)[:, None], col_blocks, axis=1),
-                       np.outer(w2.sum(axis=1), kf)]
+                # pass 1 (a x k_f) works where the block has K followers, pass 2 where a row's
+                # follower needs work, pass 3 where both
+                per = [n, k_follow * n, f1, f1 * k_follow]
             quad_steps = np.zeros((row_blocks, col_blocks), np.int64)
             for p, v in enumerate(per):
+                v = np.broadcast_to(v, quad_steps.shape)
                 issued[p] += int(v.sum())
                 quad_steps += np.maximum(v, rows)
             steps += int(np.maximum(quad_steps, gap).sum())

@@ -247,11 +247,16 @@ class TileCell(_CellBase):
         self.config = config
         super().__init__(self._ports(config.acc_width))
 
+    #: The decoder also runs linear window-3 quads (:class:`Window3TileCell`).
+    WINDOW3 = False
+
     def elaborate(self, platform):
         m = Module()
-        m.submodules.decoder = dec = TileDecoder(self.config)
+        m.submodules.decoder = dec = TileDecoder(self.config, window3=self.WINDOW3)
         m.submodules.pe = pe = ReusePE(self.config)
         self._forward(m)
+        if self.WINDOW3:
+            m.d.comb += [dec.qc2.eq(self.row.qc2), dec.w3.eq(self.row.w3)]
         m.d.comb += [
             dec.mode.eq(self.row.mode), dec.rvalid.eq(self.row.valid),
             dec.cvalid.eq(self.col.valid), dec.qc.eq(self.row.qc), dec.kc.eq(self.col.kc),
@@ -264,7 +269,7 @@ class TileCell(_CellBase):
         return m
 
 
-class Window3TileCell(_CellBase):
+class Window3TileCell(TileCell):
     """A :class:`TileCell` that also runs linear window-3 quads (``golden.array.window3``):
     its row is :func:`~kaleido_hw.array.layouts.window3_row_layout` and its decoder the
     :class:`TileDecoder` with ``window3`` (a step with ``w3`` decodes (pass, ``qc``, ``qc2``)
@@ -276,26 +281,10 @@ class Window3TileCell(_CellBase):
         Passed to the PE (``acc_width``).
     """
 
-    def __init__(self, config: KaleidoConfig):
-        self.config = config
-        super().__init__(cell_ports(window3_row_layout(), step_col_layout(), config.acc_width))
+    WINDOW3 = True
 
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.decoder = dec = TileDecoder(self.config, window3=True)
-        m.submodules.pe = pe = ReusePE(self.config)
-        self._forward(m)
-        m.d.comb += [
-            dec.mode.eq(self.row.mode), dec.rvalid.eq(self.row.valid),
-            dec.cvalid.eq(self.col.valid), dec.qc.eq(self.row.qc), dec.kc.eq(self.col.kc),
-            dec.qc2.eq(self.row.qc2), dec.w3.eq(self.row.w3),
-            pe.row.a0.eq(self.row.a),
-            pe.row.a1.eq(0),
-            pe.row.ctrl.eq(dec.ctrl),
-            pe.col.b.eq(self.col.b),
-        ]
-        hold_drain(m, self, pe)
-        return m
+    def _ports(self, acc_width):
+        return cell_ports(window3_row_layout(), step_col_layout(), acc_width)
 
 
 def row_present(pass_idx, qc):
