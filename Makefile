@@ -12,7 +12,7 @@ SEEDS   ?= 8
 export PATH := $(CURDIR)/tools/bin:$(VENV)/bin:$(PATH)
 export KALEIDO_PYTHON := $(VPY)
 
-.PHONY: install test verilog lint bench bench-head bench-head-tb bench-attention bench-attention-tb synth synth-engine synth-engine-compare synth-core synth-all synth-vector energy regress report clean
+.PHONY: install test verilog lint bench bench-head bench-head-tb bench-attention bench-attention-tb bench-linear3-tb synth synth-engine synth-engine-compare synth-core synth-all synth-vector energy regress report clean
 
 install:
 	$(PYTHON) -m venv $(VENV)
@@ -130,6 +130,21 @@ bench-attention-tb:
 	rm -rf build/attention_tb
 	$(VENV)/bin/kaleido-hw program --out build/attention_tb --config $(CURDIR)/sim_build/attention.toml --kind attention --grid $(ATT_GRID)
 	$(call run_tb,build/attention_tb,$(ATT_RTL)/kaleido_core.v)
+
+# A linear layer with windows of 3 (COMPUTE kind 1 with window3) through the plain testbench
+# on the default build generated with engine_window3 = true and the scheduler as dispatcher
+# (a window-3 quad has no pass 3 for a matcher): Y and every counter equal to the model's,
+# cycles included. LIN3_GRID sets the activation's grid (extents multiples of 3: every axis
+# is a reuse axis of the preset's groups).
+LIN3_RTL  := $(CURDIR)/sim_build/engine/core/rtl-window3
+LIN3_GRID ?= 6x6x6
+bench-linear3-tb:
+	mkdir -p $(CURDIR)/sim_build
+	printf 'engine_window3 = true\nengine_dispatcher = "scheduler"\n' > $(CURDIR)/sim_build/window3.toml
+	$(VENV)/bin/kaleido-hw generate --config $(CURDIR)/sim_build/window3.toml --top kaleido_core --out $(LIN3_RTL)
+	rm -rf build/linear3_tb
+	$(VENV)/bin/kaleido-hw program --out build/linear3_tb --config $(CURDIR)/sim_build/window3.toml --kind linear --window 3 --grid $(LIN3_GRID)
+	$(call run_tb,build/linear3_tb,$(LIN3_RTL)/kaleido_core.v)
 
 # Every cocotb bench x simulator x SEEDS random seeds, then the test cases make test leaves
 # out (marked full_set: larger builds, longer parametrizations).

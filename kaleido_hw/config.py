@@ -119,6 +119,14 @@ class KaleidoConfig:
             (``PvMergedArray`` / ``PvPEArray``), which the engine's S and linear runs leave
             off; it measures what the mode costs the engine (``docs/linear.md``, "P @ V in
             the ReusePE"), before a P @ V sequencer uses it.
+        engine_window3 : bool
+            Build the KaleidoEngine's arrays and sequencers for linear blocks with windows of
+            3 too (``docs/linear.md``, "Windows of 3 on the tile passes"): window-3 decode
+            tables in the PEs, a third row word and code per unit in the sequencers; a run
+            asks for it with ``cfg.window3`` (with ``cfg.linear``). Needs ``engine_pe =
+            "reuse"``, ``engine_dispatcher`` "none" or "scheduler" (a window-3 quad has no
+            pass 3 to match) and ``cols <= rows``. Off by default: it costs the arrays and
+            sequencers area that attention runs do not use.
 
     Dispatcher (``docs/dispatch.md``)
         sched_entries : int
@@ -199,6 +207,7 @@ class KaleidoConfig:
     engine_dispatcher: str = "full"
     engine_stall_seed: int = 0
     engine_pe: str = "reuse"
+    engine_window3: bool = False
     sched_entries: int = 64
     sched_pattern_width: int = 16
     sched_clusters: int = 4
@@ -256,6 +265,23 @@ class KaleidoConfig:
                 f"engine_pe = 'plain' needs engine_dispatcher = 'none' (BaselinePEs run dense "
                 f"only, so a plain engine has no dispatcher), got engine_dispatcher = "
                 f"{self.engine_dispatcher!r}")
+        if not isinstance(self.engine_window3, bool):
+            raise ConfigError(f"engine_window3 must be true or false, got "
+                              f"{self.engine_window3!r}")
+        if self.engine_window3:
+            if self.engine_pe != "reuse":
+                raise ConfigError(f"engine_window3 needs engine_pe = 'reuse' (window-3 quads "
+                                  f"run on ReusePEs' decode tables), got engine_pe = "
+                                  f"{self.engine_pe!r}")
+            if self.engine_dispatcher not in ("none", "scheduler"):
+                raise ConfigError(f"engine_window3 needs engine_dispatcher = 'none' or "
+                                  f"'scheduler' (a window-3 quad has no pass 3 for the "
+                                  f"matcher), got engine_dispatcher = "
+                                  f"{self.engine_dispatcher!r}")
+            if self.cols > self.rows:
+                raise ConfigError(f"engine_window3 needs cols <= rows (the sequencer fetches "
+                                  f"a quad's row words just in time), got cols = {self.cols} "
+                                  f"and rows = {self.rows}")
         check_int("sched_entries", self.sched_entries, 4, 256)
         check_int("sched_pattern_width", self.sched_pattern_width, 4, 64)
         if self.sched_pattern_width % 4:

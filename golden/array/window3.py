@@ -163,7 +163,8 @@ def window3_issued(x, grid, c_out: int, directions=AXIS_T, window: int = 3, rows
     """Channel steps of a linear layer (activation ``x`` on ``grid``, ``c_out`` features) on
     R x C tile quads, in natural unit order, chunks of ``width`` channels of a group.
 
-    ``window=3``: quads of R window-3 units x C weight rows, passes 0-2 of :func:`decode3`.
+    ``window=3``: quads of R window-3 units x C weight rows, passes 0-2 of :func:`decode3`
+    (pass 0 at least ``3*max(R, C)`` steps, as the KaleidoEngine runs them).
     ``window=2``: the core's windows of 2 (``golden.array.schedule``): R window-2 units x C
     pairs of weight rows (the K follower NONE, ABSENT past ``c_out``), passes 0-3.
     A pass issues a chunk channel when some real PE of the quad has work at it (the
@@ -179,8 +180,11 @@ def window3_issued(x, grid, c_out: int, directions=AXIS_T, window: int = 3, rows
     col_blocks = -(-k_units // cols)
     hn = (1 << HALF) | (1 << NONE)
     # The loader reads a quad's row tokens and column tokens on two ports while the quad
-    # before steps: 2R and 2C words for windows of 2 (``EngineTiming.gap``), 3R and C here.
-    gap = (max(3 * rows, cols) if window == 3 else 2 * max(rows, cols)) + 1
+    # before steps: 2R and 2C words for windows of 2 (``EngineTiming.gap``); for windows of 3
+    # 3M (M = max(R, C)), and pass 0 lasts at least 3M steps, so that the next quad's anchors
+    # can be fetched after it (the KaleidoEngine's sequencer, golden.engine.window3).
+    gap = (3 if window == 3 else 2) * max(rows, cols) + 1
+    floor0 = 3 * max(rows, cols) if window == 3 else rows
     # Windows of 2: a column block has K followers (NONE) unless its pairs start past c_out
     # (only the last pair of the layer can lack one, so the block's first pair decides).
     k_follow = (2 * cols * np.arange(col_blocks) + 1 < c_out).astype(np.int64)
@@ -208,7 +212,7 @@ def window3_issued(x, grid, c_out: int, directions=AXIS_T, window: int = 3, rows
             for p, v in enumerate(per):
                 v = np.broadcast_to(v, quad_steps.shape)
                 issued[p] += int(v.sum())
-                quad_steps += np.maximum(v, rows)
+                quad_steps += np.maximum(v, floor0 if p == 0 else rows)
             steps += int(np.maximum(quad_steps, gap).sum())
             quads += row_blocks * col_blocks
     return Window3Issued(issued, steps, quads, grid.n * c_out)

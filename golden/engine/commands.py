@@ -102,6 +102,8 @@ FIELDS: dict[str, tuple] = {
         ("v_bank", 13, 2, "kind 2: V bank (the values of the K box's keys); else 0"),
         ("first", 15, 1, "kind 2: the query box's first key block (starts its O); else 0"),
         ("last", 16, 1, "kind 2: its last key block (O is then the result); else 0"),
+        ("window3", 17, 1, "kind 1: the activation's windows are 3 tokens long (a core built "
+                           "with engine_window3; CONFIG without schedule and match); else 0"),
     ),
     "STORE": (
         ("address", 64, 64, "byte address of the result: an S or linear block (box_tokens^2 "
@@ -124,13 +126,14 @@ FIELDS: dict[str, tuple] = {
 ERROR_CODES: dict[int, tuple[str, str]] = {
     1: ("malformed", "unknown opcode (0, 9..15), a reserved bit set, or a reserved encoding "
                      "(side 3, kind 3-15, v_bank/first/last set outside kind 2, acc with kind "
-                     "2, GROUPS count 0 or > 48)"),
+                     "2, window3 outside kind 1, GROUPS count 0 or > 48)"),
     2: ("bad_config", "CONFIG outside the core: zero extent, box tokens or head_dim over the "
                       "limit, thresholds, direction 3, reuse/schedule/match not built; GROUPS "
                       "group 3 or channels past head_dim; COMPUTE of a channel group larger, "
                       "summed over the results it adds onto, than acc_width sums exactly; "
                       "ATTENTION scale outside its range, v_dir 3, v_reuse on a plain core; "
-                      "COMPUTE kind 2 of more keys than acc_width holds P @ V of"),
+                      "COMPUTE kind 2 of more keys than acc_width holds P @ V of; COMPUTE with "
+                      "window3 under a CONFIG with reuse and schedule or match"),
     3: ("not_configured", "GROUPS, STRIDES, LOAD, COMPUTE, STORE or ATTENTION before CONFIG; "
                           "LOAD of a side before its STRIDES; COMPUTE before every channel has "
                           "a group; COMPUTE kind 2 before ATTENTION"),
@@ -150,7 +153,8 @@ ERROR_CODES: dict[int, tuple[str, str]] = {
                            "CONFIG, ATTENTION, COMPUTE kind 0/1 or kind 2 with first while a "
                            "query box is open (first run, last not yet)"),
     11: ("unsupported", "on a core built without the attention path: ATTENTION, STRIDES or "
-                        "LOAD of side V, COMPUTE kind 2"),
+                        "LOAD of side V, COMPUTE kind 2; on a core built without "
+                        "engine_window3: COMPUTE with window3"),
     12: ("out_of_range", "LOAD reads or STORE writes past the end of memory"),
 }
 
@@ -344,7 +348,9 @@ class Compute(Command):
     block, S of the boxes, the softmax with a running maximum and P @ V_eff of ``v_bank``
     into the query box's output, ``first`` / ``last`` key block) of the banks ``q_bank`` and
     ``k_bank``; the result waits for a STORE. With ``acc`` the block is added onto the
-    unstored result (a layer's input channels in slices of head_dim)."""
+    unstored result (a layer's input channels in slices of head_dim). ``window3``: a linear
+    block whose activation windows are 3 tokens long (``docs/engine.md``, "Linear blocks with
+    windows of 3")."""
     NAME, OPCODE = "COMPUTE", 5
     q_bank: int
     k_bank: int
@@ -353,6 +359,7 @@ class Compute(Command):
     v_bank: int = 0
     first: int = 0
     last: int = 0
+    window3: int = 0
 
     def check_encoding(self) -> None:
         """Kinds 3..15 are malformed; so are ``v_bank``, ``first``, ``last`` other than 0
@@ -363,6 +370,9 @@ class Compute(Command):
         if self.kind != KIND_PV and (self.v_bank or self.first or self.last):
             raise DecodeError(f"COMPUTE v_bank, first and last must be 0 with kind "
                               f"{self.kind} ({KINDS[self.kind]}); they belong to kind 2")
+        if self.window3 and self.kind != KIND_LINEAR:
+            raise DecodeError(f"COMPUTE window3 must be 0 with kind {self.kind} "
+                              f"({KINDS[self.kind]}); it belongs to kind 1 (linear)")
         if self.kind == KIND_PV and self.acc:
             raise DecodeError("COMPUTE acc must be 0 with kind 2 (attention blocks of a query "
                               "box add into its output themselves, first to last)")

@@ -48,11 +48,12 @@ from golden.engine.commands import (ALIGN, ERROR_CODES, KIND_LINEAR, KIND_PV, KI
 from golden.engine.model import (VARIANTS, EngineCounters, EngineParams, engine_counters,
                                  kaleido_engine, plain_walk)
 from golden.engine.pv import PvCounters, pv_counters
+from golden.engine.window3 import window3_block, window3_counters
 from golden.numerics import (RESULT_CHANNELS, ChannelGroups, VideoGrid, _effective,
                              code_counts, exact_matmul, group_channels, oracle_from_counts)
 from golden.vector.online import OnlineState, block_max_partial, online_block, online_finish
 from golden.vector.softmax import MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN
-from golden.window import window_operand
+from golden.window import window_effective_operand, window_masks, window_operand
 
 
 __all__ = ["Memory", "CoreLimits", "ProgramError", "BoxData", "BlockResult", "ProgramResult",
@@ -147,6 +148,8 @@ class CoreLimits:
     pv_keys : int          most keys of one attention block whose P @ V partial the
                            accumulators hold exactly (``255 * 128 * keys < 2**(acc_width-1)``:
                            257 at 24 bits)
+    window3 : bool         linear blocks with windows of 3 are built (``engine_window3``);
+                           without it a COMPUTE with window3 is error 11
     """
     max_box_tokens: int = 64
     max_head_dim: int = 128
@@ -158,6 +161,7 @@ class CoreLimits:
     group_channels: int = 511
     attention: bool = False
     pv_keys: int = 257
+    window3: bool = False
 
     def __post_init__(self):
         check_int("max_box_tokens", self.max_box_tokens, 1, 255 ** 3)
@@ -190,7 +194,8 @@ class CoreLimits:
                    EngineParams.from_config(config), plain=config.engine_pe == "plain",
                    group_channels=group_channels(config.acc_width),
                    pv_keys=pv_block_keys(config.acc_width),
-                   attention=bool(getattr(config, "core_attention", False)))
+                   attention=bool(getattr(config, "core_attention", False)),
+                   window3=bool(getattr(config, "engine_window3", False)))
 
 
 def pv_block_keys(acc_width: int) -> int:
@@ -457,24 +462,32 @@ class _Core:
         self.c["loads"][SIDES[c.side]] += 1
         self.c["bytes_loaded"] += int(real.sum()) * cfg.head_dim
 
-    def _prepare(self, box: BoxData, kind: int):
+    def _prepare(self, box: BoxData, kind: int, window3: bool = False):
         """Reuse codes and effective operand of a box as a grid of its own, for a COMPUTE of
-        ``kind`` (cached): pairs for S; for a linear block the window rule on the Q box and
-        no codes on the K bank's weight rows (``golden.array.schedule.side_codes``)."""
-        if box.groups_version != self.groups_version or box.kind != kind:
+        ``kind`` (cached): pairs for S; for a linear block the window rule on the Q box
+        (windows of 2, or of 3 with ``window3``) and no codes on the K bank's weight rows
+        (``golden.array.schedule.side_codes``)."""
+        key = (kind, bool(window3))
+        if box.groups_version != self.groups_version or box.kind != key:
             cfg, groups = self.config, self.groups
             grid = VideoGrid(*cfg.box)
-            m = side_codes(box.x, grid, groups, cfg.full_bits, cfg.half_bits,
-                           linear=kind == KIND_LINEAR, k_side=box.side == SIDE_K)
+            shape = cfg.box + (cfg.head_dim,)
+            if window3 and box.side == SIDE_Q:
+                dirs = np.asarray(groups.directions)[np.asarray(groups.group_of)]
+                m = window_masks(box.x, grid, dirs, 3, cfg.full_bits, cfg.half_bits)
+                effective = lambda: window_effective_operand(box.x, m, grid, dirs, 3)  # noqa
+            else:
+                m = side_codes(box.x, grid, groups, cfg.full_bits, cfg.half_bits,
+                               linear=kind == KIND_LINEAR, k_side=box.side == SIDE_K)
+                effective = lambda: _effective(box.x.reshape(shape), m.reshape(shape),  # noqa
+                                               grid, groups).reshape(box.x.shape)
             if self.variant == "dense":
                 box.eff = box.x
                 m = np.full_like(m, 2)
             else:
-                shape = cfg.box + (cfg.head_dim,)
-                box.eff = _effective(box.x.reshape(shape), m.reshape(shape), grid,
-                                     groups).reshape(box.x.shape)
+                box.eff = effective()
             box.counts = (code_counts(m), code_counts(m[box.real]))
-            box.groups_version, box.kind = self.groups_version, kind
+            box.groups_version, box.kind = self.groups_version, key
         return box
 
     def COMPUTE(self, c: Compute):
@@ -497,6 +510,8 @@ class _Core:
             self._check_attention(c, cfg)
         else:
             self.check_closed(f"COMPUTE kind {c.kind}")
+        if c.window3 and not self.limits.window3:
+            self.fail(11, "COMPUTE with window3 on a core built without engine_window3")
         if c.acc and self.pending is None:
             self.fail(7, "COMPUTE with acc without an unstored result to add onto")
         if c.acc and self.pending.kind == KIND_PV:
@@ -522,20 +537,28 @@ class _Core:
             self.fail(2, f"{int(sizes.sum())} channels summed over this COMPUTE and the results "
                          f"it adds onto may overflow the int32 result (at most "
                          f"{RESULT_CHANNELS})")
+        if c.window3 and cfg.reuse and (cfg.schedule or cfg.match):
+            self.fail(2, "COMPUTE with window3 under a CONFIG with schedule or match: a "
+                         "window-3 block runs in natural order without pass 3")
         # A bank's codes follow the COMPUTE's kind (the same box may serve both kinds; an
         # attention block's S is a kind S block).
         s_kind = KIND_S if attention else c.kind
-        qb = self._prepare(self.banks[(SIDE_Q, c.q_bank)], s_kind)
-        kb = self._prepare(self.banks[(SIDE_K, c.k_bank)], s_kind)
+        qb = self._prepare(self.banks[(SIDE_Q, c.q_bank)], s_kind, c.window3)
+        kb = self._prepare(self.banks[(SIDE_K, c.k_bank)], s_kind, c.window3)
         counters = None
         if self.engine:
             box = VideoGrid(*cfg.box)
             rest = (self.limits.params, self.variant, cfg.full_bits, cfg.half_bits)
             linear = c.kind == KIND_LINEAR
-            s = kaleido_engine(qb.x, kb.x, box, self.groups, *rest, linear=linear)
-            # A plain core's engine walks all channels as one group along x (S is the same).
-            walk = plain_walk(self.groups) if self.limits.plain else self.groups
-            counters = engine_counters(qb.x, kb.x, box, walk, *rest, linear=linear)
+            if c.window3:
+                s = window3_block(qb.x, kb.x, box, self.groups, *rest[1:])
+                counters = window3_counters(qb.x, kb.x, box, self.groups, *rest)
+            else:
+                s = kaleido_engine(qb.x, kb.x, box, self.groups, *rest, linear=linear)
+                # A plain core's engine walks all channels as one group along x (S is the
+                # same).
+                walk = plain_walk(self.groups) if self.limits.plain else self.groups
+                counters = engine_counters(qb.x, kb.x, box, walk, *rest, linear=linear)
             self.c["cycles"] += int(counters.cycles)
         else:
             s = exact_matmul(qb.eff, kb.eff.T)

@@ -44,18 +44,25 @@ work" and section "RTL").
   lasts at least R >= C steps and the loader's 2R reads end before pass 2, so the fetches
   land before the next quad needs the words, never meet the loader's reads, and the timing
   is the double-buffered one; the first quad of a chunk, which no quad runs before, is read
-  straight into the stepping slot.
+  straight into the stepping slot;
+* built with ``engine_window3``, a run with ``cfg.window3`` runs linear window-3 quads
+  (``docs/engine.md``, "Linear blocks with windows of 3"): three row words per unit (the
+  loader's third phase), codes by a :class:`WindowCodeUnit`, weight rows one per column as
+  K followers, passes 0-2 with pass 0 at least 3M steps, the next quad's anchors and
+  second followers (``qf2``) fetched from the last steps of passes 0 and 1.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from types import SimpleNamespace
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from kaleido_hw.array.layouts import step_col_layout, step_row_layout
+from golden.numerics import HALF, NONE
+from kaleido_hw.array.layouts import step_col_layout, step_row_layout, window3_row_layout
 from kaleido_hw.bitops import bits_for, lowest_set, popcount
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.layouts import Sel
@@ -63,12 +70,14 @@ from kaleido_hw.dispatch.merged_cell import merged_col_layout, merged_row_layout
 from kaleido_hw.dispatch.order_unit import OrderReadSignature
 from kaleido_hw.dispatch.slot_unit import SlotUnit
 from kaleido_hw.engine.code_unit import CodeUnit, work_bitmap
-from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, chunk_layout, engine_run_layout,
+from kaleido_hw.engine.window_code_unit import WindowCodeUnit
+from kaleido_hw.engine.engine_layouts import (AXIS_X, AXIS_Y, KaleidoGeometry, chunk_layout,
+                                              engine_run_layout,
                                               engine_tag_layout, walk_constants_layout,
                                               walk_layout)
 from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, counters_layout
 from kaleido_hw.engine.unit_walk import (order_key_layout, unit_tokens, walk_add,
-                                         walk_has_follower, walk_inc)
+                                         walk_has_follower, walk_inc, walk_members3)
 from kaleido_hw.stall_inject import array_stream, stall_gate
 
 
@@ -82,7 +91,7 @@ class _Slot:
     channel)."""
 
     def __init__(self, name: str, geo: KaleidoGeometry, plain: bool = False,
-                 anchors: bool = True, followers: bool = True):
+                 anchors: bool = True, followers: bool = True, stepping: bool = False):
         t = geo.tile
         R, C, W = t.rows, t.cols, geo.chunk_width     # the chunk's channels only
         S = lambda shape, n: Signal(shape, name=f"{name}_{n}")  # noqa: E731
@@ -114,24 +123,36 @@ class _Slot:
         self.rtok_f = [S(t.tok_width, f"rtok_f{r}") for r in range(R)]
         self.rvalid = S(R, "rvalid")
         self.rhasf = S(R, "rhasf")
+        # Linear windows of 3 (``geo.window3``): each row unit's second follower, its code
+        # bits per chunk channel, its token and whether it exists, and the channels where
+        # some real row's second follower is HALF or NONE (pass 1's work). Its word only in
+        # the stepping slot (``stepping``): it is fetched there just in time, never loaded.
+        w3 = geo.window3
+        self.qf2 = [S(8 * W, f"qf2_{r}") for r in range(R if w3 and stepping else 0)]
+        self.qlo2 = [S(W, f"qlo2_{r}") for r in range(R if w3 else 0)]
+        self.qhi2 = [S(W, f"qhi2_{r}") for r in range(R if w3 else 0)]
+        self.qhn2 = [S(W, "qhn2")] if w3 else []
+        self.rtok_f2 = [S(t.tok_width, f"rtok_f2_{r}") for r in range(R if w3 else 0)]
+        self.rhasf2 = [S(R, "rhasf2")] if w3 else []
         self.cvalid = S(C, "cvalid")
         self.chasf = S(C, "chasf")
         self.plane = S(geo.plane_width, "plane")
         self.add = S(1, "add")                                  # accumulate onto the plane
-        self.cbp = S(geo.cbp_width, "cbp")
+        self.cbp = S(geo.kb_width if geo.window3 else geo.cbp_width, "cbp")
         self.first_rb = S(1, "first_rb")                        # row block 0 of its column block
         self.last_rb = S(1, "last_rb")                          # last row block of it
 
     def sets(self):
         """The code-set registers (the constant ones of a plain slot left out)."""
-        return [s for s in self.qs + self.ks if isinstance(s, Signal)]
+        return [s for s in self.qs + self.ks + self.qhn2 if isinstance(s, Signal)]
 
     def fields(self, anchors: bool = True, followers: bool = True):
         q_words = [*(self.qa if anchors else []), *(self.qf if followers else [])]
         k_words = [*(self.ka if anchors else []), *(self.kf if followers else [])]
         return [*q_words, *self.qlo, *self.qhi, *k_words, *self.klo,
                 *self.khi, *self.sets(), *self.rtok_a, *self.rtok_f, self.rvalid,
-                self.rhasf, self.cvalid, self.chasf, self.plane, self.add, self.cbp, self.first_rb,
+                self.rhasf, *self.qlo2, *self.qhi2, *self.rtok_f2, *self.rhasf2,
+                self.cvalid, self.chasf, self.plane, self.add, self.cbp, self.first_rb,
                 self.last_rb]
 
     def copy(self, other: "_Slot"):
@@ -211,7 +232,8 @@ class ArraySequencer(wiring.Component):
                    "next_bank": In(1)} if self.scheduler else {})
         t = geo.tile
         R, C, D = t.rows, t.cols, t.max_dim
-        row_layout = merged_row_layout() if self.matcher else step_row_layout()
+        row_layout = (merged_row_layout() if self.matcher else
+                      window3_row_layout() if geo.window3 else step_row_layout())
         col_layout = merged_col_layout() if self.matcher else step_col_layout()
         super().__init__({
             "first_col": In(geo.unit_width),
@@ -255,8 +277,15 @@ class ArraySequencer(wiring.Component):
         loader_done = Signal()
         slot_full = Signal()
         swap = Signal()
+        # Units per side: the rows' (the group's) and the columns'; in a window-3 run the
+        # columns are the block's weight rows themselves, one per unit.
+        W3 = geo.window3
+        w3 = cfg.window3 if W3 else Const(0, 1)
         units = Signal(t.size_width)
+        k_units = Signal(t.size_width) if W3 else units
         m.d.comb += units.eq(cfg.units[chunk.group])
+        if W3:
+            m.d.comb += k_units.eq(Mux(w3, cfg.n, units))
         # A quad only ever steps through the chunk's channels: the arriving words are compacted
         # to them (byte j = channel chunk.chan[j]; bytes past chunk.size are never issued), so
         # the slots, code units and step multiplexers are W channels wide, not D.
@@ -286,7 +315,7 @@ class ArraySequencer(wiring.Component):
         # -- loader: quads (cb, rb) of this array, by unit index -------------------------------
         r0 = Signal(uw)                       # first row unit of the row block being loaded
         c0 = Signal(uw)                       # first column unit of the column block
-        cbp = Signal(geo.cbp_width)           # local column block: cb // P
+        cbp = Signal(geo.kb_width if W3 else geo.cbp_width)   # local column block: cb // P
         # With C <= R the anchor words are fetched just in time into the stepping slot
         # (:meth:`_fetch`), and in a plain build the follower words too (a reuse build forms
         # a follower's codes against its anchor as the loader reads it); the loading slot
@@ -294,21 +323,22 @@ class ArraySequencer(wiring.Component):
         fetch = C <= R
         fetch_f = fetch and self.plain
         ld = _Slot("ld", geo, self.plain, anchors=not fetch, followers=not fetch_f)
-        cp = _Slot("cp", geo, self.plain)
+        cp = _Slot("cp", geo, self.plain, stepping=True)
 
         rd_active = Signal()
         rd_unit = Signal(bits_for(M - 1))
-        rd_phase = Signal()                   # 0 anchor, 1 follower
+        # 0 anchor, 1 follower (window 3: 2 the second follower)
+        rd_phase = Signal(2 if W3 else 1)
         load_go = Signal()
         pend = Signal()
         pend_unit = Signal(bits_for(M - 1))
-        pend_phase = Signal()
+        pend_phase = Signal(2 if W3 else 1)
         pend_last = Signal()
-        pend_q = Signal(2)                    # (valid, has follower) of the row unit
+        pend_q = Signal(3 if W3 else 2)       # (valid, has follower[, has follower 2]) of the row unit
         pend_k = Signal(2)
         has_work = Signal()
         m.d.comb += [
-            has_work.eq(first_col < units),
+            has_work.eq(first_col < k_units),
             load_go.eq(Mux(self.go, has_work,
                            running & ~loader_done & ~rd_active & ~pend & (~slot_full | swap))),
         ]
@@ -339,7 +369,7 @@ class ArraySequencer(wiring.Component):
         q_inc = walk_inc(m, geo, q_at, walk, "q_inc")
         k_inc = walk_inc(m, geo, k_at, walk, "k_inc")
         k_jump = walk_add(m, geo, k_base, jump, walk, "k_jump")
-        q_valid, k_valid = q_pos < units, k_pos < units
+        q_valid, k_valid = q_pos < units, k_pos < k_units
         q_tok, q_hf = q_at.tok, walk_has_follower(cfg, d, q_at)
         k_tok, k_hf = k_at.tok, walk_has_follower(cfg, d, k_at)
         if self.scheduler:
@@ -350,15 +380,40 @@ class ArraySequencer(wiring.Component):
             q_tok, q_hf = Mux(q_sched, q_key.tok, q_tok), Mux(q_sched, q_key.hasf, q_hf)
             if k_key is not None:
                 k_tok, k_hf = Mux(k_sched, k_key.tok, k_tok), Mux(k_sched, k_key.hasf, k_hf)
+        if W3:
+            # A window-3 unit: three tokens along the direction, the second follower one
+            # stride past the first; a window-3 column is a weight row, token = unit.
+            has1, has2 = walk_members3(cfg, d, q_at)
+            q_hf = Mux(w3, has1, q_hf)
         q_anchor, q_follow, q_hasf = unit_tokens(m, geo, cfg, d, q_tok, q_hf, q_valid, "q_unit")
         k_anchor, k_follow, k_hasf = unit_tokens(m, geo, cfg, d, k_tok, k_hf, k_valid, "k_unit")
+        follower_phase = phase
+        if W3:
+            tw = t.tok_width
+            q_has2 = Signal(name="q_unit_has2")
+            q_follow2 = Signal(tw, name="q_unit_follower2")
+            stride = Mux(d == AXIS_X, 1, Mux(d == AXIS_Y, cfg.w, cfg.hw))
+            m.d.comb += [q_has2.eq(w3 & q_hasf & has2),
+                         q_follow2.eq(Mux(q_has2, (q_follow + stride)[:tw], 0))]
+            row_k = Signal(tw, name="k_weight_row")
+            m.d.comb += row_k.eq(Mux(k_valid, k_pos[:tw], 0))
+            k_anchor, k_follow = Mux(w3, row_k, k_anchor), Mux(w3, row_k, k_follow)
+            k_hasf = Mux(w3, k_valid, k_hasf)
+            follower_phase = phase != 0
         # The follower is read in the cycle after its anchor: registered, off the read path.
         q_follow_r = Signal.like(q_follow, name="q_follow_r")
         k_follow_r = Signal.like(k_follow, name="k_follow_r")
-        with m.If(reading & ~phase):
+        with m.If(reading & ~follower_phase):
             m.d.sync += [q_follow_r.eq(q_follow), k_follow_r.eq(k_follow)]
-        walk_q_addr, walk_k_addr = Mux(phase, q_follow_r, q_anchor), Mux(phase, k_follow_r, k_anchor)
+        walk_q_addr, walk_k_addr = (Mux(follower_phase, q_follow_r, q_anchor),
+                                    Mux(follower_phase, k_follow_r, k_anchor))
         walk_q_en, walk_k_en = reading & (unit < R), reading & (unit < C)
+        if W3:
+            q_follow2_r = Signal(tw, name="q_follow2_r")
+            with m.If(reading & ~follower_phase):
+                m.d.sync += q_follow2_r.eq(q_follow2)
+            walk_q_addr = Mux(phase == 2, q_follow2_r, walk_q_addr)
+            walk_k_en = walk_k_en & (phase != 2)          # one weight row per column unit
         # ``direct``: this quad's fetched words go straight into the stepping slot as the
         # loader reads them (the first quad of a chunk, whose slot nothing steps); otherwise
         # a plain loader reads nothing, a reuse loader only for the CodeUnits and followers.
@@ -372,26 +427,38 @@ class ArraySequencer(wiring.Component):
         if not fetch:
             m.d.comb += [self.q_addr.eq(walk_q_addr), self.k_addr.eq(walk_k_addr),
                          self.q_en.eq(walk_q_en), self.k_en.eq(walk_k_en)]
-        last_read = reading & phase & (unit == M - 1)
+        # the unit's last read: its follower, in a window-3 run its second follower
+        unit_end = (phase == 2) | ~w3 if W3 else phase
+        last_read = reading & unit_end & (unit == M - 1)
         m.d.sync += [pend.eq(reading), pend_unit.eq(unit), pend_phase.eq(phase),
                      pend_last.eq(last_read),
-                     pend_q.eq(Cat(q_valid, q_hasf)), pend_k.eq(Cat(k_valid, k_hasf))]
+                     pend_q.eq(Cat(q_valid, q_hasf, *([q_has2] if W3 else []))),
+                     pend_k.eq(Cat(k_valid, k_hasf))]
         with m.If(reading):
-            with m.If(phase):
-                m.d.sync += rd_phase.eq(0)
-                with m.If(unit == M - 1):
-                    m.d.sync += rd_active.eq(0)
-                with m.Else():
-                    m.d.sync += [rd_active.eq(1), rd_unit.eq(unit + 1),
-                                 q_walk.eq(q_inc), k_walk.eq(k_inc)]
-                with m.If(unit == R - 1):
-                    m.d.sync += q_next_rb.eq(q_inc)
-                for r in range(R):
-                    with m.If(unit == r):
-                        m.d.sync += ld.rtok_f[r].eq(q_follow_r)
-                for j, tok in enumerate(ld.ktok_f):
-                    with m.If(unit == j):
-                        m.d.sync += tok.eq(k_follow_r)
+            with m.If(follower_phase):
+                with m.If(unit_end) if W3 else nullcontext():
+                    m.d.sync += rd_phase.eq(0)
+                    with m.If(unit == M - 1):
+                        m.d.sync += rd_active.eq(0)
+                    with m.Else():
+                        m.d.sync += [rd_active.eq(1), rd_unit.eq(unit + 1),
+                                     q_walk.eq(q_inc), k_walk.eq(k_inc)]
+                    with m.If(unit == R - 1):
+                        m.d.sync += q_next_rb.eq(q_inc)
+                if W3:
+                    with m.Else():
+                        m.d.sync += [rd_active.eq(1), rd_phase.eq(2)]
+                    with m.If(phase == 2):
+                        for r in range(R):
+                            with m.If(unit == r):
+                                m.d.sync += ld.rtok_f2[r].eq(q_follow2_r)
+                with m.If(phase == 1) if W3 else nullcontext():
+                    for r in range(R):
+                        with m.If(unit == r):
+                            m.d.sync += ld.rtok_f[r].eq(q_follow_r)
+                    for j, tok in enumerate(ld.ktok_f):
+                        with m.If(unit == j):
+                            m.d.sync += tok.eq(k_follow_r)
             with m.Else():
                 m.d.sync += [rd_active.eq(1), rd_unit.eq(unit), rd_phase.eq(1),
                              q_walk.eq(q_at), k_walk.eq(k_at)]
@@ -400,7 +467,8 @@ class ArraySequencer(wiring.Component):
                 for r in range(R):
                     with m.If(unit == r):
                         m.d.sync += [ld.rtok_a[r].eq(q_anchor),
-                                     ld.rvalid[r].eq(q_valid), ld.rhasf[r].eq(q_hasf)]
+                                     ld.rvalid[r].eq(q_valid), ld.rhasf[r].eq(q_hasf),
+                                     *(h[r].eq(q_has2) for h in ld.rhasf2)]
                 for j in range(C):
                     with m.If(unit == j):
                         m.d.sync += [ld.cvalid[j].eq(k_valid), ld.chasf[j].eq(k_hasf),
@@ -425,7 +493,7 @@ class ArraySequencer(wiring.Component):
                 m.d.sync += [r0.eq(r0 + R), q_walk.eq(q_next_rb), k_walk.eq(k_base)]
             with m.Else():
                 m.d.sync += [r0.eq(0), q_walk.eq(0)]
-                with m.If(c0 + PC < units):
+                with m.If(c0 + PC < k_units):
                     m.d.sync += [c0.eq(c0 + PC), cbp.eq(cbp + 1), k_base.eq(k_jump),
                                  k_walk.eq(k_jump)]
                 with m.Else():
@@ -438,13 +506,22 @@ class ArraySequencer(wiring.Component):
         pass_idx = Signal(2)
         first = Signal()
         remaining = Signal(W)
-        left = Signal(bits_for(max(D, R)))
+        # a pass lasts at least R steps (a window-3 quad's pass 0 at least 3M: the loader's
+        # reads of the next quad end before the anchors' just-in-time fetch starts)
+        min_steps = max(D, R, 3 * M) if W3 else max(D, R)
+        left = Signal(bits_for(min_steps))
         gmask = Signal(W)
         gsize = Signal(t.dim_width)
         m.d.comb += [gmask.eq(in_chunk), gsize.eq(chunk.size)]
         if self.plain:      # the code sets are single bits: a pass has work at every channel
             work = Array([gmask] + [Mux(work_bitmap(p, cp.qs, cp.ks), gmask, 0)
                                     for p in (1, 2, 3)])
+        elif W3:
+            # window 3: pass 1 (rows: second followers) and pass 2 (first followers) work
+            # where some real row's follower is HALF or NONE (golden.array.window3.WORK3)
+            w3_work = {1: cp.qhn2[0], 2: cp.qs[HALF] | cp.qs[NONE]}
+            work = Array([gmask] + [Mux(w3, w3_work[p], work_bitmap(p, cp.qs, cp.ks)) & gmask
+                                    for p in (1, 2)] + [work_bitmap(3, cp.qs, cp.ks) & gmask])
         else:
             work = Array([gmask] + [work_bitmap(p, cp.qs, cp.ks) & gmask for p in (1, 2, 3)])
         cur = Signal(W)
@@ -474,8 +551,14 @@ class ArraySequencer(wiring.Component):
             ]
         else:
             m.d.comb += [issue.eq(ch_issue), count.eq(ch_count), carried.eq(ch_count)]
-        steps_now = Signal(bits_for(max(D, R)))
-        m.d.comb += steps_now.eq(Mux(first, Mux(count > R, count, R), left))
+        steps_now = Signal(bits_for(min_steps))
+        if W3:
+            floor = Mux(w3 & (pass_idx == 0), 3 * M, R)
+            m.d.comb += steps_now.eq(Mux(first, Mux(count > floor, count, floor), left))
+            last_pass = pass_idx == Mux(w3, 2, 3)     # a window-3 quad runs passes 0-2
+        else:
+            m.d.comb += steps_now.eq(Mux(first, Mux(count > R, count, R), left))
+            last_pass = pass_idx == 3
         last_step = steps_now == 1
         final = Signal()
         done_now = Signal()
@@ -485,15 +568,17 @@ class ArraySequencer(wiring.Component):
             done_now.eq(loader_done & ~rd_active & ~pend & ~slot_full & ~cur_valid),
             self.chunk_done.eq(done_now),
             final.eq(running & done_now & chunk.last & ~self.go),
-            swap.eq(running & slot_full & (~cur_valid | (step & last_step & (pass_idx == 3)))),
+            swap.eq(running & slot_full & (~cur_valid | (step & last_step & last_pass))),
             self.stepping.eq(step),
         ]
 
         with m.If(step):
             with m.If(last_step):
                 m.d.sync += [first.eq(1), pass_idx.eq(pass_idx + 1)]
-                with m.If(pass_idx == 3):
+                with m.If(last_pass):
                     m.d.sync += cur_valid.eq(swap)
+                    if W3:
+                        m.d.sync += pass_idx.eq(0)
             with m.Else():
                 m.d.sync += [first.eq(0), remaining.eq(cur & (cur - 1)), left.eq(steps_now - 1)]
         with m.Elif(swap):
@@ -509,19 +594,41 @@ class ArraySequencer(wiring.Component):
             # side's R or C reads land before the register's first use in the next quad; the
             # loader (2R cycles of reads from the swap) has the next quad's tokens in ``ld``
             # and the memory port free by pass 2.
+            #
+            # A window-3 quad uses its anchors in pass 0 only, its second followers in pass 1
+            # only and its weight rows (``kf``, double-buffered) in every pass: the next
+            # quad's anchors are fetched from pass 0's last step, its second followers (into
+            # ``qf2``) from pass 1's last step (a word read in a register's last step lands
+            # after it). Pass 0 lasts at least 3M steps, so the loader's 3M reads from the
+            # swap are done (its last word arrives with pass 0's last step at the earliest:
+            # ``pend_last``); passes 1 and 2 last at least R, so the anchors' R reads end
+            # before the followers' start, and theirs before the next swap's loader reads.
             q_go, k_go = Signal(name="q_fetch_go"), Signal(name="k_fetch_go")
             in_pass2 = step & slot_full & ~direct & (pass_idx == 2)
-            m.d.comb += [q_go.eq(in_pass2 & first), k_go.eq(in_pass2 & last_step)]
+            if W3:
+                w3_last = step & last_step & ~direct & w3
+                m.d.comb += [q_go.eq(Mux(w3, w3_last & (pass_idx == 0) & (slot_full | pend_last),
+                                         in_pass2 & first)),
+                             k_go.eq(in_pass2 & last_step & ~w3)]
+            else:
+                m.d.comb += [q_go.eq(in_pass2 & first), k_go.eq(in_pass2 & last_step)]
             # A direct quad's words as they arrive from the loader's reads.
             d_a = Signal(name="direct_anchor")
-            m.d.comb += d_a.eq(pend & direct & ~pend_phase)
+            m.d.comb += d_a.eq(pend & direct & (pend_phase == 0 if W3 else ~pend_phase))
             followers = d_f = None                      # followers: plain only
             if fetch_f:
                 followers, d_f = Signal(name="followers_fetch_go"), Signal(name="direct_follower")
                 m.d.comb += [followers.eq(swap & ~direct), d_f.eq(pend & direct & pend_phase)]
             arrivals = (d_a, d_f, pend_unit)
-            self._fetch(m, "q", ld.rtok_a, ld.rtok_f, cp.qa, cp.qf, self._q_word,
-                        anchors=q_go, followers=followers, direct=arrivals,
+            q_fetch = (ld.rtok_f, cp.qf, followers, arrivals)
+            if W3:
+                f2_go, d_f2 = Signal(name="follower2_fetch_go"), Signal(name="direct_follower2")
+                m.d.comb += [f2_go.eq(w3_last & (pass_idx == 1) & slot_full),
+                             d_f2.eq(pend & direct & (pend_phase == 2))]
+                q_fetch = (ld.rtok_f2, cp.qf2, f2_go, (d_a, d_f2, pend_unit))
+            toks_f, words_f, q_followers, q_arrivals = q_fetch
+            self._fetch(m, "q", ld.rtok_a, toks_f, cp.qa, words_f, self._q_word,
+                        anchors=q_go, followers=q_followers, direct=q_arrivals,
                         walk=(walk_q_addr, walk_q_en), port=(self.q_addr, self.q_en))
             self._fetch(m, "k", ld.ktok_a, ld.ktok_f, cp.ka, cp.kf, self._k_word,
                         anchors=k_go, followers=followers, direct=arrivals,
@@ -535,12 +642,24 @@ class ArraySequencer(wiring.Component):
         def tile_tag(tile):
             follower_rows = tile in (2, 3)
             follower_cols = tile in (1, 3)
-            return {
+            fields = {
                 "plane": cp.plane, "add": cp.add, "cbp": cp.cbp, "kf": int(follower_cols),
                 "rtok": Cat(*(cp.rtok_f if follower_rows else cp.rtok_a)),
                 "rwe": cp.rvalid & cp.rhasf if follower_rows else cp.rvalid,
                 "cwe": cp.cvalid & cp.chasf if follower_cols else cp.cvalid,
             }
+            if W3:
+                # A window-3 quad's tiles (golden.array.window3.REGISTER_TILE3): T0 anchors,
+                # T1 second followers, T2 first followers, on weight-row columns, whose
+                # local block takes one word (its low bit in the follower bit's place).
+                fields["cbp"] = Mux(w3, cp.cbp[1:], cp.cbp)
+                fields["kf"] = Mux(w3, cp.cbp[0], int(follower_cols))
+                if tile == 1:
+                    fields["rtok"] = Mux(w3, Cat(*cp.rtok_f2), fields["rtok"])
+                    fields["rwe"] = Mux(w3, cp.rvalid & cp.rhasf2[0], fields["rwe"])
+                if tile in (1, 2):
+                    fields["cwe"] = Mux(w3, cp.cvalid, fields["cwe"])
+            return fields
 
         def set_tag(target, fields):
             return [target[k].eq(v) for k, v in fields.items()]
@@ -554,6 +673,12 @@ class ArraySequencer(wiring.Component):
             for r in range(R):
                 value = Mux(pass_idx[1], cp.qf[r].word_select(chan, 8),
                             cp.qa[r].word_select(chan, 8))
+                if W3:
+                    # window 3: pass 1's rows are the second followers
+                    value = Mux(w3 & (pass_idx == 1), cp.qf2[r].word_select(chan, 8), value)
+                    m.d.sync += [self.row[r].w3.eq(w3),
+                                 self.row[r].qc2.eq(Cat(cp.qlo2[r].bit_select(chan, 1),
+                                                        cp.qhi2[r].bit_select(chan, 1)))]
                 qc = (Cat(~cp.rhasf[r], Const(1, 1)) if self.plain else
                       Cat(cp.qlo[r].bit_select(chan, 1), cp.qhi[r].bit_select(chan, 1)))
                 m.d.sync += [self.row[r].a.eq(value),
@@ -563,8 +688,9 @@ class ArraySequencer(wiring.Component):
                              self.row[r].mode.first.eq(first),
                              self.row[r].mode.issue.eq(issue)]
             for j in range(C):
-                value = Mux(pass_idx[0], cp.kf[j].word_select(chan, 8),
-                            cp.ka[j].word_select(chan, 8))
+                # (a window-3 column holds its weight row as its follower word, every pass)
+                value = Mux(pass_idx[0] | w3 if W3 else pass_idx[0],
+                            cp.kf[j].word_select(chan, 8), cp.ka[j].word_select(chan, 8))
                 kc = (Cat(~cp.chasf[j], Const(1, 1)) if self.plain else
                       Cat(cp.klo[j].bit_select(chan, 1), cp.khi[j].bit_select(chan, 1)))
                 m.d.sync += [self.col[j].b.eq(value),
@@ -585,8 +711,13 @@ class ArraySequencer(wiring.Component):
                             m.d.sync += set_tag(self.tag, tile_tag(p - 1))
                     with m.Default():
                         pass
-                with m.If(pass_idx == 3):
-                    m.d.sync += set_tag(t3, tile_tag(3)) + [t3_valid.eq(1)]
+                with m.If(last_pass):
+                    # the tile the next quad's first step (or the final step) drains: T3, a
+                    # window-3 quad's T2
+                    last_tile = tile_tag(3)
+                    if W3:
+                        last_tile = {k: Mux(w3, v, last_tile[k]) for k, v in tile_tag(2).items()}
+                    m.d.sync += set_tag(t3, last_tile) + [t3_valid.eq(1)]
         with m.Elif(final):
             for r in range(R):
                 m.d.sync += [self.row[r].mode.first.eq(1), self.row[r].mode.pass_idx.eq(0)]
@@ -637,25 +768,73 @@ class ArraySequencer(wiring.Component):
         m.d.comb += [q_reuse.eq(cfg.reuse), k_reuse.eq(cfg.reuse & ~cfg.linear),
                      qcu.reuse.eq(q_reuse), kcu.reuse.eq(k_reuse),
                      qcu.window.eq(cfg.linear), kcu.window.eq(cfg.linear)]
-        with m.If(pend & ~pend_phase):
+        W3 = self.geo.window3
+        # phases of the arriving word: anchor, (first) follower
+        ph_a, ph_f = ((pend_phase == 0, pend_phase == 1) if W3 else (~pend_phase, pend_phase))
+        pair_codes = Const(1, 1)            # the pair CodeUnit's codes count (not window 3)
+        if W3:
+            w3 = cfg.window3
+            pair_codes = ~w3
+        with m.If(pend & ph_a):
             m.d.sync += [q_hold.eq(self._q_word), k_hold.eq(self._k_word)]
-        for n, words, fwords, los, his, sets, cu, data_in, pv in (
-                (R, ld.qa, ld.qf, ld.qlo, ld.qhi, ld.qs, qcu, self._q_word, pend_q),
-                (C, ld.ka, ld.kf, ld.klo, ld.khi, ld.ks, kcu, self._k_word, pend_k)):
+        for n, words, fwords, los, his, sets, cu, data_in, pv, side_codes in (
+                (R, ld.qa, ld.qf, ld.qlo, ld.qhi, ld.qs, qcu, self._q_word, pend_q, pair_codes),
+                (C, ld.ka, ld.kf, ld.klo, ld.khi, ld.ks, kcu, self._k_word, pend_k, 1)):
             for u in range(n):
-                follower = [fwords[u].eq(cu.effective), los[u].eq(cu.code_lo),
+                # a window-3 row keeps its first follower as read (its FULL channels are
+                # idle); its codes come with the second follower
+                effective = (Mux(w3, data_in, cu.effective) if W3 and cu is qcu
+                             else cu.effective)
+                follower = [fwords[u].eq(effective), los[u].eq(cu.code_lo),
                             his[u].eq(cu.code_hi)]
                 with m.If(pend & (pend_unit == u)):
                     if words:
-                        with m.If(~pend_phase):
+                        with m.If(ph_a):
                             m.d.sync += words[u].eq(data_in)
-                        with m.Else():
+                        with m.Else() if not W3 else m.If(ph_f):
                             m.d.sync += follower
                     else:
-                        with m.If(pend_phase):
+                        with m.If(ph_f):
                             m.d.sync += follower
-            with m.If(pend & pend_phase & (pend_unit < n) & pv[0]):
+            valid_codes = pend & ph_f & (pend_unit < n) & pv[0]
+            with m.If(valid_codes & side_codes if W3 else valid_codes):
                 m.d.sync += [sets[v].eq(sets[v] | cu.is_code[v]) for v in range(4)]
+        if W3:
+            self._window3_codes(m, ld, pend, pend_unit, pend_phase, pend_q, q_hold)
+
+    def _window3_codes(self, m, ld, pend, pend_unit, pend_phase, pend_q, q_hold):
+        """A window-3 run's row codes: the first follower is held as it arrives, and with
+        the second the unit's window is complete; a :class:`WindowCodeUnit` gives both
+        followers' codes (``golden.window_masks``, window 3), written into the loading slot
+        with the quad's code sets (the first follower's, and the channels where a second
+        follower is HALF or NONE)."""
+        cfg = self.cfg
+        t = self.geo.tile
+        R, W = t.rows, self.geo.chunk_width
+        m.submodules.q_codes3 = wcu = WindowCodeUnit(W)
+        q_hold1 = Signal(8 * W)
+        with m.If(pend & (pend_phase == 1)):
+            m.d.sync += q_hold1.eq(self._q_word)
+        # (3 * theta1)^2, theta1 = 2^(7 - full_bits) = the run's full_mask's low zeros + 1
+        theta1 = Signal(4, name="window3_theta1")
+        m.d.comb += [theta1.eq((~cfg.full_mask)[:3] + 1),
+                     wcu.m0.eq(q_hold), wcu.m1.eq(q_hold1), wcu.m2.eq(self._q_word),
+                     wcu.present1.eq(pend_q[1]), wcu.present2.eq(pend_q[2]), wcu.w3.eq(1),
+                     wcu.reuse.eq(cfg.reuse), wcu.full_limit.eq(9 * theta1 * theta1),
+                     wcu.half_mask.eq(cfg.half_mask)]
+        c1 = [wcu.c1[2 * c:2 * c + 2] for c in range(W)]
+        c2 = [wcu.c2[2 * c:2 * c + 2] for c in range(W)]
+        arrive = pend & (pend_phase == 2)
+        for u in range(R):
+            with m.If(arrive & (pend_unit == u)):
+                m.d.sync += [ld.qlo[u].eq(Cat(*(c[0] for c in c1))),
+                             ld.qhi[u].eq(Cat(*(c[1] for c in c1))),
+                             ld.qlo2[u].eq(Cat(*(c[0] for c in c2))),
+                             ld.qhi2[u].eq(Cat(*(c[1] for c in c2)))]
+        with m.If(arrive & (pend_unit < R) & pend_q[0]):
+            m.d.sync += [ld.qs[v].eq(ld.qs[v] | Cat(*(c == v for c in c1))) for v in range(4)]
+            m.d.sync += ld.qhn2[0].eq(ld.qhn2[0] | Cat(*((c == HALF) | (c == NONE)
+                                                          for c in c2)))
 
     def _plain_words(self, m, ld, pend, pend_unit, pend_phase, pend_q, pend_k):
         """Plain build: the arriving words as read into the loading slot, when it holds them

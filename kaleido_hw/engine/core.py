@@ -249,6 +249,7 @@ class CoreController(wiring.Component):
         dirs, full_bits, half_bits = Signal(6), Signal(3), Signal(3)
         reuse, schedule, match = Signal(), Signal(), Signal()
         cmp_linear = Signal()                 # the COMPUTE is a linear block (kind 1)
+        cmp_window3 = Signal()                # ... with windows of 3 (engine_window3 builds)
         cmp_acc = Signal()                    # ... and adds onto the unstored result
         regrouped = Signal()                  # a GROUPS ran since the last COMPUTE
         group_map = Signal(2 * D)
@@ -287,6 +288,8 @@ class CoreController(wiring.Component):
                      c.full_bits.eq(full_bits), c.half_bits.eq(half_bits), c.reuse.eq(reuse),
                      c.linear.eq(cmp_linear),
                      c.schedule.eq(schedule), c.match.eq(match)]
+        if self.config.engine_window3:
+            m.d.comb += c.window3.eq(cmp_window3)
 
         # -- sequential arithmetic: products by shift-and-add, remainders by restoring division,
         # one bit per cycle (a STRIDES or LOAD lasts 16 cycles more; a multiplier per product
@@ -592,6 +595,8 @@ class CoreController(wiring.Component):
                     def start_compute():
                         m.d.sync += [cmp_bank[0].eq(f["q_bank"]), cmp_bank[1].eq(f["k_bank"]),
                                      cmp_linear.eq(f["kind"] == cmds.KIND_LINEAR),
+                                     *([cmp_window3.eq(f["window3"])]
+                                       if self.config.engine_window3 else []),
                                      cmp_acc.eq(f["acc"]), regrouped.eq(0)]
                         if att:
                             m.d.sync += [cmp_bank[2].eq(f["v_bank"]), cmp_pv.eq(pv),
@@ -618,6 +623,7 @@ class CoreController(wiring.Component):
                         ((f["kind"] != cmds.KIND_PV)
                          & (f["v_bank"].any() | f["first"] | f["last"]), E["malformed"]),
                         ((f["kind"] == cmds.KIND_PV) & f["acc"], E["malformed"]),
+                        ((f["kind"] != cmds.KIND_LINEAR) & f["window3"], E["malformed"]),
                         (~configured, E["not_configured"]),
                         *([] if att else [(f["kind"] == cmds.KIND_PV, E["unsupported"])]),
                         (f["q_bank"] >= B, E["bad_bank"]),
@@ -627,6 +633,9 @@ class CoreController(wiring.Component):
                         *pv_checks,
                         ((assigned | ~in_head) != (1 << D) - 1, E["not_configured"]),
                         *open_checks,
+                        # (a window-3 block with schedule or match: the engine rejects it)
+                        *([] if self.config.engine_window3
+                          else [(f["window3"], E["unsupported"])]),
                         (f["acc"] & ~pending, E["no_result"]),
                         *([(f["acc"] & pending_o, E["no_result"])] if att else []),
                         (~f["acc"] & pending, E["result_pending"]),

@@ -349,9 +349,17 @@ class EngineBuffer(wiring.Component):
                 m.d.comb += pos.eq(_by_axis(info.group, unit1))
             block = Signal(sw, name=f"rd_block{k}")
             bank = Signal(bw, name=f"rd_bank{k}")
+            follower = _by_axis(info.group, f1)
+            if self.geo.window3:
+                # A window-3 run's K units are the tokens themselves, and a local column
+                # block takes one word: its low bit in the follower bit's place.
+                pos = Mux(cfg.window3, col[0], pos)
             m.d.comb += [block.eq(pos // Const(PC)), bank.eq(pos % Const(PC))]
-            m.d.comb += rd_addr[k].eq(Cat(_by_axis(info.group, f1), block[:kcb],
-                                          i1[1:t.tok_width]))
+            word_block = block
+            if self.geo.window3:
+                follower = Mux(cfg.window3, block[0], follower)
+                word_block = Mux(cfg.window3, block[1:], block)
+            m.d.comb += rd_addr[k].eq(Cat(follower, word_block[:kcb], i1[1:t.tok_width]))
             sel = Signal(bw, name=f"bank_sel{k}")
             on = Signal(name=f"plane_on{k}")
             ports = rports[k]

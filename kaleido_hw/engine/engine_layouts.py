@@ -56,7 +56,10 @@ class KaleidoGeometry:
     bank and word depend only on its group, and a plane per group accumulates that group's
     chunks (at most 3 planes). A plain build (``engine_pe = "plain"``) walks all channels as
     one group along the x axis, so a K token has one bank and word for the whole run and every
-    chunk accumulates into a single plane.
+    chunk accumulates into a single plane. ``window3``: the build runs linear blocks with
+    windows of 3 too (``engine_window3``): a window-3 quad's columns are single weight rows,
+    so its local column block ``cbp`` takes one word per block (``2*(cbp >> 1) + (cbp & 1)``,
+    the follower bit's place holding the block's low bit).
     """
     tile: EngineGeometry
     arrays: int
@@ -64,6 +67,7 @@ class KaleidoGeometry:
     planes: int
     chunks: int
     k_ordered: bool = False
+    window3: bool = False
 
     @classmethod
     def from_config(cls, config: KaleidoConfig) -> "KaleidoGeometry":
@@ -77,7 +81,8 @@ class KaleidoGeometry:
             planes = 1
         else:
             planes = chunks if k_ordered else min(3, chunks)
-        return cls(tile, config.engine_arrays, w, planes, chunks, k_ordered)
+        return cls(tile, config.engine_arrays, w, planes, chunks, k_ordered,
+                   config.engine_window3)
 
     @property
     def banks(self) -> int:
@@ -166,6 +171,10 @@ def engine_run_layout(geo: KaleidoGeometry) -> data.StructLayout:
         "linear": unsigned(1),
         "schedule": unsigned(1),
         "match": unsigned(1),
+        # a linear block with windows of 3 (engine_window3 builds only): per group the units
+        # are the grid with the direction's extent in thirds, and the K units the block's
+        # weight rows themselves
+        **({"window3": unsigned(1)} if geo.window3 else {}),
     })
 
 

@@ -66,14 +66,29 @@ def reuse_axes(groups) -> tuple:
     return tuple(sorted({groups.directions[g] for g in range(3) if groups.sizes[g]}))
 
 
-def split_axes(grid, groups, box) -> tuple:
+def split_axes(grid, groups, box, window: int = 2) -> tuple:
     """Reuse axes along which ``box`` cuts pairs of the grid: the box extent is odd and
     smaller than the grid's (a pair (2i, 2i+1) then straddles some box border, and inside
     the box the pairing differs from the grid's). Empty: S from boxes equals the grid's.
-    The windows of 2 of a linear layer's activation are these pairs too."""
+    The windows of 2 of a linear layer's activation are these pairs too; ``window=3``: its
+    windows of 3, which an extent not a multiple of 3 cuts, and so does a padded last box
+    whose last window has two real tokens (padding completes it, and the window rule over
+    three tokens then differs from the grid's, where those two are NONE): see
+    :func:`_window3_cut`."""
     grid = as_grid(grid)
+    if window == 3:
+        return tuple(a for a in reuse_axes(groups) if _window3_cut(box[a], grid.shape[a]))
     return tuple(a for a in reuse_axes(groups)
-                 if box[a] % 2 and box[a] < grid.shape[a])
+                 if box[a] % window and box[a] < grid.shape[a])
+
+
+def _window3_cut(extent: int, length: int) -> bool:
+    """A box ``extent`` cuts the windows of 3 of an axis of ``length`` tokens: it is below
+    the length and not a multiple of 3, or the last box's real tokens end in a window of
+    two (which the box's padding would complete)."""
+    if extent >= length:
+        return False
+    return extent % 3 != 0 or (length % extent) % 3 == 2
 
 
 def box_counts(grid, box) -> tuple:
@@ -82,7 +97,7 @@ def box_counts(grid, box) -> tuple:
     return tuple(-(-g // b) for g, b in zip(grid.shape, box))
 
 
-def choose_box(grid, groups, max_tokens: int, windows=()) -> tuple:
+def choose_box(grid, groups, max_tokens: int, windows=(), pairs: bool = True) -> tuple:
     """The box a head on ``grid`` is cut into, within ``max_tokens`` tokens.
 
     Along each reuse axis an extent is even or the whole axis (no pair cut, see
@@ -92,18 +107,22 @@ def choose_box(grid, groups, max_tokens: int, windows=()) -> tuple:
     with the fewest boxes per side (K traffic grows with boxes x padded tokens, blocks and
     their fixed costs with boxes^2), then the fewest padded tokens (boxes x box tokens: the
     engine's work grows with its square), then the longest x, then y extent (longer
-    contiguous memory bursts).
+    contiguous memory bursts). ``pairs=False``: the reuse axes need no even extent (a linear
+    layer's windows of 3, given in ``windows``).
     """
     grid, groups = as_grid(grid), _as_groups(groups)
     max_tokens = _positive("max_tokens", max_tokens)
     axes = reuse_axes(groups)
-    multiple = [2 if a in axes else 1 for a in range(3)]
+    multiple = [2 if pairs and a in axes else 1 for a in range(3)]
     for a, w in windows:
         multiple[a] = int(np.lcm(multiple[a], w))
+    # a linear layer's windows of 3 (pairs False): no padded window of two real tokens either
+    thirds = {a for a, w in windows if w == 3} if not pairs else set()
     options = []
     for a, g in enumerate(grid.shape):
         ext = range(1, min(g, max_tokens) + 1)
-        options.append([b for b in ext if b % multiple[a] == 0 or b == g])
+        options.append([b for b in ext if (b % multiple[a] == 0 or b == g)
+                        and not (a in thirds and _window3_cut(b, g))])
     best = None
     for box in itertools.product(*options):
         n = box_tokens(box)
@@ -116,9 +135,11 @@ def choose_box(grid, groups, max_tokens: int, windows=()) -> tuple:
     if best is None:
         need = [min(multiple[a], grid.shape[a]) for a in range(3)]
         raise ValueError(
-            f"no box of at most max_tokens = {max_tokens} tokens keeps the reuse pairs of grid "
-            f"{grid} whole (reuse axes {[_AXES[a] for a in axes]} need even extents"
-            + (f", V windows {[(_AXES[a], w) for a, w in windows]} multiples" if windows else "")
+            f"no box of at most max_tokens = {max_tokens} tokens keeps the reuse "
+            f"{'pairs' if pairs else 'windows'} of grid {grid} whole ("
+            + (f"reuse axes {[_AXES[a] for a in axes]} need even extents" if pairs else "")
+            + (", " if pairs and windows else "")
+            + (f"windows {[(_AXES[a], w) for a, w in windows]} multiples" if windows else "")
             + f": at least {need[0]}x{need[1]}x{need[2]} = {int(np.prod(need))} tokens)")
     return best[1]
 
@@ -382,7 +403,8 @@ class _BlockPlan:
         def same_block(a, b):
             return (a.qi, a.ki) == (b.qi, b.ki)
         acc = i > 0 and same_block(steps[i - 1], step)
-        out = [Compute(step.q_bank, step.k_bank, self.KIND, int(acc))]
+        out = [Compute(step.q_bank, step.k_bank, self.KIND, int(acc),
+                       window3=int(getattr(self, "window", 2) == 3))]
         if i + 1 == len(steps) or not same_block(steps[i + 1], step):
             out.append(Store(self.block_address(step.qi, step.ki)))
         return out
@@ -481,6 +503,7 @@ class LinearPlan(_BlockPlan):
     half_bits: int
     commands: list
     slice_groups: ChannelGroups | None = None
+    window: int = 2
 
     @property
     def _core_groups(self) -> ChannelGroups:
@@ -596,10 +619,14 @@ def _head_core(cfg: KaleidoConfig, grid, groups, head_dim: int, banks, variant, 
 
 
 def _plan_box(grid: VideoGrid, groups: ChannelGroups, box, limits: CoreLimits, unit: str,
-              allow_cut: bool = False, hint: str = "") -> tuple:
+              allow_cut: bool = False, hint: str = "", window: int = 2) -> tuple:
     """``box`` checked against the core (default :func:`choose_box`); a box that cuts reuse
-    ``unit`` (pairs, windows) is refused unless ``allow_cut`` (``hint`` names how)."""
+    ``unit`` (pairs, windows of ``window``) is refused unless ``allow_cut`` (``hint`` names
+    how)."""
     if box is None:
+        if window == 3:
+            return choose_box(grid, groups, limits.max_box_tokens,
+                              windows=[(a, 3) for a in reuse_axes(groups)], pairs=False)
         return choose_box(grid, groups, limits.max_box_tokens)
     box = tuple(int(b) for b in box)
     if len(box) != 3 or min(box) < 1 or max(box) > 255:
@@ -607,8 +634,14 @@ def _plan_box(grid: VideoGrid, groups: ChannelGroups, box, limits: CoreLimits, u
     if box_tokens(box) > limits.max_box_tokens:
         raise ValueError(f"box {box} has {box_tokens(box)} tokens; engine_max_tokens is "
                          f"{limits.max_box_tokens}")
-    cut = split_axes(grid, groups, box)
+    cut = split_axes(grid, groups, box, window)
     if cut and not allow_cut:
+        if window == 3:
+            raise ValueError(f"box {box} cuts reuse {unit} of 3 along {[_AXES[a] for a in cut]}"
+                             f" (an extent below the grid's that is not a multiple of 3, or "
+                             f"whose last box ends in a window of two tokens its padding "
+                             f"would complete); use multiples of 3 there that leave no such "
+                             f"window{hint}")
         raise ValueError(f"box {box} cuts reuse {unit} along {[_AXES[a] for a in cut]} (odd "
                          f"extent below the grid's); use even extents there{hint}")
     return box
@@ -726,7 +759,7 @@ def _check_exact(cfg: KaleidoConfig, limits: CoreLimits, groups: ChannelGroups,
 def plan_linear(cfg: KaleidoConfig, grid, c_in: int, c_out: int, groups=None, box=None,
                 addrs=None, variant: str | None = None, full_bits: int | None = None,
                 half_bits: int | None = None, banks: int | None = None,
-                base: int = 0) -> LinearPlan:
+                base: int = 0, window: int = 2) -> LinearPlan:
     """The program that computes the linear layer ``Y = X_eff W`` of an activation X
     ((N, c_in) int8 on ``grid``) and weights W ((c_in, c_out) int8) on the core of ``cfg``.
 
@@ -752,10 +785,25 @@ def plan_linear(cfg: KaleidoConfig, grid, c_in: int, c_out: int, groups=None, bo
     ``addrs``: default :meth:`LinearAddrs.packed` from ``base`` (with
     :attr:`LinearPlan.c_padded` channels per token and row). ``variant``, thresholds and
     ``banks`` as in :func:`plan_head`.
+
+    ``window=3``: windows of 3 tokens (``golden.linear(..., window=3)``; a core built with
+    ``engine_window3``, every COMPUTE with ``window3``): variant ``pe`` (default) or
+    ``dense``, a box whose extents along the reuse axes are multiples of 3 or the whole
+    axis (default :func:`choose_box` with those windows).
     """
     _check_cfg(cfg)
     grid = as_grid(grid)
     c_in, c_out = _positive("c_in", c_in), _positive("c_out", c_out)
+    if window not in (2, 3) or isinstance(window, bool):
+        raise ValueError(f"window must be 2 or 3, got {window!r}")
+    if window == 3:
+        if not cfg.engine_window3:
+            raise ValueError("window = 3 needs a core built with engine_window3 = true")
+        if variant is None:
+            variant = "pe"
+        if variant not in ("dense", "pe"):
+            raise ValueError(f"variant must be 'dense' or 'pe' with window = 3 (natural order, "
+                             f"no pass 3 to match), got {variant!r}")
     groups = _linear_groups(c_in) if groups is None else _as_groups(groups)
     if groups.head_dim != c_in:
         raise ValueError(f"c_in {c_in} does not match the channel groups {groups.name!r} "
@@ -765,7 +813,7 @@ def plan_linear(cfg: KaleidoConfig, grid, c_in: int, c_out: int, groups=None, bo
     limits, variant, fb, hb = _core(cfg, head_dim, "head_dim", banks, variant, full_bits,
                                     half_bits)
     _check_exact(cfg, limits, core_groups, n_s, c_in)
-    box = _plan_box(grid, core_groups, box, limits, "windows")
+    box = _plan_box(grid, core_groups, box, limits, "windows", window=window)
     boxes = box_counts(grid, box)
     n_q, n_k = int(np.prod(boxes)), -(-c_out // box_tokens(box))
     c_padded = n_s * head_dim
@@ -778,7 +826,7 @@ def plan_linear(cfg: KaleidoConfig, grid, c_in: int, c_out: int, groups=None, bo
                              f"got {getattr(addrs, name)}")
     steps = command_order(n_q, limits.banks, n_k, n_s)
     plan = LinearPlan(grid, groups, box, boxes, c_in, c_out, steps, addrs, limits, variant,
-                      fb, hb, [], core_groups if n_s > 1 else None)
+                      fb, hb, [], core_groups if n_s > 1 else None, window)
     plan.commands = _commands(plan)
     return plan
 
@@ -1036,11 +1084,12 @@ def whole_grid_s(q, k, grid, groups, full_bits: int, half_bits: int, variant: st
     return attention_scores(q, k, grid, groups, full_bits, half_bits)
 
 
-def whole_grid_y(x, w, grid, groups, full_bits: int, half_bits: int, variant: str):
+def whole_grid_y(x, w, grid, groups, full_bits: int, half_bits: int, variant: str,
+                 window: int = 2):
     """The whole-grid golden Y a linear run must equal: ``golden.window.linear`` with windows
-    of 2 along each channel's group direction (``groups`` None: every channel along t), or
-    ``x @ w`` for the dense variant."""
+    of ``window`` along each channel's group direction (``groups`` None: every channel
+    along t), or ``x @ w`` for the dense variant."""
     if not variant_flags(variant)[0]:
         return np.asarray(x, np.int64) @ np.asarray(w, np.int64)
     groups = _linear_groups(np.shape(x)[1]) if groups is None else _as_groups(groups)
-    return linear(x, w, grid, groups.channel_directions(), 2, full_bits, half_bits)
+    return linear(x, w, grid, groups.channel_directions(), window, full_bits, half_bits)

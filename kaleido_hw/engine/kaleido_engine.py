@@ -41,7 +41,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from kaleido_hw.array.array import BaselineArray, PEArray
+from kaleido_hw.array.array import BaselineArray, PEArray, Window3PEArray
 from golden.numerics import RESULT_CHANNELS, group_channels
 from kaleido_hw.bitops import popcount, rank_select
 from kaleido_hw.config import KaleidoConfig, check_int
@@ -77,7 +77,7 @@ ERROR_BITS = (
     ("directions", "a group's direction is 3 (axes are 0 t, 1 y, 2 x)"),
     ("group_size", "a group has more channels than acc_width sums exactly"),
     ("dispatcher", "reuse with schedule or match asked for a dispatcher block this engine "
-                   "does not have"),
+                   "does not have, or a window-3 linear block with reuse and schedule or match"),
     ("reuse", "reuse asked of a plain engine (engine_pe = 'plain': BaselinePEs run dense only)"),
 )
 
@@ -150,6 +150,7 @@ def _config_signature(geo: KaleidoGeometry) -> wiring.Signature:
         "directions": Out(6),
         "full_bits": Out(3), "half_bits": Out(3),
         "reuse": Out(1), "linear": Out(1), "schedule": Out(1), "match": Out(1),
+        **({"window3": Out(1)} if geo.window3 else {}),
     })
 
 
@@ -187,6 +188,9 @@ def _port_docs() -> dict:
         "cfg__linear": ("1: a linear block: Q holds the activation X, K weight rows (row j = "
                         "column j of W); X's codes by the window rule (windows of 2), none "
                         "on W; S = X_eff @ W"),
+        "cfg__window3": ("engine_window3 builds: 1 with cfg__linear: windows of 3 tokens "
+                         "(quads of window-3 units x single weight rows, passes 0-2; with "
+                         "schedule or match rejected, error bit dispatcher)"),
         "cfg__schedule": ("1: cluster units with the scheduler (with reuse; rejected if "
                           "engine_dispatcher built no scheduler)"),
         "cfg__match": ("1: merge pass-3 channels with the matcher (with reuse; rejected if "
@@ -291,6 +295,12 @@ class KaleidoEngine(wiring.Component):
         hw = Signal(2 * t.size_width)
         n = Signal(3 * t.size_width)
         m.d.comb += [hw.eq(cfg.h * cfg.w), n.eq(hw * cfg.t)]
+        # A linear block with windows of 3 (engine_window3 builds; cfg.window3 means nothing
+        # without cfg.linear).
+        window3 = None
+        if geo.window3:
+            window3 = Signal()
+            m.d.comb += window3.eq(cfg.window3 & cfg.linear)
         chan = range(D)
         in_head = Signal(D)
         m.d.comb += in_head.eq(Cat(*(cfg.head_dim > c for c in chan)))
@@ -322,6 +332,11 @@ class KaleidoEngine(wiring.Component):
         too_many = Signal()
         m.d.comb += too_many.eq(Cat(*(s > plane_max for s in summed)).any()
                                 | (summed[0] + summed[1] + summed[2] > total_max))
+        dispatcher_error = cfg.reuse & ((cfg.schedule & ~Const(int(scheduler)))
+                                        | (cfg.match & ~Const(int(matcher))))
+        if geo.window3:
+            # a window-3 run takes natural order and has no pass 3
+            dispatcher_error = dispatcher_error | (window3 & cfg.reuse & (cfg.schedule | cfg.match))
         m.d.comb += err.eq(Cat(
             (cfg.t == 0) | (cfg.h == 0) | (cfg.w == 0) | (n > N),
             (cfg.head_dim == 0) | (cfg.head_dim > D),
@@ -329,13 +344,15 @@ class KaleidoEngine(wiring.Component):
             (cfg.half_bits < 3) | (cfg.full_bits < 4) | (cfg.half_bits >= cfg.full_bits),
             Cat(*(d == 3 for d in dirs)).any(),
             Cat(*(gs > big for gs in gsize)).any() | too_many,
-            cfg.reuse & ((cfg.schedule & ~Const(int(scheduler)))
-                         | (cfg.match & ~Const(int(matcher)))),
+            dispatcher_error,
             cfg.reuse if plain else Const(0, 1),
         ))
 
-        # Halved grid per group (the group's direction halved, rounded up) and unit count.
+        # Halved grid per group (the group's direction halved, rounded up) and unit count;
+        # in a window-3 run (engine_window3 builds) the direction's extent in thirds.
         def halve(v):
+            if geo.window3:
+                return Mux(window3, (v + 2) // 3, (v + 1) >> 1)
             return (v + 1) >> 1
 
         # A plain build has no reuse pairs to respect: it walks along x, so one accumulation
@@ -401,6 +418,7 @@ class KaleidoEngine(wiring.Component):
                     run.n.eq(n),
                     # reuse and the threshold masks feed the CodeUnits: a plain build has none
                     *([] if plain else [run.reuse.eq(cfg.reuse), run.linear.eq(cfg.linear)]),
+                    *([run.window3.eq(window3)] if geo.window3 else []),
                     run.match.eq(cfg.reuse & cfg.match & Const(int(matcher))),
                     run.schedule.eq(cfg.reuse & cfg.schedule & Const(int(scheduler))),
                     *([] if plain else [
@@ -411,7 +429,8 @@ class KaleidoEngine(wiring.Component):
                     w2, h2, units = ext[g]
                     m.d.sync += [run.dirs[g].eq(walk[g]), run.gmask[g].eq(wmask[g]),
                                  run.gsize[g].eq(wsize[g]), run.units[g].eq(units),
-                                 *walk_constants(geo, run.walk[g], walk[g], cfg.w, hw, w2, h2)]
+                                 *walk_constants(geo, run.walk[g], walk[g], cfg.w, hw, w2, h2,
+                                                 window3)]
                     # The positions of the constant unit counts the loaders start at (a*C)
                     # and jump by (P*C): coordinates now, anchors in the next cycle.
                     for pos, k in ((jump[g], P * C), *((first_pos[a][g], a * C)
@@ -560,6 +579,8 @@ class KaleidoEngine(wiring.Component):
                 arr = folded_array(self.config)[0](self.config, tag_width=tag_width)
             elif matcher:
                 arr = MergedArray(self.config, tag_width=tag_width)
+            elif geo.window3:
+                arr = Window3PEArray(self.config, tag_width=tag_width)
             else:
                 arr = PEArray(self.config, tag_width=tag_width)
             m.submodules[f"seq{a}"] = seq
@@ -844,11 +865,18 @@ class PlainEngine(KaleidoEngine):
 # -- host-side helpers (plain Python) ---------------------------------------------------------
 
 def check_engine_run(config: KaleidoConfig, grid, groups, full_bits: int = 5,
-                     half_bits: int = 3, variant: str = "pe"):
+                     half_bits: int = 3, variant: str = "pe", *, window3: bool = False):
     """Raise ``ValueError`` naming the parameter if the KaleidoEngine built from ``config``
-    cannot run this job (the RTL's ``error`` bits, checked before any simulation)."""
+    cannot run this job (the RTL's ``error`` bits, checked before any simulation).
+    ``window3``: a linear block with windows of 3."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    if window3:
+        if not config.engine_window3:
+            raise ValueError("window3 needs an engine built with engine_window3 = true")
+        if variant not in ("dense", "pe"):
+            raise ValueError(f"variant must be 'dense' or 'pe' for a window-3 run (natural "
+                             f"order, no pass 3 to match), got {variant!r}")
     if config.engine_pe == "plain" and variant != "dense":
         raise ValueError(f"variant {variant!r} needs reuse, which a plain engine does not have "
                          f"(engine_pe='plain': BaselinePEs run the dense variant only); run "
@@ -862,16 +890,21 @@ def check_engine_run(config: KaleidoConfig, grid, groups, full_bits: int = 5,
 
 
 def engine_ports(config: KaleidoConfig, grid, groups, full_bits: int = 5, half_bits: int = 3,
-                 variant: str = "pe", *, linear: bool = False) -> dict:
+                 variant: str = "pe", *, linear: bool = False, window3: bool = False) -> dict:
     """Values of the ``cfg__*`` ports for one run (after :func:`check_engine_run`): the
     shared encoding (:func:`kaleido_hw.engine.host_port.engine_ports`) plus the dispatcher
-    bits of ``variant`` and ``cfg__linear`` (a linear block: Q the activation, K weight
-    rows)."""
-    check_engine_run(config, grid, groups, full_bits, half_bits, variant)
+    bits of ``variant``, ``cfg__linear`` (a linear block: Q the activation, K weight
+    rows) and, on a build with ``engine_window3``, ``cfg__window3`` (``window3``: the
+    linear block's windows are 3 tokens long)."""
+    if window3 and not linear:
+        raise ValueError("window3 is a linear block's window: pass linear=True too")
+    check_engine_run(config, grid, groups, full_bits, half_bits, variant, window3=window3)
     reuse, schedule, match = VARIANTS[variant]
     ports = tile_ports(config, grid, groups, full_bits, half_bits, reuse=bool(reuse))
     ports.update({"cfg__schedule": schedule, "cfg__match": match,
                   "cfg__linear": int(bool(linear))})
+    if config.engine_window3:
+        ports["cfg__window3"] = int(bool(window3))
     return ports
 
 
@@ -902,15 +935,21 @@ def counters_from_model(model, arrays: int) -> dict:
 
 def model_counters(config: KaleidoConfig, q, k, grid, groups, variant: str = "dense",
                    full_bits: int = 5, half_bits: int = 3, *, natural=None,
-                   linear: bool = False) -> dict:
+                   linear: bool = False, window3: bool = False) -> dict:
     """What the ``cnt__*`` ports of a build from ``config`` must show after a run of
     ``variant``: ``golden.engine.model.engine_counters`` under the ports' names
     (:func:`counters_from_model`); a plain build walks every group along x
     (``plain_walk``). ``natural``: the chunks that fell back to natural order in a run with
     stall injection (observed on the probes: the model cannot follow its timing), else the
-    model's own. ``linear``: a linear block (``cfg__linear``)."""
+    model's own. ``linear``: a linear block (``cfg__linear``), ``window3`` with windows of 3
+    (``golden.engine.window3.window3_counters``)."""
     from golden.engine.model import EngineParams, engine_counters, plain_walk
 
+    if window3:
+        from golden.engine.window3 import window3_counters
+        c = window3_counters(q, k, grid, groups, EngineParams.from_config(config), variant,
+                             full_bits, half_bits)
+        return counters_from_model(c, config.engine_arrays)
     if config.engine_pe == "plain":
         groups = plain_walk(groups)
     c = engine_counters(q, k, grid, groups, EngineParams.from_config(config), variant,

@@ -34,23 +34,29 @@ from amaranth.lib import data
 from kaleido_hw.engine.engine_layouts import (AXIS_T, AXIS_X, AXIS_Y, KaleidoGeometry,
                                               walk_constants_layout, walk_layout)
 
-__all__ = ["walk_constants", "walk_add", "walk_inc", "walk_has_follower", "unit_tokens",
+__all__ = ["walk_constants", "walk_add", "walk_inc", "walk_has_follower", "walk_members3",
+           "unit_tokens",
            "order_key_layout", "const_coords", "const_position"]
 
-def _strides(d, w, hw):
-    """``(Tx, Ty, Tt)`` of direction ``d`` (values) for frames of ``hw`` tokens, ``w`` wide."""
-    tx = Mux(d == AXIS_X, 2, 1)
-    ty = Mux(d == AXIS_Y, w << 1, w)
-    tt = Mux(d == AXIS_T, hw << 1, hw)
+def _strides(d, w, hw, window3=None):
+    """``(Tx, Ty, Tt)`` of direction ``d`` (values) for frames of ``hw`` tokens, ``w`` wide;
+    with ``window3`` (a value, or None in a build without windows of 3) set, units of three
+    tokens along the direction instead of two."""
+    if window3 is None:
+        return Mux(d == AXIS_X, 2, 1), Mux(d == AXIS_Y, w << 1, w), Mux(d == AXIS_T, hw << 1, hw)
+    tx = Mux(d == AXIS_X, Mux(window3, 3, 2), 1)
+    ty = Mux(d == AXIS_Y, (w << 1) + Mux(window3, w, 0), w)
+    tt = Mux(d == AXIS_T, (hw << 1) + Mux(window3, hw, 0), hw)
     return tx, ty, tt
 
 
-def walk_constants(geo: KaleidoGeometry, target, d, w, hw, w2, h2):
+def walk_constants(geo: KaleidoGeometry, target, d, w, hw, w2, h2, window3=None):
     """Statements that set ``target`` (a :func:`walk_constants_layout` value, usually a
     register) to the constants of direction ``d`` on frames of ``hw`` tokens, ``w`` wide,
-    whose halved extents are ``w2`` and ``h2``."""
+    whose halved extents are ``w2`` and ``h2`` (``window3``: units of three tokens, the
+    extents in thirds)."""
     tw = geo.tile.tok_width
-    tx, ty, tt = _strides(d, w, hw)
+    tx, ty, tt = _strides(d, w, hw, window3)
     return [target.w2.eq(w2), target.h2.eq(h2), target.tx.eq(tx),
             target.ex.eq((ty - w2 * tx)[:tw]), target.ey.eq((tt - h2 * ty)[:tw])]
 
@@ -88,6 +94,16 @@ def walk_has_follower(run, d, pos):
     coordinate on the direction, ``2*c``, is not the last."""
     return Mux(d == AXIS_X, (pos.x << 1) + 1 < run.w,
                Mux(d == AXIS_Y, (pos.y << 1) + 1 < run.h, (pos.t << 1) + 1 < run.t))
+
+
+def walk_members3(run, d, pos):
+    """``(has follower 1, has follower 2)`` of the window-3 unit at ``pos`` (direction ``d``
+    of ``run``'s grid, units of three tokens): its anchor's coordinate ``3*c`` plus 1, plus 2
+    lie inside the grid."""
+    c = Mux(d == AXIS_X, pos.x, Mux(d == AXIS_Y, pos.y, pos.t))
+    extent = Mux(d == AXIS_X, run.w, Mux(d == AXIS_Y, run.h, run.t))
+    base = (c << 1) + c
+    return base + 1 < extent, base + 2 < extent
 
 
 def unit_tokens(m, geo: KaleidoGeometry, run, d, tok, hasf, valid, name: str):

@@ -69,7 +69,7 @@ BASE_ALIGN = 16
 _AXES = {"t": 0, "y": 1, "x": 2}
 #: Defaults of the options that have one (left out of ``program.json``'s ``reproduce``).
 DEFAULTS = {"kind": "s", "grid": "2x4x16", "seed": 0, "base": "0", "v_dir": "t",
-            "v_window": 2}
+            "v_window": 2, "window": 2}
 
 
 def hex_words(data: bytes, width_bits: int) -> str:
@@ -184,7 +184,7 @@ def _plan(args, cfg: KaleidoConfig, grid, groups: ChannelGroups, ops: dict, base
                                                           plan.addrs, grid)
     # linear: X = q, W = ops["w"] (_weights)
     w = ops["w"]
-    plan = plan_linear(cfg, grid, d, w.shape[1], groups, **common)
+    plan = plan_linear(cfg, grid, d, w.shape[1], groups, window=args.window, **common)
 
     def write(mem):
         write_linear_operands(mem, ops["q"], w, plan.addrs, grid, rows=plan.w_rows,
@@ -261,6 +261,9 @@ def add_arguments(parser):
     parser.add_argument("--no-v-reuse", action="store_true", help="attention: V as loaded")
     parser.add_argument("--c-out", metavar="N", help="linear: output features of the random W "
                                                      "(default: c_in)")
+    parser.add_argument("--window", type=int, default=DEFAULTS["window"],
+                        help="linear: X's windows, 2 or 3 (3 needs a core built with "
+                             "engine_window3 = true; default: 2)")
     parser.add_argument("--no-model", action="store_true",
                         help="skip the engine's cycle model: no counters or cycles in "
                              "program.json (the memory images are computed either way)")
@@ -289,6 +292,10 @@ def run(args) -> int:
         raise ValueError(f"{', '.join(given)}: for --kind attention only (V's reuse)")
     if args.kind != "linear" and args.c_out is not None:
         raise ValueError("--c-out: for --kind linear only (the output features of W)")
+    if args.window not in (2, 3):
+        raise ValueError(f"--window must be 2 or 3, got {args.window}")
+    if args.kind != "linear" and args.window != DEFAULTS["window"]:
+        raise ValueError("--window: for --kind linear only (X's reuse windows)")
     groups = _groups(args, cfg)
     if args.groups is not None and args.workload is None:
         raise ValueError("--groups needs --workload: the synthetic heads are the presets'")

@@ -168,6 +168,50 @@ def test_core_linear_channel_slices(cfg, variant, kw):
         assert {n: out.counters[n] for n in cycles} == cycles
 
 
+#: A core whose engine also runs linear blocks with windows of 3 (docs/engine.md).
+W3CORE = dataclasses.replace(TINY, engine_max_tokens=32, engine_window3=True)
+
+
+@pytest.mark.parametrize("grid, box, c_out, variant, kw", [
+    pytest.param((3, 2, 3), None, 13, "pe", dict(seed=8), id="pe-exact-cycles"),
+    pytest.param((3, 2, 4), (3, 2, 3), 21, "pe",
+                 dict(gap=0.2, stall=0.2, latency=3, outstanding=2, seed=9),
+                 id="pe-4blocks-gaps", marks=pytest.mark.full_set),
+    pytest.param((3, 2, 3), None, 13, "dense", dict(seed=10), id="dense",
+                 marks=pytest.mark.full_set),
+])
+def test_core_linear_window3(grid, box, c_out, variant, kw):
+    """COMPUTEs with ``window3`` (``plan_linear(window=3)``) on a core built with
+    ``engine_window3``, the three groups reused along x, t and y (windows of 3 complete
+    along t and x, cut short along y): Y is the whole grid's ``golden.linear`` with windows
+    of 3 (not that of windows of 2), the memory equals the interpreter's, every exact counter
+    ``core_counters``; without gaps ``cycles`` and ``mem_wait`` equal ``core_cycles``. In
+    ``make regress`` also four blocks (two Q boxes cutting x at a multiple of 3, the second
+    padded, two weight blocks) under command gaps and memory back-pressure, and the dense
+    variant."""
+    rng = np.random.default_rng(kw["seed"])
+    x = _smooth(rng, VideoGrid(*grid).n, 16)
+    w = rng.integers(-128, 128, (16, c_out)).astype(np.int8)
+    plan = plan_linear(W3CORE, grid, 16, c_out, groups=G16, box=box, variant=variant,
+                       window=3)
+    assert all(c.window3 for c in plan.commands if isinstance(c, Compute))
+    mem = Memory(plan.memory_size)
+    write_linear_operands(mem, x, w, plan.addrs, plan.grid, rows=plan.w_rows,
+                          channels=plan.c_padded)
+    result, out, data = _run_checked(W3CORE, plan.commands, mem, plan.limits, **kw)
+    mem.data[:] = data
+    want = whole_grid_y(x, w, grid, G16, plan.full_bits, plan.half_bits, variant, 3)
+    assert np.array_equal(read_y(mem, plan), want)
+    if variant != "dense":
+        assert not np.array_equal(want, whole_grid_y(x, w, grid, G16, plan.full_bits,
+                                                     plan.half_bits, variant, 2))
+    counters = core_counters(result)
+    assert {n: out.counters[n] for n in counters} == counters
+    if "gap" not in kw:
+        cycles = core_cycles(plan.commands, result, BenchMemory(3, 4))
+        assert {n: out.counters[n] for n in cycles} == cycles
+
+
 _PADDED = ((2, 3, 5), None, "pe", 5, 4)            # padded boxes
 _STARVED = ((2, 4, 4), None, "pe", 12, 2)          # the outstanding limit starves the walk
 _ODD_BOX = ((1, 3, 7), (1, 3, 5), "dense", 2, 3)   # odd box: half-empty last beat of a STORE

@@ -6,13 +6,15 @@ with c_in above engine_max_head_dim in slices added up by ``acc`` COMPUTEs."""
 
 from __future__ import annotations
 
+import dataclasses
+
 
 import numpy as np
 import pytest
 
 from golden import ChannelGroups, attention_scores, make_qkv, oracle_ops, reuse_masks
-from golden.engine.commands import (KIND_LINEAR, SIDE_K, SIDE_Q, Compute, Config, Load, Store,
-                                    Strides, groups_commands)
+from golden.engine.commands import (KIND_LINEAR, SIDE_K, SIDE_Q, Compute, Config, DecodeError,
+                                    Load, Store, Strides, groups_commands)
 from golden.engine.model import VARIANTS
 from golden.engine.program import CoreLimits, Memory, ProgramError, box_coords, run_program
 from golden.numerics import VideoGrid, group_channels
@@ -24,6 +26,7 @@ from kaleido_hw.engine.host import (HeadAddrs, LinearAddrs, assemble_s, box_coun
                                     read_y, reuse_axes, run_head, run_linear, split_axes,
                                     whole_grid_s, whole_grid_y, write_linear_operands,
                                     write_operands)
+from kaleido_hw.engine.host import _linear_groups
 from token_data import smooth_tokens as _smooth
 
 
@@ -658,3 +661,68 @@ def test_linear_in_slices_exactness_and_acc_width():
                                          r"overflow its int32 \(at most 131071 channels at any "
                                          r"acc_width\)"):
         plan_linear(CFG.replace(acc_width=48), grid, 140000, 4)
+
+
+#: A core whose engine also runs linear windows of 3 (``engine_window3``).
+W3 = KaleidoConfig(engine_max_tokens=36, engine_max_head_dim=32, engine_dispatcher="scheduler",
+                   engine_window3=True)
+
+
+@pytest.mark.parametrize("box", [None, (3, 3, 3)], ids=["chosen", "given"])
+@pytest.mark.parametrize("variant", ["pe", "dense"])
+def test_linear_window3_from_boxes_equals_whole_grid(box, variant):
+    """``plan_linear(..., window=3)``: every COMPUTE with ``window3``, the variant pe by
+    default, boxes that keep the windows of 3 along the reuse axes whole (multiples of 3,
+    and no padded last box whose last window holds two real tokens): Y equals the whole
+    grid's ``golden.linear`` with windows of 3 bit for bit, on the fast path and through the
+    engine model (``window3_counters`` per COMPUTE), and differs from windows of 2. The grid
+    7x4x6 in boxes of 3 along every axis: padded last boxes along t and y whose last window
+    holds one real token (its anchor, which padding followers do not change)."""
+    grid = (7, 4, 6)
+    x, w = _xw(grid, G16.head_dim, 45, seed=7)
+    runs = [run_linear(W3, x, w, grid, G16, variant=variant, box=box, window=3, engine=e)
+            for e in (False, True)]
+    plan = runs[0].plan
+    assert plan.window == 3 and plan.variant == variant and plan.n_q > 1 and plan.n_k > 1
+    assert all(c.window3 == 1 for c in plan.commands if isinstance(c, Compute))
+    want = whole_grid_y(x, w, grid, G16, W3.full_bits, W3.half_bits, variant, 3)
+    for run in runs:
+        assert np.array_equal(run.y, want)
+    assert runs[1].result.counters["cycles"] == sum(int(b.engine.cycles)
+                                                    for b in runs[1].result.blocks)
+    if variant == "pe":
+        assert not np.array_equal(want, whole_grid_y(x, w, grid, G16, 5, 3, "pe", 2))
+        assert plan_linear(W3, grid, 16, 45, G16, box=box, window=3).variant == "pe"
+
+
+def test_linear_window3_errors():
+    """Windows of 3 refused before any command: on a core without ``engine_window3``, with
+    the dispatcher's variants, with a box that cuts them (an extent not a multiple of 3, or a
+    padded last box ending in a window of two real tokens); and by the core: ``window3``
+    outside kind 1 is no command, on a core without it error 11, under a CONFIG with
+    schedule error 2."""
+    with pytest.raises(ValueError, match="window = 3 needs a core built with engine_window3"):
+        plan_linear(SMALL, (3, 2, 2), 16, 8, window=3)
+    with pytest.raises(ValueError, match="window must be 2 or 3, got 4"):
+        plan_linear(W3, (3, 2, 2), 16, 8, window=4)
+    with pytest.raises(ValueError, match="variant must be 'dense' or 'pe' with window = 3"):
+        plan_linear(W3, (3, 2, 2), 16, 8, variant="pe-sh", window=3)
+    for box in ((2, 2, 2), (3, 2, 2)):       # along t (length 5): 2 is no multiple; 5 % 3 = 2
+        with pytest.raises(ValueError, match=r"cuts reuse windows of 3 along \['t'\]"):
+            plan_linear(W3, (5, 2, 2), 16, 8, box=box, window=3)
+    assert choose_box((5, 2, 2), _linear_groups(16), 36, windows=[(0, 3)], pairs=False) \
+        == (5, 2, 2)
+    with pytest.raises(DecodeError, match="window3 must be 0 with kind 0"):
+        Compute.decode(Compute(0, 0, 1, window3=1).encode() & ~(0xF << 8))
+    plan = plan_linear(W3, (3, 2, 2), 16, 8, window=3)
+    x, w = _xw((3, 2, 2), 16, 8, seed=1)
+    for limits, config_edit, code in ((CoreLimits.from_config(SMALL), {}, 11),
+                                      (plan.limits, {"schedule": 1}, 2)):
+        cmds = [dataclasses.replace(c, **config_edit) if isinstance(c, Config) else c
+                for c in plan.commands]
+        memory = Memory(plan.memory_size)
+        write_linear_operands(memory, x, w, plan.addrs, plan.grid, plan.w_rows,
+                              plan.c_padded)
+        with pytest.raises(ProgramError) as err:
+            run_program(cmds, memory, limits)
+        assert err.value.code == code

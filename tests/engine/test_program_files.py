@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from core_harness import run_words
 
+from golden.engine.commands import Compute
 from golden.engine.program import CoreLimits, Memory, run_program
 from kaleido_hw.cli import main
 from kaleido_hw.config import KaleidoConfig
@@ -112,6 +113,25 @@ def test_every_kind_replays_in_the_interpreter(tmp_path, kind, extra):
     assert "pv_blocks" in info["counters"] if kind == "attention" else True
 
 
+def test_linear_window3_program(tmp_path):
+    """``--kind linear --window 3`` on a core built with ``engine_window3``: every COMPUTE
+    carries ``window3``, and the files replay in the interpreter."""
+    keys = dict(SMALL, engine_window3=True, engine_dispatcher="none")
+    cfg = KaleidoConfig(**keys)
+    out = tmp_path / "lin3"
+    # one group, reused along x: windows of 3 along x only (boxes of 3 or 6 there)
+    assert main(["program", "--out", str(out), "--config", _toml(tmp_path / "c.toml", keys),
+                 "--groups", "16,0,0", "--workload", _workload(tmp_path / "h.npz", (2, 2, 7)),
+                 "--grid", "2x2x7", "--kind", "linear", "--window", "3", "--c-out", "20"]) == 0
+    info, words, (img_in, img_out) = _files(out)
+    computes = [Compute.decode(w) for w in words if (w & 0xF) == 5]
+    assert computes and all(c.window3 == 1 and c.kind == 1 for c in computes)
+    assert "--window 3" in info["reproduce"] and info["variant"] == "pe"
+    mem = _at_base(img_in, 0)
+    run_program(words, mem, CoreLimits.from_config(cfg))
+    assert np.array_equal(mem.data, img_out)
+
+
 def test_hex_files_hold_the_bin_files_bytes(tmp_path):
     out = tmp_path / "prog"
     assert main(["program", "--out", str(out), "--grid", "1x2x16", "--no-model"]) == 0
@@ -143,8 +163,12 @@ def test_hex_files_hold_the_bin_files_bytes(tmp_path):
     (["--kind", "linear", "--v-dir", "x"], "--v-dir: for --kind attention only"),
     (["--c-out", "8"], "--c-out: for --kind linear only"),
     (["--kind", "linear", "--c-out", "0"], "--c-out must be in [1, 65536]"),
+    (["--window", "3"], "--window: for --kind linear only"),
+    (["--kind", "linear", "--window", "4"], "--window must be 2 or 3"),
+    (["--kind", "linear", "--window", "3"], "window = 3 needs a core built with engine_window3"),
 ], ids=["base-align", "base-text", "grid", "preset", "groups", "groups-no-data", "attention",
-        "workload", "variant", "banks", "seed", "v-window", "v-dir", "c-out", "c-out-0"])
+        "workload", "variant", "banks", "seed", "v-window", "v-dir", "c-out", "c-out-0",
+        "window", "window-4", "window-3-not-built"])
 def test_bad_input_writes_nothing(tmp_path, capsys, args, message):
     out = tmp_path / "prog"
     assert main(["program", "--out", str(out), *args]) == 2
