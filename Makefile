@@ -132,15 +132,14 @@ bench-attention-tb:
 	$(call run_tb,build/attention_tb,$(ATT_RTL)/kaleido_core.v)
 
 # A linear layer with windows of 3 (COMPUTE kind 1 with window3) through the plain testbench
-# on the default build generated with engine_window3 = true and the scheduler as dispatcher
-# (a window-3 quad has no pass 3 for a matcher): Y and every counter equal to the model's,
-# cycles included. LIN3_GRID sets the activation's grid (extents multiples of 3: every axis
+# on the default build generated with engine_window3 = true: Y and every counter equal to
+# the model's, cycles included. LIN3_GRID sets the activation's grid (extents multiples of 3: every axis
 # is a reuse axis of the preset's groups).
 LIN3_RTL  := $(CURDIR)/sim_build/engine/core/rtl-window3
 LIN3_GRID ?= 6x6x6
 bench-linear3-tb:
 	mkdir -p $(CURDIR)/sim_build
-	printf 'engine_window3 = true\nengine_dispatcher = "scheduler"\n' > $(CURDIR)/sim_build/window3.toml
+	printf 'engine_window3 = true\n' > $(CURDIR)/sim_build/window3.toml
 	$(VENV)/bin/kaleido-hw generate --config $(CURDIR)/sim_build/window3.toml --top kaleido_core --out $(LIN3_RTL)
 	rm -rf build/linear3_tb
 	$(VENV)/bin/kaleido-hw program --out build/linear3_tb --config $(CURDIR)/sim_build/window3.toml --kind linear --window 3 --grid $(LIN3_GRID)

@@ -123,10 +123,10 @@ class KaleidoConfig:
             Build the KaleidoEngine's arrays and sequencers for linear blocks with windows of
             3 too (``docs/linear.md``, "Windows of 3 on the tile passes"): window-3 decode
             tables in the PEs, a third row word and code per unit in the sequencers; a run
-            asks for it with ``cfg.window3`` (with ``cfg.linear``). Needs ``engine_pe =
-            "reuse"``, ``engine_dispatcher`` "none" or "scheduler" (a window-3 quad has no
-            pass 3 to match) and ``cols <= rows``. Off by default: it costs the arrays and
-            sequencers area that attention runs do not use.
+            asks for it with ``cfg.window3`` (with ``cfg.linear``; without schedule and
+            match, which a window-3 quad does not use). Needs ``engine_pe = "reuse"`` (the
+            folded P @ V cells have no window-3 table) and ``cols <= rows``. Off by default:
+            it costs the arrays and sequencers area that attention runs do not use.
 
     Dispatcher (``docs/dispatch.md``)
         sched_entries : int
@@ -270,14 +270,10 @@ class KaleidoConfig:
                               f"{self.engine_window3!r}")
         if self.engine_window3:
             if self.engine_pe != "reuse":
-                raise ConfigError(f"engine_window3 needs engine_pe = 'reuse' (window-3 quads "
-                                  f"run on ReusePEs' decode tables), got engine_pe = "
+                raise ConfigError(f"engine_window3 needs engine_pe = 'reuse' (the window-3 "
+                                  f"table is in the TileCell's and MergedCell's decoders, not "
+                                  f"the folded P @ V cells' or a BaselinePE), got engine_pe = "
                                   f"{self.engine_pe!r}")
-            if self.engine_dispatcher not in ("none", "scheduler"):
-                raise ConfigError(f"engine_window3 needs engine_dispatcher = 'none' or "
-                                  f"'scheduler' (a window-3 quad has no pass 3 for the "
-                                  f"matcher), got engine_dispatcher = "
-                                  f"{self.engine_dispatcher!r}")
             if self.cols > self.rows:
                 raise ConfigError(f"engine_window3 needs cols <= rows (the sequencer fetches "
                                   f"a quad's row words just in time), got cols = {self.cols} "

@@ -14,11 +14,12 @@ from __future__ import annotations
 from kaleido_hw.array.array import PEArray
 from kaleido_hw.array.layouts import describe_layout, drain_port_layout
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.dispatch.merged_cell import (MergedCell, merged_cell_col_layout, merged_col_layout,
+from kaleido_hw.dispatch.merged_cell import (MergedCell, Window3MergedCell,
+                                             merged_cell_col_layout, merged_col_layout,
                                              merged_column_edge, merged_row_layout)
 
 
-__all__ = ["MergedArray"]
+__all__ = ["MergedArray", "Window3MergedArray"]
 
 
 def _docs() -> dict:
@@ -54,10 +55,13 @@ class MergedArray(PEArray):
     """
 
     PORT_DOCS = _docs()
+    #: The cell (:class:`Window3MergedArray`: with the window-3 table).
+    CELL = MergedCell
 
     def __init__(self, config: KaleidoConfig, tag_width: int = 8):
-        super().__init__(config, tag_width=tag_width, cell=MergedCell,
-                         row_layout=merged_row_layout(), col_layout=merged_col_layout())
+        super().__init__(config, tag_width=tag_width, cell=self.CELL,
+                         row_layout=merged_row_layout(self.CELL.WINDOW3),
+                         col_layout=merged_col_layout())
 
     # The column's slot decode (which code the table reads, byte / nibble / swap, the column
     # half of the LOWc rule) is the same for all R cells of a column: done once here, before
@@ -67,3 +71,11 @@ class MergedArray(PEArray):
 
     def _col_edge(self, m, j, step_col, step_row):
         return merged_column_edge(m, step_col, step_row.slot, name=f"col_edge_{j}")
+
+
+class Window3MergedArray(MergedArray):
+    """A :class:`MergedArray` of Window3MergedCells
+    (:class:`~kaleido_hw.dispatch.merged_cell.Window3MergedCell`): the KaleidoEngine's array
+    with the matcher in a build with ``engine_window3``; a row's ``w3`` bit selects the
+    window-3 table (its ``qc1`` the second follower's code)."""
+    CELL = Window3MergedCell

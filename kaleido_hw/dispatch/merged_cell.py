@@ -22,22 +22,26 @@ from kaleido_hw.pe.pe import ReusePE
 
 
 __all__ = ["merged_row_layout", "merged_col_layout", "merged_cell_col_layout",
-           "merged_column_edge", "MergedDecoder", "MergedCell"]
+           "merged_column_edge", "MergedDecoder", "MergedCell", "Window3MergedCell"]
 
 FULL, HALF, NONE = 0, 1, 2
 
 
-def merged_row_layout() -> data.StructLayout:
+def merged_row_layout(window3: bool = False) -> data.StructLayout:
     """One row of a step: ``step_row_layout`` (same fields, same bits) followed by the
     second lane of a matcher slot.
 
     ``a``/``qc``: the row value and follower code (channel A of a slot); ``valid``: real row
     unit; ``mode``: pass, first, issue; ``a1``/``qc1``: the Q follower value and code at
     channel B (slots only); ``slot``: this step is a matcher slot (pass 3 only; the columns'
-    ``sel`` says what each column does)."""
-    return data.StructLayout({"a": signed(8), "qc": unsigned(2), "valid": unsigned(1),
-                              "mode": mode_layout(), "a1": signed(8), "qc1": unsigned(2),
-                              "slot": unsigned(1)})
+    ``sel`` says what each column does). ``window3``: then ``w3``, the step belongs to a
+    linear window-3 quad (``golden.array.window3``), whose ``qc`` is the row's first
+    follower's code and ``qc1`` its second's (a window-3 quad runs no slots)."""
+    fields = {"a": signed(8), "qc": unsigned(2), "valid": unsigned(1), "mode": mode_layout(),
+              "a1": signed(8), "qc1": unsigned(2), "slot": unsigned(1)}
+    if window3:
+        fields["w3"] = unsigned(1)
+    return data.StructLayout(fields)
 
 
 def merged_col_layout() -> data.StructLayout:
@@ -116,16 +120,20 @@ class MergedDecoder(wiring.Component):
     Padding rows/columns (``valid`` 0) and bubbles (``issue`` 0) idle; a first step drains
     R0 and enters the pass (``PASS_ENTRY``) whatever the step carries.
 
+    ``window3``: the row also carries ``w3``; a step with it decodes the window-3 table of
+    (pass, ``qc``, ``qc1``) (:class:`~kaleido_hw.array.tile_cell.TileDecoder` with
+    ``window3``).
+
     Why the column arrives decoded: everything that depends on the column and the step alone
     (which code the table reads, byte / nibble / swap, the column half of the LOWc rule) is
     the same for the R cells of a column, so the array computes it once at its edge and the
     cells start from registered bits; in the cell only the row's codes remain to combine.
     """
 
-    def __init__(self, config: KaleidoConfig | None = None):
-        self.config = config
+    def __init__(self, config: KaleidoConfig | None = None, window3: bool = False):
+        self.config, self.window3 = config, window3
         super().__init__({
-            "row": In(merged_row_layout()),
+            "row": In(merged_row_layout(window3)),
             "col": In(merged_cell_col_layout()),
             "a0": Out(signed(8)), "a1": Out(signed(8)),
             "ctrl": Out(CtrlLayout),
@@ -135,7 +143,10 @@ class MergedDecoder(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         row, col = self.row, self.col
-        m.submodules.table = dec = TileDecoder(self.config)
+        m.submodules.table = dec = TileDecoder(self.config, window3=self.window3)
+        if self.window3:
+            # a window-3 row's second follower code rides in the slot lane's code
+            m.d.comb += [dec.w3.eq(row.w3), dec.qc2.eq(row.qc1)]
 
         # Byte steps (and every unmerged step) go through the single-channel table.
         m.d.comb += [
@@ -200,14 +211,17 @@ class MergedCell(wiring.Component):
     LOW_PAIR slot with both lanes taken is one busy PE-cycle).
     """
 
+    #: The decoder also runs linear window-3 quads (:class:`Window3MergedCell`).
+    WINDOW3 = False
+
     def __init__(self, config: KaleidoConfig):
         self.config = config
-        super().__init__(cell_ports(merged_row_layout(), merged_cell_col_layout(),
+        super().__init__(cell_ports(merged_row_layout(self.WINDOW3), merged_cell_col_layout(),
                                     config.acc_width))
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.decoder = dec = MergedDecoder(self.config)
+        m.submodules.decoder = dec = MergedDecoder(self.config, window3=self.WINDOW3)
         m.submodules.pe = pe = ReusePE(self.config)
         m.d.sync += [self.row_out.eq(self.row), self.col_out.eq(self.col)]
         m.d.comb += [
@@ -218,3 +232,10 @@ class MergedCell(wiring.Component):
         ]
         hold_drain(m, self, pe)
         return m
+
+
+class Window3MergedCell(MergedCell):
+    """A :class:`MergedCell` that also runs linear window-3 quads (``golden.array.window3``):
+    its row is ``merged_row_layout(window3=True)`` (``w3`` added; ``qc1`` the second
+    follower's code in a window-3 step) and its decoder has the window-3 table."""
+    WINDOW3 = True

@@ -232,7 +232,7 @@ class ArraySequencer(wiring.Component):
                    "next_bank": In(1)} if self.scheduler else {})
         t = geo.tile
         R, C, D = t.rows, t.cols, t.max_dim
-        row_layout = (merged_row_layout() if self.matcher else
+        row_layout = (merged_row_layout(geo.window3) if self.matcher else
                       window3_row_layout() if geo.window3 else step_row_layout())
         col_layout = merged_col_layout() if self.matcher else step_col_layout()
         super().__init__({
@@ -674,11 +674,13 @@ class ArraySequencer(wiring.Component):
                 value = Mux(pass_idx[1], cp.qf[r].word_select(chan, 8),
                             cp.qa[r].word_select(chan, 8))
                 if W3:
-                    # window 3: pass 1's rows are the second followers
+                    # window 3: pass 1's rows are the second followers, whose code rides in
+                    # qc2 (in a matcher's row: the slot lane's qc1)
                     value = Mux(w3 & (pass_idx == 1), cp.qf2[r].word_select(chan, 8), value)
+                    qc2 = self.row[r].qc1 if self.matcher else self.row[r].qc2
                     m.d.sync += [self.row[r].w3.eq(w3),
-                                 self.row[r].qc2.eq(Cat(cp.qlo2[r].bit_select(chan, 1),
-                                                        cp.qhi2[r].bit_select(chan, 1)))]
+                                 qc2.eq(Cat(cp.qlo2[r].bit_select(chan, 1),
+                                            cp.qhi2[r].bit_select(chan, 1)))]
                 qc = (Cat(~cp.rhasf[r], Const(1, 1)) if self.plain else
                       Cat(cp.qlo[r].bit_select(chan, 1), cp.qhi[r].bit_select(chan, 1)))
                 m.d.sync += [self.row[r].a.eq(value),

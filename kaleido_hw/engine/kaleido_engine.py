@@ -45,7 +45,7 @@ from kaleido_hw.array.array import BaselineArray, PEArray, Window3PEArray
 from golden.numerics import RESULT_CHANNELS, group_channels
 from kaleido_hw.bitops import popcount, rank_select
 from kaleido_hw.config import KaleidoConfig, check_int
-from kaleido_hw.dispatch.merged_array import MergedArray
+from kaleido_hw.dispatch.merged_array import MergedArray, Window3MergedArray
 from kaleido_hw.engine.shared_arrays import ArrayView, check_shared, folded_array
 from kaleido_hw.dispatch.order_unit import OrderUnit
 from kaleido_hw.engine.array_sequencer import ArraySequencer
@@ -578,7 +578,8 @@ class KaleidoEngine(wiring.Component):
             elif pv_mode:
                 arr = folded_array(self.config)[0](self.config, tag_width=tag_width)
             elif matcher:
-                arr = MergedArray(self.config, tag_width=tag_width)
+                arr = (Window3MergedArray if geo.window3 else MergedArray)(self.config,
+                                                                            tag_width=tag_width)
             elif geo.window3:
                 arr = Window3PEArray(self.config, tag_width=tag_width)
             else:

@@ -26,6 +26,8 @@ from golden.window import linear
 from kaleido_hw.array.array import PEArray, Window3PEArray
 from kaleido_hw.array.layouts import ABSENT
 from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.dispatch.layouts import Sel
+from kaleido_hw.dispatch.merged_array import MergedArray, Window3MergedArray
 from kaleido_hw.flow.lint import lint_component
 
 
@@ -34,6 +36,8 @@ def _run(dut, steps, tags, tail=12):
     returns per cycle ``(drain records (j, row, data, tag), busy_count)``."""
     R, C = dut.rows, dut.cols
     names = {name for name, _ in dut.row[0].shape()}
+    # a MergedArray's row carries the second follower's code in the slot lane's qc1
+    alias = {"qc2": "qc1"} if "qc2" not in names else {}
     idle = {"mode": {"pass_idx": 0, "first": 0, "issue": 0},
             "rows": [{"a": 0, "qc": ABSENT, "valid": 0, "qc2": ABSENT, "w3": 0}] * R,
             "cols": [{"b": 0, "kc": ABSENT, "valid": 0}] * C}
@@ -44,6 +48,7 @@ def _run(dut, steps, tags, tail=12):
             ctx.set(dut.tag, tags[n] if n < len(tags) else 0)
             for i in range(R):
                 for name, value in step["rows"][i].items():
+                    name = alias.get(name, name)
                     if name in names:
                         ctx.set(getattr(dut.row[i], name), value)
                 for name, value in step["mode"].items():
@@ -100,11 +105,12 @@ def _window3_steps(plan, w, R, C):
     return steps, tags, quads
 
 
+@pytest.mark.parametrize("array", [Window3PEArray, Window3MergedArray])
 @pytest.mark.parametrize("config, grid", [
     (KaleidoConfig(rows=3, cols=2, acc_width=21), (7, 2, 1)),
     (KaleidoConfig(), (5, 1, 3)),
 ], ids=["3x2", "4x4"])
-def test_window3_quads_compute_the_window_rule(config, grid):
+def test_window3_quads_compute_the_window_rule(config, grid, array):
     rng = np.random.default_rng(config.rows)
     n_tok, channels, c_out = int(np.prod(grid)), 6, 5
     base = rng.integers(-100, 100, (1, channels))
@@ -116,7 +122,7 @@ def test_window3_quads_compute_the_window_rule(config, grid):
     assert {0, 1, 2} <= set(np.unique(plan.codes).tolist())
     R, C = config.rows, config.cols
     steps, tags, quads = _window3_steps(plan, w, R, C)
-    trace = _run(Window3PEArray(config), steps, tags)
+    trace = _run(array(config), steps, tags)
     # The tile a first step drains is the previous pass's: pass 0 drains follower 1 (the
     # quad before's pass 2), pass 1 the anchor, pass 2 follower 2.
     drained_member = {0: 1, 1: 0, 2: 2}
@@ -139,24 +145,33 @@ def test_window3_quads_compute_the_window_rule(config, grid):
     assert checked == n_tok * c_out
 
 
-def test_attention_steps_are_the_pe_arrays():
-    """``w3`` 0: the attention decode whatever ``qc2`` says, cycle for cycle the PEArray."""
+@pytest.mark.parametrize("array, plain", [(Window3PEArray, PEArray),
+                                          (Window3MergedArray, MergedArray)])
+def test_attention_steps_are_the_pe_arrays(array, plain):
+    """``w3`` 0: the attention decode whatever ``qc2`` says, cycle for cycle the PEArray (the
+    MergedArray, with matcher slots in pass 3)."""
     config = KaleidoConfig(rows=3, cols=2, acc_width=21)
     rng = random.Random(3)
     steps, tags = [], []
     for _ in range(300):
+        p = rng.randrange(4)
+        slot = int(p == 3 and rng.random() < 0.5)
         steps.append({
-            "mode": {"pass_idx": rng.randrange(4), "first": int(rng.random() < 0.15),
+            "mode": {"pass_idx": p, "first": int(rng.random() < 0.15),
                      "issue": int(rng.random() < 0.85)},
             "rows": [{"a": rng.randrange(-128, 128), "qc": rng.randrange(4),
-                      "valid": int(rng.random() < 0.9), "qc2": rng.randrange(4), "w3": 0}
+                      "valid": int(rng.random() < 0.9), "qc2": rng.randrange(4), "w3": 0,
+                      "a1": rng.randrange(-128, 128), "slot": slot}
                      for _ in range(config.rows)],
             "cols": [{"b": rng.randrange(-128, 128), "kc": rng.randrange(4),
-                      "valid": int(rng.random() < 0.9)} for _ in range(config.cols)]})
+                      "valid": int(rng.random() < 0.9),
+                      **({"kc1": rng.randrange(4), "sel": Sel(rng.randrange(6))}
+                         if array is Window3MergedArray else {})}
+                     for _ in range(config.cols)]})
         tags.append(rng.randrange(256))
-    got = _run(Window3PEArray(config), steps, tags)
+    got = _run(array(config), steps, tags)
     assert sum(len(d) for d, _ in got) > 100
-    assert got == _run(PEArray(config), steps, tags)
+    assert got == _run(plain(config), steps, tags)
 
 
 @pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH: make install")

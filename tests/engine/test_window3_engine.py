@@ -41,15 +41,17 @@ def _operands(grid, seed):
 
 GROUPS = ChannelGroups.from_sizes(5, 6, 5, directions=(1, 0, 2))
 
-#: (R, C, P, dispatcher, grid, variant); the first in make test.
+#: (R, C, P, dispatcher, grid, variant); the first in make test (the default dispatcher:
+#: MergedCell arrays, the matcher and scheduler built and off).
 CASES = {
-    "pe-2x2x2": ((2, 2, 2, "none"), (4, 2, 3), "pe"),
-    "dense-2x2x2": ((2, 2, 2, "none"), (5, 3, 2), "dense"),
+    "pe-2x2x2-full": ((2, 2, 2, "full"), (4, 2, 3), "pe"),
+    "pe-2x2x2-none": ((2, 2, 2, "none"), (5, 3, 2), "pe"),
+    "dense-2x2x2-none": ((2, 2, 2, "none"), (5, 3, 2), "dense"),
     "pe-4x2x3-scheduler": ((4, 2, 3, "scheduler"), (7, 3, 2), "pe"),
 }
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=() if c == "pe-2x2x2"
+@pytest.mark.parametrize("case", [pytest.param(c, marks=() if c == "pe-2x2x2-full"
                                                else pytest.mark.full_set) for c in CASES])
 def test_window3_blocks(case):
     """A window-3 linear block (K = weight rows) on an odd grid whose three direction groups
@@ -111,7 +113,7 @@ def test_window3_rejected_with_the_dispatcher():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"engine_pe": "plain", "engine_dispatcher": "none"}, "engine_window3 needs engine_pe"),
-    ({"engine_dispatcher": "full"}, "engine_window3 needs engine_dispatcher"),
+    ({"engine_pe": "reuse-pv"}, "engine_window3 needs engine_pe"),
     ({"engine_dispatcher": "none", "rows": 2, "cols": 4}, "engine_window3 needs cols <= rows"),
     ({"engine_dispatcher": "none", "engine_window3": 1}, "engine_window3 must be true or false"),
 ])
@@ -155,6 +157,8 @@ def test_window3_model():
 
 @pytest.mark.skipif(shutil.which("verilator") is None, reason="verilator not on PATH: make install")
 def test_lint_clean(tmp_path):
-    """A window-3 build (2 arrays of 2 x 2) under ``verilator --lint-only -Wall``."""
-    problems = lint_component(KaleidoEngine(_config()), "kaleido_engine", tmp_path)
+    """A window-3 build (2 arrays of 2 x 2, the default dispatcher: MergedCell arrays)
+    under ``verilator --lint-only -Wall``."""
+    problems = lint_component(KaleidoEngine(_config(dispatcher="full")), "kaleido_engine",
+                              tmp_path)
     assert not problems, "\n".join(problems)
