@@ -124,9 +124,9 @@ class KaleidoConfig:
             3 too (``docs/linear.md``, "Windows of 3 on the tile passes"): window-3 decode
             tables in the PEs, a third row word and code per unit in the sequencers; a run
             asks for it with ``cfg.window3`` (with ``cfg.linear``; without schedule and
-            match, which a window-3 quad does not use). Needs ``engine_pe = "reuse"`` (the
-            folded P @ V cells have no window-3 table) and ``cols <= rows``. Off by default:
-            it costs the arrays and sequencers area that attention runs do not use.
+            match, which a window-3 quad does not use). Needs ReusePEs (``engine_pe``
+            "reuse" or "reuse-pv") and ``cols <= rows``. Off by default: it costs the
+            arrays and sequencers area that attention runs do not use.
 
     Dispatcher (``docs/dispatch.md``)
         sched_entries : int
@@ -269,11 +269,10 @@ class KaleidoConfig:
             raise ConfigError(f"engine_window3 must be true or false, got "
                               f"{self.engine_window3!r}")
         if self.engine_window3:
-            if self.engine_pe != "reuse":
-                raise ConfigError(f"engine_window3 needs engine_pe = 'reuse' (the window-3 "
-                                  f"table is in the TileCell's and MergedCell's decoders, not "
-                                  f"the folded P @ V cells' or a BaselinePE), got engine_pe = "
-                                  f"{self.engine_pe!r}")
+            if self.engine_pe == "plain":
+                raise ConfigError("engine_window3 needs engine_pe = 'reuse' or 'reuse-pv' "
+                                  "(BaselinePEs have no decode table), got engine_pe = "
+                                  "'plain'")
             if self.cols > self.rows:
                 raise ConfigError(f"engine_window3 needs cols <= rows (the sequencer fetches "
                                   f"a quad's row words just in time), got cols = {self.cols} "

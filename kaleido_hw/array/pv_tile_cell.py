@@ -34,7 +34,8 @@ from amaranth.lib import data, wiring
 
 from golden.engine.pv import OP_IDLE
 from kaleido_hw.array.array import _ArrayBase, _array_docs
-from kaleido_hw.array.layouts import describe_layout, step_col_layout, step_row_layout
+from kaleido_hw.array.layouts import (describe_layout, step_col_layout, step_row_layout,
+                                      window3_row_layout)
 from kaleido_hw.array.pv_cell import pv_column_word, pv_pre_add
 from kaleido_hw.array.tile_cell import TileDecoder, cell_ports, hold_drain
 from kaleido_hw.config import KaleidoConfig
@@ -44,7 +45,7 @@ from kaleido_hw.pe.pe import ReusePE
 
 __all__ = ["with_pv_row", "with_s12", "with_pv_col", "with_pv_word", "pv_tile_row_layout",
            "pv_tile_col_layout", "fold_pv", "pv_row_edge", "pv_col_edge", "PvFoldedCell",
-           "PvTileCell", "FoldedEdges", "PvPEArray"]
+           "PvTileCell", "FoldedEdges", "PvPEArray", "Window3PvTileCell", "Window3PvPEArray"]
 
 
 def _fields(layout) -> dict:
@@ -78,10 +79,11 @@ def with_pv_word(layout) -> data.StructLayout:
                               "hi_sel": unsigned(3)})
 
 
-def pv_tile_row_layout() -> data.StructLayout:
+def pv_tile_row_layout(window3: bool = False) -> data.StructLayout:
     """One row of a :class:`PvPEArray` step at the left edge: the PEArray's row (``a`` is
-    ``p0`` in a P @ V step, ``mode.pass_idx`` its kind), then ``p1``, ``p2`` and ``pv``."""
-    return with_pv_row(step_row_layout())
+    ``p0`` in a P @ V step, ``mode.pass_idx`` its kind), then ``p1``, ``p2`` and ``pv``;
+    ``window3``: the Window3PEArray's row (``qc2``, ``w3`` added) in its place."""
+    return with_pv_row(window3_row_layout() if window3 else step_row_layout())
 
 
 def pv_tile_col_layout() -> data.StructLayout:
@@ -196,12 +198,24 @@ class PvTileCell(PvFoldedCell):
     ROW = with_s12(pv_tile_row_layout())
     COL = with_pv_word(step_col_layout())
 
+    #: The decoder also runs linear window-3 quads (:class:`Window3PvTileCell`).
+    WINDOW3 = False
+
     def _decode(self, m):
         row, col = self.row, self.col
-        m.submodules.decoder = dec = TileDecoder(self.config)
+        m.submodules.decoder = dec = TileDecoder(self.config, window3=self.WINDOW3)
         m.d.comb += [dec.mode.eq(row.mode), dec.rvalid.eq(row.valid), dec.cvalid.eq(col.valid),
                      dec.qc.eq(row.qc), dec.kc.eq(col.kc)]
+        if self.WINDOW3:
+            m.d.comb += [dec.w3.eq(row.w3), dec.qc2.eq(row.qc2)]
         return dec.ctrl, row.a, 0, col.b, row.p1
+
+
+class Window3PvTileCell(PvTileCell):
+    """A :class:`PvTileCell` whose decoder also runs linear window-3 quads: its row is the
+    Window3TileCell's (``qc2``, ``w3``) with the P @ V lanes."""
+    WINDOW3 = True
+    ROW = with_s12(pv_tile_row_layout(window3=True))
 
 
 def _docs() -> dict:
@@ -263,5 +277,11 @@ class PvPEArray(FoldedEdges, _ArrayBase):
     PORT_DOCS = _docs()
 
     def __init__(self, config: KaleidoConfig, tag_width: int = 8):
-        super().__init__(config, tag_width, row_layout=pv_tile_row_layout(),
+        super().__init__(config, tag_width, row_layout=pv_tile_row_layout(self.CELL.WINDOW3),
                          col_layout=pv_tile_col_layout())
+
+
+class Window3PvPEArray(PvPEArray):
+    """A :class:`PvPEArray` of :class:`Window3PvTileCell`: the arrays of a ``reuse-pv``
+    build with ``engine_window3`` and no matcher."""
+    CELL = Window3PvTileCell

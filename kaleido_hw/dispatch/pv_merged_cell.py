@@ -24,13 +24,14 @@ from kaleido_hw.dispatch.merged_cell import (MergedDecoder, merged_cell_col_layo
                                              merged_row_layout)
 
 
-__all__ = ["pv_merged_row_layout", "pv_merged_col_layout", "PvMergedCell", "PvMergedArray"]
+__all__ = ["pv_merged_row_layout", "pv_merged_col_layout", "PvMergedCell", "PvMergedArray",
+           "Window3PvMergedCell", "Window3PvMergedArray"]
 
 
-def pv_merged_row_layout():
+def pv_merged_row_layout(window3: bool = False):
     """One row of a step: the merged row (``a`` is ``p0`` and ``a1`` is ``p1`` in a P @ V
-    step, ``mode.pass_idx`` its kind), then ``p2`` and ``pv``."""
-    return with_pv_row(merged_row_layout(), p1=False)
+    step, ``mode.pass_idx`` its kind; ``window3``: with ``w3``), then ``p2`` and ``pv``."""
+    return with_pv_row(merged_row_layout(window3), p1=False)
 
 
 def pv_merged_col_layout():
@@ -52,11 +53,13 @@ class PvMergedCell(PvFoldedCell):
 
     ROW = with_s12(pv_merged_row_layout())
     COL = with_pv_word(merged_cell_col_layout())
+    #: The decoder also runs linear window-3 quads (:class:`Window3PvMergedCell`).
+    WINDOW3 = False
 
     def _decode(self, m):
-        m.submodules.decoder = dec = MergedDecoder(self.config)
+        m.submodules.decoder = dec = MergedDecoder(self.config, window3=self.WINDOW3)
         # The merged fields lead both layouts.
-        m.d.comb += [dec.row.eq(self.row.as_value()[:merged_row_layout().size]),
+        m.d.comb += [dec.row.eq(self.row.as_value()[:merged_row_layout(self.WINDOW3).size]),
                      dec.col.eq(self.col.as_value()[:merged_cell_col_layout().size])]
         return dec.ctrl, dec.a0, dec.a1, dec.b, self.row.a1
 
@@ -91,10 +94,26 @@ class PvMergedArray(FoldedEdges, PEArray):
 
     PORT_DOCS = _docs()
     P1_FIELD = "a1"              # the slot's second row byte
+    CELL = PvMergedCell
 
     def __init__(self, config: KaleidoConfig, tag_width: int = 8):
-        super().__init__(config, tag_width=tag_width, cell=PvMergedCell,
-                         row_layout=pv_merged_row_layout(), col_layout=pv_merged_col_layout())
+        super().__init__(config, tag_width=tag_width, cell=self.CELL,
+                         row_layout=pv_merged_row_layout(self.CELL.WINDOW3),
+                         col_layout=pv_merged_col_layout())
 
     def _base_col_edge(self, m, j, step_col, step_row):
         return merged_column_edge(m, step_col, step_row.slot, name=f"col_edge_{j}")
+
+
+class Window3PvMergedCell(PvMergedCell):
+    """A :class:`PvMergedCell` whose decoder also runs linear window-3 quads (the
+    Window3MergedCell's: ``w3`` in the row, the second follower's code in ``qc1``)."""
+    WINDOW3 = True
+    ROW = with_s12(pv_merged_row_layout(window3=True))
+
+
+class Window3PvMergedArray(PvMergedArray):
+    """A :class:`PvMergedArray` of :class:`Window3PvMergedCell`: the arrays of a ``reuse-pv``
+    build with ``engine_window3`` and the matcher (the default engine core's with the
+    attention path)."""
+    CELL = Window3PvMergedCell

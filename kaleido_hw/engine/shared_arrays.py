@@ -16,11 +16,12 @@ from amaranth.hdl import Mux, Signal
 from amaranth.lib import data
 
 from kaleido_hw.array.layouts import drain_port_layout
-from kaleido_hw.array.pv_tile_cell import PvPEArray, pv_tile_col_layout, pv_tile_row_layout
+from kaleido_hw.array.pv_tile_cell import (PvPEArray, Window3PvPEArray, pv_tile_col_layout,
+                                           pv_tile_row_layout)
 from kaleido_hw.bitops import bits_for
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.dispatch.pv_merged_cell import (PvMergedArray, pv_merged_col_layout,
-                                                pv_merged_row_layout)
+from kaleido_hw.dispatch.pv_merged_cell import (PvMergedArray, Window3PvMergedArray,
+                                                pv_merged_col_layout, pv_merged_row_layout)
 
 
 __all__ = ["folded_array", "ArrayView", "share_array", "check_shared"]
@@ -36,10 +37,13 @@ def check_shared(config: KaleidoConfig, who: str) -> None:
 
 def folded_array(config: KaleidoConfig):
     """``(class, row layout, column layout)`` of the arrays with the P @ V mode for
-    ``config``: PvMergedArray with the matcher, PvPEArray without."""
+    ``config``: PvMergedArray with the matcher, PvPEArray without (their window-3 versions
+    with ``engine_window3``)."""
+    w3 = config.engine_window3
     if config.engine_dispatcher in ("matcher", "full"):
-        return PvMergedArray, pv_merged_row_layout(), pv_merged_col_layout()
-    return PvPEArray, pv_tile_row_layout(), pv_tile_col_layout()
+        return ((Window3PvMergedArray if w3 else PvMergedArray), pv_merged_row_layout(w3),
+                pv_merged_col_layout())
+    return (Window3PvPEArray if w3 else PvPEArray), pv_tile_row_layout(w3), pv_tile_col_layout()
 
 
 class ArrayView:

@@ -27,7 +27,9 @@ from kaleido_hw.array.array import PEArray, Window3PEArray
 from kaleido_hw.array.layouts import ABSENT
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.dispatch.layouts import Sel
+from kaleido_hw.array.pv_tile_cell import PvPEArray, Window3PvPEArray
 from kaleido_hw.dispatch.merged_array import MergedArray, Window3MergedArray
+from kaleido_hw.dispatch.pv_merged_cell import PvMergedArray, Window3PvMergedArray
 from kaleido_hw.flow.lint import lint_component
 
 
@@ -105,7 +107,14 @@ def _window3_steps(plan, w, R, C):
     return steps, tags, quads
 
 
-@pytest.mark.parametrize("array", [Window3PEArray, Window3MergedArray])
+# the arrays with the P @ V mode (their decoders are the TileCell's and the MergedCell's) in
+# make regress
+_PV = pytest.mark.full_set
+
+
+@pytest.mark.parametrize("array", [Window3PEArray, Window3MergedArray,
+                                   pytest.param(Window3PvPEArray, marks=_PV),
+                                   pytest.param(Window3PvMergedArray, marks=_PV)])
 @pytest.mark.parametrize("config, grid", [
     (KaleidoConfig(rows=3, cols=2, acc_width=21), (7, 2, 1)),
     (KaleidoConfig(), (5, 1, 3)),
@@ -146,7 +155,10 @@ def test_window3_quads_compute_the_window_rule(config, grid, array):
 
 
 @pytest.mark.parametrize("array, plain", [(Window3PEArray, PEArray),
-                                          (Window3MergedArray, MergedArray)])
+                                          (Window3MergedArray, MergedArray),
+                                          pytest.param(Window3PvPEArray, PvPEArray, marks=_PV),
+                                          pytest.param(Window3PvMergedArray, PvMergedArray,
+                                                       marks=_PV)])
 def test_attention_steps_are_the_pe_arrays(array, plain):
     """``w3`` 0: the attention decode whatever ``qc2`` says, cycle for cycle the PEArray (the
     MergedArray, with matcher slots in pass 3)."""
@@ -166,7 +178,7 @@ def test_attention_steps_are_the_pe_arrays(array, plain):
             "cols": [{"b": rng.randrange(-128, 128), "kc": rng.randrange(4),
                       "valid": int(rng.random() < 0.9),
                       **({"kc1": rng.randrange(4), "sel": Sel(rng.randrange(6))}
-                         if array is Window3MergedArray else {})}
+                         if array in (Window3MergedArray, Window3PvMergedArray) else {})}
                      for _ in range(config.cols)]})
         tags.append(rng.randrange(256))
     got = _run(array(config), steps, tags)

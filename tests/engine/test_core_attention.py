@@ -27,6 +27,7 @@ from kaleido_hw.engine.core import CoreController, check_core_config
 from kaleido_hw.engine.core_top import KaleidoCore
 from kaleido_hw.engine.host_attention import (plan_attention, read_o, whole_grid_o,
                                               write_attention_operands)
+from kaleido_hw.engine.host import plan_linear, read_y, whole_grid_y, write_linear_operands
 from kaleido_hw.flow.lint import lint_component
 from token_data import smooth_tensors
 
@@ -203,3 +204,31 @@ def test_lint_clean(tmp_path):
     """The core top with the attention path under ``verilator --lint-only -Wall``."""
     problems = lint_component(KaleidoCore(ATT), "kaleido_core", tmp_path)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.full_set
+def test_linear_window3_on_shared_arrays():
+    """A linear layer with windows of 3 on a core with the attention path whose engine and
+    block datapath share one set of arrays with the P @ V mode (``engine_pe = "reuse-pv"``,
+    ``engine_window3``: Window3PvMergedArrays): Y the whole grid's ``golden.linear`` with
+    windows of 3, the memory the interpreter's, every counter and the cycles the model's."""
+    cfg = dataclasses.replace(ATT, engine_max_tokens=32, vector_max_row=32,
+                              engine_dispatcher="full", engine_pe="reuse-pv",
+                              engine_window3=True)
+    grid = (3, 2, 3)
+    rng = np.random.default_rng(4)
+    x = smooth_tensors(grid, 16, 4, 1)[0]
+    w = rng.integers(-128, 128, (16, 13)).astype(np.int8)
+    plan = plan_linear(cfg, grid, 16, 13, groups=G16, window=3)
+    mem = Memory(plan.memory_size)
+    write_linear_operands(mem, x, w, plan.addrs, plan.grid, rows=plan.w_rows,
+                          channels=plan.c_padded)
+    result, out, data = run_checked(CoreController(cfg), plan.commands, mem, plan.limits)
+    mem.data[:] = data
+    assert np.array_equal(read_y(mem, plan),
+                          whole_grid_y(x, w, grid, G16, plan.full_bits, plan.half_bits, "pe", 3))
+    counters = core_counters(result)
+    assert {n: out.counters[n] for n in counters} == counters
+    cycles = core_cycles(plan.commands, result, BenchMemory(3, 4),
+                         BlockDatapath.from_config(cfg))
+    assert {n: out.counters[n] for n in cycles} == cycles

@@ -25,10 +25,11 @@ from kaleido_hw.engine.kaleido_engine import (ERROR_BITS, KaleidoEngine, engine_
 from kaleido_hw.flow.lint import lint_component
 
 
-def _config(rows=2, cols=2, arrays=2, dispatcher="none") -> KaleidoConfig:
+def _config(rows=2, cols=2, arrays=2, dispatcher="none", pe="reuse") -> KaleidoConfig:
     return KaleidoConfig(rows=rows, cols=cols, engine_arrays=arrays, engine_max_tokens=64,
                          engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
-                         sched_entries=4, engine_dispatcher=dispatcher, engine_window3=True)
+                         sched_entries=4, engine_dispatcher=dispatcher, engine_pe=pe,
+                         engine_window3=True)
 
 
 def _operands(grid, seed):
@@ -48,6 +49,9 @@ CASES = {
     "pe-2x2x2-none": ((2, 2, 2, "none"), (5, 3, 2), "pe"),
     "dense-2x2x2-none": ((2, 2, 2, "none"), (5, 3, 2), "dense"),
     "pe-4x2x3-scheduler": ((4, 2, 3, "scheduler"), (7, 3, 2), "pe"),
+    # the arrays with the P @ V mode (engine_pe = "reuse-pv"), with and without the matcher
+    "pe-2x2x2-full-pv": ((2, 2, 2, "full", "reuse-pv"), (4, 2, 3), "pe"),
+    "pe-2x2x2-none-pv": ((2, 2, 2, "none", "reuse-pv"), (4, 2, 3), "pe"),
 }
 
 
@@ -60,8 +64,8 @@ def test_window3_blocks(case):
     (``golden.linear`` with windows of 3, ``x @ w`` dense) and read out under
     back-pressure, every counter equal to ``window3_counters``. The windows of 2 would give
     another S, and each follower takes every code somewhere."""
-    (R, C, P, dispatcher), shape, variant = CASES[case]
-    cfg = _config(R, C, P, dispatcher)
+    build, shape, variant = CASES[case]
+    cfg = _config(*build)
     grid = VideoGrid(*shape)
     x, k = _operands(grid, 21)
     axes = np.asarray(GROUPS.directions)[np.asarray(GROUPS.group_of)]
@@ -113,7 +117,6 @@ def test_window3_rejected_with_the_dispatcher():
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"engine_pe": "plain", "engine_dispatcher": "none"}, "engine_window3 needs engine_pe"),
-    ({"engine_pe": "reuse-pv"}, "engine_window3 needs engine_pe"),
     ({"engine_dispatcher": "none", "rows": 2, "cols": 4}, "engine_window3 needs cols <= rows"),
     ({"engine_dispatcher": "none", "engine_window3": 1}, "engine_window3 must be true or false"),
 ])
