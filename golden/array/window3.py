@@ -181,9 +181,10 @@ def window3_issued(x, grid, c_out: int, directions=AXIS_T, window: int = 3, rows
     hn = (1 << HALF) | (1 << NONE)
     # The loader reads a quad's row tokens and column tokens on two ports while the quad
     # before steps: 2R and 2C words for windows of 2 (``EngineTiming.gap``); for windows of 3
-    # 3M (M = max(R, C)), and pass 0 lasts at least 3M steps, so that the next quad's anchors
-    # can be fetched after it (the KaleidoEngine's sequencer, golden.engine.window3).
-    gap = (3 if window == 3 else 2) * max(rows, cols) + 1
+    # 3M (M = max(R, C)) and a cycle for the codes, and pass 0 lasts at least 3M steps, so
+    # that the next quad's anchors can be fetched after it (the KaleidoEngine's sequencer,
+    # golden.engine.window3).
+    gap = 3 * max(rows, cols) + 2 if window == 3 else 2 * max(rows, cols) + 1
     floor0 = 3 * max(rows, cols) if window == 3 else rows
     # Windows of 2: a column block has K followers (NONE) unless its pairs start past c_out
     # (only the last pair of the layer can lack one, so the block's first pair decides).

@@ -19,8 +19,9 @@ at least ``R``:
     steps(quad) = max(n, 3M) + max(i1, R) + max(i2, R)
 
 with ``n`` the chunk's channels, ``i1`` (``i2``) the channels where some real row's second
-(first) follower is HALF or NONE. A chunk's first quad is read before any quad steps:
-``gap = 3M + 1`` cycles from the chunk's start to its first step. The chunks follow each other
+(first) follower is HALF or NONE. A chunk's first quad is read before any quad steps, and
+its codes are formed one cycle after its last word (a register stage in front of the window
+rule): ``gap = 3M + 2`` cycles from the chunk's start to its first step. The chunks follow each other
 as in :class:`golden.engine.model.ChunkTimeline` without a scheduler.
 
 Plain numpy, no hardware imports.
@@ -46,8 +47,9 @@ __all__ = ["WINDOW3_VARIANTS", "window3_gap", "window3_block", "window3_counters
 WINDOW3_VARIANTS = ("dense", "pe")
 
 def window3_gap(rows: int, cols: int) -> int:
-    """Cycles from a chunk's start to its first step: ``3*max(R, C)`` reads plus one."""
-    return 3 * max(rows, cols) + 1
+    """Cycles from a chunk's start to its first step: ``3*max(R, C)`` reads, the codes'
+    register stage, and one."""
+    return 3 * max(rows, cols) + 2
 
 
 def _check(x, w_rows, grid, groups, variant, full_bits, half_bits):

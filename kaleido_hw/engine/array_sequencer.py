@@ -337,10 +337,16 @@ class ArraySequencer(wiring.Component):
         pend_q = Signal(3 if W3 else 2)       # (valid, has follower[, has follower 2]) of the row unit
         pend_k = Signal(2)
         has_work = Signal()
+        # Window 3: a unit's codes are formed one cycle after its last word arrives (a
+        # register stage between the operand memory and the WindowCodeUnit), so the quad's
+        # slot is full one cycle after its last word (``code_last``); ``code_busy`` marks
+        # that cycle, in which the loader must not start the next quad.
+        code_busy, code_last = Signal(name="w3_code_busy"), Signal(name="w3_code_last")
+        busy_w3 = ~code_busy if W3 else Const(1, 1)
+        load_next = running & ~loader_done & ~rd_active & ~pend & (~slot_full | swap)
         m.d.comb += [
             has_work.eq(first_col < k_units),
-            load_go.eq(Mux(self.go, has_work,
-                           running & ~loader_done & ~rd_active & ~pend & (~slot_full | swap))),
+            load_go.eq(Mux(self.go, has_work, load_next & busy_w3 if W3 else load_next)),
         ]
 
         reading = rd_active | load_go
@@ -483,12 +489,16 @@ class ArraySequencer(wiring.Component):
         if self.plain:
             self._plain_words(m, ld, pend, pend_unit, pend_phase, pend_q, pend_k)
         else:
-            self._code_words(m, ld, pend, pend_unit, pend_phase, pend_q, pend_k)
+            self._code_words(m, ld, pend, pend_unit, pend_phase, pend_q, pend_k,
+                             (code_busy, code_last, pend_last))
 
         # Last word of the quad: the slot is full; move to the next quad of this array:
         # the next row block, else row block 0 of column block cb + P, else the chunk is loaded.
         with m.If(pend_last):
-            m.d.sync += slot_full.eq(1)
+            if W3:
+                m.d.sync += slot_full.eq(~w3)
+            else:
+                m.d.sync += slot_full.eq(1)
             with m.If(r0 + R < units):
                 m.d.sync += [r0.eq(r0 + R), q_walk.eq(q_next_rb), k_walk.eq(k_base)]
             with m.Else():
@@ -500,6 +510,9 @@ class ArraySequencer(wiring.Component):
                     m.d.sync += [loader_done.eq(1), c0.eq(first_col), cbp.eq(0)]
         with m.If(self.go):
             m.d.sync += loader_done.eq(~has_work)
+        if W3:
+            with m.If(code_last):
+                m.d.sync += slot_full.eq(1)
 
         # -- stepper --------------------------------------------------------------------------
         cur_valid = Signal()
@@ -565,7 +578,9 @@ class ArraySequencer(wiring.Component):
         m.d.comb += [
             step.eq(running & cur_valid & ~hold),
             self.stalled.eq(running & cur_valid & hold),
-            done_now.eq(loader_done & ~rd_active & ~pend & ~slot_full & ~cur_valid),
+            done_now.eq(loader_done & ~rd_active & ~pend & ~slot_full & ~cur_valid
+                        & busy_w3 if W3 else
+                        loader_done & ~rd_active & ~pend & ~slot_full & ~cur_valid),
             self.chunk_done.eq(done_now),
             final.eq(running & done_now & chunk.last & ~self.go),
             swap.eq(running & slot_full & (~cur_valid | (step & last_step & last_pass))),
@@ -606,9 +621,9 @@ class ArraySequencer(wiring.Component):
             q_go, k_go = Signal(name="q_fetch_go"), Signal(name="k_fetch_go")
             in_pass2 = step & slot_full & ~direct & (pass_idx == 2)
             if W3:
-                w3_last = step & last_step & ~direct & w3
-                m.d.comb += [q_go.eq(Mux(w3, w3_last & (pass_idx == 0) & (slot_full | pend_last),
-                                         in_pass2 & first)),
+                # (the next quad is loaded, or its last word or codes are on their way)
+                w3_last = step & last_step & ~direct & w3 & (slot_full | pend_last | code_busy)
+                m.d.comb += [q_go.eq(Mux(w3, w3_last & (pass_idx == 0), in_pass2 & first)),
                              k_go.eq(in_pass2 & last_step & ~w3)]
             else:
                 m.d.comb += [q_go.eq(in_pass2 & first), k_go.eq(in_pass2 & last_step)]
@@ -623,7 +638,7 @@ class ArraySequencer(wiring.Component):
             q_fetch = (ld.rtok_f, cp.qf, followers, arrivals)
             if W3:
                 f2_go, d_f2 = Signal(name="follower2_fetch_go"), Signal(name="direct_follower2")
-                m.d.comb += [f2_go.eq(w3_last & (pass_idx == 1) & slot_full),
+                m.d.comb += [f2_go.eq(w3_last & (pass_idx == 1)),
                              d_f2.eq(pend & direct & (pend_phase == 2))]
                 q_fetch = (ld.rtok_f2, cp.qf2, f2_go, (d_a, d_f2, pend_unit))
             toks_f, words_f, q_followers, q_arrivals = q_fetch
@@ -749,7 +764,7 @@ class ArraySequencer(wiring.Component):
                          q_walk.eq(0), cbp.eq(0), cnt.eq(0), self.merged.eq(0)]
         return m
 
-    def _code_words(self, m, ld, pend, pend_unit, pend_phase, pend_q, pend_k):
+    def _code_words(self, m, ld, pend, pend_unit, pend_phase, pend_q, pend_k, code_stage):
         """Reuse build: the arriving words into the loading slot (anchors only if it holds
         them); anchors are kept for the follower's comparison in a CodeUnit per side, which
         gives the follower's codes, its effective word and the quad's code sets."""
@@ -802,38 +817,49 @@ class ArraySequencer(wiring.Component):
             with m.If(valid_codes & side_codes if W3 else valid_codes):
                 m.d.sync += [sets[v].eq(sets[v] | cu.is_code[v]) for v in range(4)]
         if W3:
-            self._window3_codes(m, ld, pend, pend_unit, pend_phase, pend_q, q_hold)
+            self._window3_codes(m, ld, pend, pend_unit, pend_phase, pend_q, q_hold, code_stage)
 
-    def _window3_codes(self, m, ld, pend, pend_unit, pend_phase, pend_q, q_hold):
-        """A window-3 run's row codes: the first follower is held as it arrives, and with
-        the second the unit's window is complete; a :class:`WindowCodeUnit` gives both
-        followers' codes (``golden.window_masks``, window 3), written into the loading slot
-        with the quad's code sets (the first follower's, and the channels where a second
-        follower is HALF or NONE)."""
+    def _window3_codes(self, m, ld, pend, pend_unit, pend_phase, pend_q, q_hold, code_stage):
+        """A window-3 run's row codes: the first and second followers are held as they
+        arrive, and in the cycle after the second (``code_stage``: ``code_busy``, and
+        ``code_last`` after the quad's last word, ``pend_last``) a :class:`WindowCodeUnit`
+        gives both followers' codes (``golden.window_masks``, window 3), written into the
+        loading slot with the quad's code sets (the first follower's, and the channels where
+        a second follower is HALF or NONE). The register stage keeps the window rule's
+        squares and sums off the operand memory's read path. The anchor and first follower
+        are still held then: the next unit's words arrive from the cycle after."""
         cfg = self.cfg
         t = self.geo.tile
         R, W = t.rows, self.geo.chunk_width
+        code_busy, code_last, pend_last = code_stage
         m.submodules.q_codes3 = wcu = WindowCodeUnit(W)
-        q_hold1 = Signal(8 * W)
+        q_hold1, q_hold2 = Signal(8 * W), Signal(8 * W)
+        code_unit = Signal.like(pend_unit, name="w3_code_unit")
+        code_q = Signal.like(pend_q, name="w3_code_q")
+        arrive = pend & (pend_phase == 2)
         with m.If(pend & (pend_phase == 1)):
             m.d.sync += q_hold1.eq(self._q_word)
+        m.d.sync += [code_busy.eq(arrive), code_last.eq(arrive & pend_last)]
+        with m.If(arrive):
+            m.d.sync += [q_hold2.eq(self._q_word), code_unit.eq(pend_unit), code_q.eq(pend_q)]
+        with m.If(self.start):
+            m.d.sync += [code_busy.eq(0), code_last.eq(0)]
         # (3 * theta1)^2, theta1 = 2^(7 - full_bits) = the run's full_mask's low zeros + 1
         theta1 = Signal(4, name="window3_theta1")
         m.d.comb += [theta1.eq((~cfg.full_mask)[:3] + 1),
-                     wcu.m0.eq(q_hold), wcu.m1.eq(q_hold1), wcu.m2.eq(self._q_word),
-                     wcu.present1.eq(pend_q[1]), wcu.present2.eq(pend_q[2]), wcu.w3.eq(1),
+                     wcu.m0.eq(q_hold), wcu.m1.eq(q_hold1), wcu.m2.eq(q_hold2),
+                     wcu.present1.eq(code_q[1]), wcu.present2.eq(code_q[2]), wcu.w3.eq(1),
                      wcu.reuse.eq(cfg.reuse), wcu.full_limit.eq(9 * theta1 * theta1),
                      wcu.half_mask.eq(cfg.half_mask)]
         c1 = [wcu.c1[2 * c:2 * c + 2] for c in range(W)]
         c2 = [wcu.c2[2 * c:2 * c + 2] for c in range(W)]
-        arrive = pend & (pend_phase == 2)
         for u in range(R):
-            with m.If(arrive & (pend_unit == u)):
+            with m.If(code_busy & (code_unit == u)):
                 m.d.sync += [ld.qlo[u].eq(Cat(*(c[0] for c in c1))),
                              ld.qhi[u].eq(Cat(*(c[1] for c in c1))),
                              ld.qlo2[u].eq(Cat(*(c[0] for c in c2))),
                              ld.qhi2[u].eq(Cat(*(c[1] for c in c2)))]
-        with m.If(arrive & (pend_unit < R) & pend_q[0]):
+        with m.If(code_busy & (code_unit < R) & code_q[0]):
             m.d.sync += [ld.qs[v].eq(ld.qs[v] | Cat(*(c == v for c in c1))) for v in range(4)]
             m.d.sync += ld.qhn2[0].eq(ld.qhn2[0] | Cat(*((c == HALF) | (c == NONE)
                                                           for c in c2)))
