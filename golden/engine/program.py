@@ -473,7 +473,7 @@ class _Core:
             grid = VideoGrid(*cfg.box)
             shape = cfg.box + (cfg.head_dim,)
             if window3 and box.side == SIDE_Q:
-                dirs = np.asarray(groups.directions)[np.asarray(groups.group_of)]
+                dirs = groups.channel_directions()
                 m = window_masks(box.x, grid, dirs, 3, cfg.full_bits, cfg.half_bits)
                 effective = lambda: window_effective_operand(box.x, m, grid, dirs, 3)  # noqa
             else:

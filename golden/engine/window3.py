@@ -66,11 +66,6 @@ def _check(x, w_rows, grid, groups, variant, full_bits, half_bits):
     return x, w_rows, grid, groups, reuse
 
 
-def _directions(groups) -> np.ndarray:
-    """Each channel's reuse direction (its group's)."""
-    return np.asarray(groups.directions, np.int64)[np.asarray(groups.group_of, np.int64)]
-
-
 def window3_block(x, w_rows, grid, groups, variant: str = "pe", full_bits: int = 5,
                   half_bits: int = 3) -> np.ndarray:
     """(N, N) int64 block S[i, j] = Y[i, j]: the activation ``x`` ((N, d) on ``grid``) times
@@ -80,14 +75,14 @@ def window3_block(x, w_rows, grid, groups, variant: str = "pe", full_bits: int =
     directions, 3, ...)``; ``dense``: ``x @ w_rows.T``)."""
     x, w_rows, grid, groups, reuse = _check(x, w_rows, grid, groups, variant, full_bits,
                                             half_bits)
-    return window3_engine(x, w_rows.T, grid, _directions(groups), full_bits, half_bits, reuse)
+    return window3_engine(x, w_rows.T, grid, groups.channel_directions(), full_bits, half_bits,
+                          reuse)
 
 
 def _group_codes(x, grid, groups, full_bits, half_bits, reuse):
     """Per non-empty group: (group, (U, n) c1 codes, (U, n) c2 codes) of its window units
     at its channels, ABSENT where the member is missing."""
-    dirs = _directions(groups)
-    masks = (window_masks(x, grid, dirs, 3, full_bits, half_bits) if reuse
+    masks = (window_masks(x, grid, groups.channel_directions(), 3, full_bits, half_bits) if reuse
              else np.full(x.shape, NONE, np.uint8))
     out = {}
     for g in range(3):

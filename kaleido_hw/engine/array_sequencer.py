@@ -71,13 +71,12 @@ from kaleido_hw.dispatch.order_unit import OrderReadSignature
 from kaleido_hw.dispatch.slot_unit import SlotUnit
 from kaleido_hw.engine.code_unit import CodeUnit, work_bitmap
 from kaleido_hw.engine.window_code_unit import WindowCodeUnit
-from kaleido_hw.engine.engine_layouts import (AXIS_X, AXIS_Y, KaleidoGeometry, chunk_layout,
-                                              engine_run_layout,
+from kaleido_hw.engine.engine_layouts import (KaleidoGeometry, chunk_layout, engine_run_layout,
                                               engine_tag_layout, walk_constants_layout,
                                               walk_layout)
 from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, counters_layout
-from kaleido_hw.engine.unit_walk import (order_key_layout, unit_tokens, walk_add,
-                                         walk_has_follower, walk_inc, walk_members3)
+from kaleido_hw.engine.unit_walk import (direction_stride, order_key_layout, unit_tokens,
+                                         walk_add, walk_has_follower, walk_inc, walk_members3)
 from kaleido_hw.stall_inject import array_stream, stall_gate
 
 
@@ -138,7 +137,7 @@ class _Slot:
         self.chasf = S(C, "chasf")
         self.plane = S(geo.plane_width, "plane")
         self.add = S(1, "add")                                  # accumulate onto the plane
-        self.cbp = S(geo.kb_width if geo.window3 else geo.cbp_width, "cbp")
+        self.cbp = S(geo.local_block_width, "cbp")
         self.first_rb = S(1, "first_rb")                        # row block 0 of its column block
         self.last_rb = S(1, "last_rb")                          # last row block of it
 
@@ -315,7 +314,7 @@ class ArraySequencer(wiring.Component):
         # -- loader: quads (cb, rb) of this array, by unit index -------------------------------
         r0 = Signal(uw)                       # first row unit of the row block being loaded
         c0 = Signal(uw)                       # first column unit of the column block
-        cbp = Signal(geo.kb_width if W3 else geo.cbp_width)   # local column block: cb // P
+        cbp = Signal(geo.local_block_width)   # local column block: cb // P
         # With C <= R the anchor words are fetched just in time into the stepping slot
         # (:meth:`_fetch`), and in a plain build the follower words too (a reuse build forms
         # a follower's codes against its anchor as the loader reads it); the loading slot
@@ -342,11 +341,11 @@ class ArraySequencer(wiring.Component):
         # slot is full one cycle after its last word (``code_last``); ``code_busy`` marks
         # that cycle, in which the loader must not start the next quad.
         code_busy, code_last = Signal(name="w3_code_busy"), Signal(name="w3_code_last")
-        busy_w3 = ~code_busy if W3 else Const(1, 1)
+        codes_done = ~code_busy
         load_next = running & ~loader_done & ~rd_active & ~pend & (~slot_full | swap)
         m.d.comb += [
             has_work.eq(first_col < k_units),
-            load_go.eq(Mux(self.go, has_work, load_next & busy_w3 if W3 else load_next)),
+            load_go.eq(Mux(self.go, has_work, load_next & codes_done if W3 else load_next)),
         ]
 
         reading = rd_active | load_go
@@ -398,7 +397,7 @@ class ArraySequencer(wiring.Component):
             tw = t.tok_width
             q_has2 = Signal(name="q_unit_has2")
             q_follow2 = Signal(tw, name="q_unit_follower2")
-            stride = Mux(d == AXIS_X, 1, Mux(d == AXIS_Y, cfg.w, cfg.hw))
+            stride = direction_stride(cfg, d)
             m.d.comb += [q_has2.eq(w3 & q_hasf & has2),
                          q_follow2.eq(Mux(q_has2, (q_follow + stride)[:tw], 0))]
             row_k = Signal(tw, name="k_weight_row")
@@ -575,12 +574,11 @@ class ArraySequencer(wiring.Component):
         last_step = steps_now == 1
         final = Signal()
         done_now = Signal()
+        chunk_end = loader_done & ~rd_active & ~pend & ~slot_full & ~cur_valid
         m.d.comb += [
             step.eq(running & cur_valid & ~hold),
             self.stalled.eq(running & cur_valid & hold),
-            done_now.eq(loader_done & ~rd_active & ~pend & ~slot_full & ~cur_valid
-                        & busy_w3 if W3 else
-                        loader_done & ~rd_active & ~pend & ~slot_full & ~cur_valid),
+            done_now.eq(chunk_end & codes_done if W3 else chunk_end),
             self.chunk_done.eq(done_now),
             final.eq(running & done_now & chunk.last & ~self.go),
             swap.eq(running & slot_full & (~cur_valid | (step & last_step & last_pass))),
@@ -808,7 +806,7 @@ class ArraySequencer(wiring.Component):
                     if words:
                         with m.If(ph_a):
                             m.d.sync += words[u].eq(data_in)
-                        with m.Else() if not W3 else m.If(ph_f):
+                        with m.Else():
                             m.d.sync += follower
                     else:
                         with m.If(ph_f):
@@ -844,12 +842,9 @@ class ArraySequencer(wiring.Component):
             m.d.sync += [q_hold2.eq(self._q_word), code_unit.eq(pend_unit), code_q.eq(pend_q)]
         with m.If(self.start):
             m.d.sync += [code_busy.eq(0), code_last.eq(0)]
-        # (3 * theta1)^2, theta1 = 2^(7 - full_bits) = the run's full_mask's low zeros + 1
-        theta1 = Signal(4, name="window3_theta1")
-        m.d.comb += [theta1.eq((~cfg.full_mask)[:3] + 1),
-                     wcu.m0.eq(q_hold), wcu.m1.eq(q_hold1), wcu.m2.eq(q_hold2),
+        m.d.comb += [wcu.m0.eq(q_hold), wcu.m1.eq(q_hold1), wcu.m2.eq(q_hold2),
                      wcu.present1.eq(code_q[1]), wcu.present2.eq(code_q[2]), wcu.w3.eq(1),
-                     wcu.reuse.eq(cfg.reuse), wcu.full_limit.eq(9 * theta1 * theta1),
+                     wcu.reuse.eq(cfg.reuse), wcu.full_limit.eq(cfg.full_limit3),
                      wcu.half_mask.eq(cfg.half_mask)]
         c1 = [wcu.c1[2 * c:2 * c + 2] for c in range(W)]
         c2 = [wcu.c2[2 * c:2 * c + 2] for c in range(W)]

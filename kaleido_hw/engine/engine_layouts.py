@@ -110,6 +110,12 @@ class KaleidoGeometry:
         return max(1, self.kb_width - 1)
 
     @property
+    def local_block_width(self) -> int:
+        """Bits of the sequencers' local column-block counter: the tag's ``cbp``, and with
+        ``window3`` the tag's follower bit too (a weight-row block takes one word)."""
+        return self.kb_width if self.window3 else self.cbp_width
+
+    @property
     def row_pairs(self) -> int:
         """Q row pairs ``(2r, 2r+1)`` a bank holds: ``ceil(N_max / 2)``; a bank word keeps
         both rows of a pair (two ``acc_width`` lanes), so the read-out gets two S values per
@@ -173,8 +179,8 @@ def engine_run_layout(geo: KaleidoGeometry) -> data.StructLayout:
         "match": unsigned(1),
         # a linear block with windows of 3 (engine_window3 builds only): per group the units
         # are the grid with the direction's extent in thirds, and the K units the block's
-        # weight rows themselves
-        **({"window3": unsigned(1)} if geo.window3 else {}),
+        # weight rows themselves; full_limit3 the window rule's FULL bound (WindowCodeUnit)
+        **({"window3": unsigned(1), "full_limit3": unsigned(10)} if geo.window3 else {}),
     })
 
 

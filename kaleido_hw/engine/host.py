@@ -306,8 +306,10 @@ class _BlockPlan:
     ``n_k``, ``_core_groups`` (the channel groups CONFIG and GROUPS give the core),
     ``_blocks`` (address of block (0, 0)), ``_strides`` (STRIDES of both sides), ``_load``
     (the LOAD of one operand slice), ``_loaded_tokens``, ``_operand_starts`` and
-    ``_operand_ends``."""
+    ``_operand_ends``; a linear plan its activation's ``window`` (2 or 3: COMPUTE's
+    ``window3``)."""
     KIND = KIND_S
+    window = 2
 
     @property
     def block_steps(self) -> list:
@@ -404,7 +406,7 @@ class _BlockPlan:
             return (a.qi, a.ki) == (b.qi, b.ki)
         acc = i > 0 and same_block(steps[i - 1], step)
         out = [Compute(step.q_bank, step.k_bank, self.KIND, int(acc),
-                       window3=int(getattr(self, "window", 2) == 3))]
+                       window3=int(self.window == 3))]
         if i + 1 == len(steps) or not same_block(steps[i + 1], step):
             out.append(Store(self.block_address(step.qi, step.ki)))
         return out

@@ -58,6 +58,7 @@ from kaleido_hw.engine.engine_layouts import (AXIS_X, KaleidoGeometry, chunk_lay
 from kaleido_hw.engine.host_port import WRITE_BYTES, check_run, operand_writes
 from kaleido_hw.engine.host_port import engine_ports as tile_ports
 from kaleido_hw.engine.tile_layouts import COUNTER_WIDTH, S_BEAT_WIDTH
+from kaleido_hw.engine.window_code_unit import full_limit
 from kaleido_hw.engine.unit_walk import (const_coords, const_position, order_key_layout,
                                          unit_tokens, walk_constants, walk_has_follower,
                                          walk_inc)
@@ -418,7 +419,9 @@ class KaleidoEngine(wiring.Component):
                     run.n.eq(n),
                     # reuse and the threshold masks feed the CodeUnits: a plain build has none
                     *([] if plain else [run.reuse.eq(cfg.reuse), run.linear.eq(cfg.linear)]),
-                    *([run.window3.eq(window3)] if geo.window3 else []),
+                    *([run.window3.eq(window3),
+                       run.full_limit3.eq(full_limit(cfg.full_bits, True))]
+                      if geo.window3 else []),
                     run.match.eq(cfg.reuse & cfg.match & Const(int(matcher))),
                     run.schedule.eq(cfg.reuse & cfg.schedule & Const(int(scheduler))),
                     *([] if plain else [

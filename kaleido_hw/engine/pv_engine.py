@@ -45,7 +45,7 @@ from kaleido_hw.engine.pv_buffer import PvOutBuffer, out_beat_layout
 from kaleido_hw.engine.pv_layouts import pv_p_word_layout, pv_v_word_layout
 from kaleido_hw.engine.pv_sequencer import PvSequencer
 from kaleido_hw.engine.shared_arrays import ArrayView, check_shared, folded_array
-from kaleido_hw.engine.window_code_unit import WindowCodeUnit
+from kaleido_hw.engine.window_code_unit import WindowCodeUnit, full_limit
 
 
 __all__ = ["PvEngine", "ERROR_BITS", "COUNTERS", "counter_names", "counters_from_model"]
@@ -260,7 +260,6 @@ class PvEngine(wiring.Component):
             with m.If(err != 0):
                 m.d.sync += [self.error.eq(err), self.done.eq(1)]
             with m.Else():
-                shift = Cat(Const(0, 1), 7 - cfg.full_bits)        # 2 * (7 - full_bits)
                 m.d.sync += [
                     self.error.eq(0), self.done.eq(0), self.busy.eq(1),
                     run.t.eq(cfg.t), run.h.eq(cfg.h), run.w.eq(cfg.w),
@@ -269,7 +268,7 @@ class PvEngine(wiring.Component):
                     run.nrb.eq((cfg.queries + (R - 1)) // R),
                     run.ncb.eq(cfg_ncb),
                     run.reuse.eq(cfg.reuse),
-                    run.full_limit.eq(Mux(cfg.window == 3, Const(9, 4), Const(4, 4)) << shift),
+                    run.full_limit.eq(full_limit(cfg.full_bits, cfg.window == 3)),
                     run.half_mask.eq(~(Const(0xFF, 8) >> (cfg.half_bits + 1))),
                     started.eq(Cat(*(cfg_ncb > a for a in range(P)))), ended.eq(0),
                 ]

@@ -35,7 +35,7 @@ from kaleido_hw.engine.engine_layouts import (AXIS_T, AXIS_X, AXIS_Y, KaleidoGeo
                                               walk_constants_layout, walk_layout)
 
 __all__ = ["walk_constants", "walk_add", "walk_inc", "walk_has_follower", "walk_members3",
-           "unit_tokens",
+           "direction_stride", "unit_tokens",
            "order_key_layout", "const_coords", "const_position"]
 
 def _strides(d, w, hw, window3=None):
@@ -106,6 +106,12 @@ def walk_members3(run, d, pos):
     return base + 1 < extent, base + 2 < extent
 
 
+def direction_stride(run, d):
+    """Tokens between neighbours along direction ``d`` of ``run``'s grid (1, ``w`` or
+    ``h*w``): a unit's follower is its anchor plus this."""
+    return Mux(d == AXIS_X, 1, Mux(d == AXIS_Y, run.w, run.hw))
+
+
 def unit_tokens(m, geo: KaleidoGeometry, run, d, tok, hasf, valid, name: str):
     """``(anchor, follower, has_follower)`` of a unit of direction ``d`` whose anchor token
     is ``tok`` and that has a follower if ``hasf``; all 0 unless ``valid`` (a harmless
@@ -114,7 +120,7 @@ def unit_tokens(m, geo: KaleidoGeometry, run, d, tok, hasf, valid, name: str):
     anchor = Signal(tw, name=f"{name}_anchor")
     follower = Signal(tw, name=f"{name}_follower")
     has = Signal(name=f"{name}_hasf")
-    stride = Mux(d == AXIS_X, 1, Mux(d == AXIS_Y, run.w, run.hw))
+    stride = direction_stride(run, d)
     m.d.comb += [
         anchor.eq(Mux(valid, tok, 0)),
         has.eq(valid & hasf),

@@ -19,16 +19,25 @@ incomplete window (its last member missing) has NONE followers (missing ones ABS
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.engine.linear import WORK
 
 
-__all__ = ["WindowCodeUnit", "work_constant"]
+__all__ = ["WindowCodeUnit", "work_constant", "full_limit"]
 
 _FULL, _HALF, _NONE, _ABSENT = 0, 1, 2, 3
+
+
+def full_limit(full_bits, window3):
+    """The unit's ``full_limit``, ``(w * theta1)**2`` with ``theta1 = 2**(7 - full_bits)``
+    (``full_bits`` a value, at least 4): ``w`` 3 where ``window3`` (a value, or True),
+    else 2. Its engines latch it with the run's configuration."""
+    square = (Mux(window3, Const(9, 4), Const(4, 4)) if isinstance(window3, Value)
+              else Const(9 if window3 else 4, 4))
+    return square << Cat(Const(0, 1), 7 - full_bits)          # shift 2 * (7 - full_bits)
 
 
 def work_constant(kind: int) -> int:
