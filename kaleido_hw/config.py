@@ -96,9 +96,6 @@ class KaleidoConfig:
             hold, 2..1024 (at most 362 for the engine core).
         engine_max_head_dim : int
             Channels per token the engine holds, a multiple of 8 in 8..256.
-        linear_max_in, linear_max_out : int
-            Input channels C_in and output features C_out the LinearEngine holds
-            (``docs/linear.md``, "RTL"), multiples of 8 in 8..256.
 
     Multi-array engine (``docs/engine.md``)
         engine_arrays : int
@@ -202,8 +199,6 @@ class KaleidoConfig:
     engine_max_tokens: int = 64
     engine_max_head_dim: int = 128
     engine_arrays: int = 4
-    linear_max_in: int = 32
-    linear_max_out: int = 16
     engine_dispatcher: str = "full"
     engine_stall_seed: int = 0
     engine_pe: str = "reuse"
@@ -248,11 +243,6 @@ class KaleidoConfig:
             raise ConfigError(f"engine_max_head_dim must be a multiple of 8 in [8, 256], "
                               f"got {self.engine_max_head_dim}")
         check_int("engine_arrays", self.engine_arrays, 1, 64)
-        for key in ("linear_max_in", "linear_max_out"):
-            check_int(key, getattr(self, key), 8, 256, " (a multiple of 8)")
-            if getattr(self, key) % 8:
-                raise ConfigError(f"{key} must be a multiple of 8 in [8, 256], "
-                                  f"got {getattr(self, key)!r}")
         if self.engine_dispatcher not in ENGINE_DISPATCHERS:
             raise ConfigError(f"engine_dispatcher must be one of {', '.join(ENGINE_DISPATCHERS)}, "
                               f"got {self.engine_dispatcher!r}")

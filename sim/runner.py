@@ -23,7 +23,7 @@ SIMULATORS = ("verilator", "icarus")
 #: Extra Verilator arguments of a bench: the engines' large C++ models build in about a
 #: minute at gcc -O0 instead of ten at the default -Os (the vector unit's in 30 s, not 70).
 VERILATOR_ARGS = {"engine/kaleido": ["-CFLAGS", "-O0"],
-                  "engine/linear": ["-CFLAGS", "-O0"], "engine/plain": ["-CFLAGS", "-O0"],
+                  "engine/plain": ["-CFLAGS", "-O0"],
                   "vector/softmax": ["-CFLAGS", "-O0"], "engine/pv": ["-CFLAGS", "-O0"],
                   "engine/block": ["-CFLAGS", "-O0"], "vector/block": ["-CFLAGS", "-O0"],
                   "vector/output": ["-CFLAGS", "-O0"]}
@@ -32,7 +32,7 @@ VERILATOR_ARGS = {"engine/kaleido": ["-CFLAGS", "-O0"],
 BENCHES = {"pe/reuse": "kaleido_pe", "pe/baseline": "baseline_pe",
            "dispatch/scheduler": "cluster_scheduler", "dispatch/matcher": "merge_matcher",
            "example": "baseline_pe",
-           "engine/kaleido": "kaleido_engine", "engine/linear": "linear_engine",
+           "engine/kaleido": "kaleido_engine",
            "engine/plain": "plain_engine", "engine/core": "kaleido_core",
            "vector/softmax": "vector_unit", "engine/pv": "pv_engine",
            "vector/block": "block_softmax",

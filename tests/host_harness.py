@@ -1,5 +1,5 @@
 """The engine tops' host protocol in the Amaranth simulator (async testbench steps), shared by
-the KaleidoEngine and LinearEngine tests: operand writes while idle, the
+the KaleidoEngine tests: operand writes while idle, the
 configuration ports and the ``start`` pulse, and a bounded wait for ``done``.
 """
 
@@ -15,10 +15,10 @@ def member(port, name: str):
     return port
 
 
-async def write_operand(ctx, dut, sel: int, matrix, index: str = "token"):
-    """Write an int8 ``matrix`` (one row per ``wr.<index>``) to operand ``sel``, one byte-lane
+async def write_operand(ctx, dut, sel: int, matrix):
+    """Write an int8 ``matrix`` (one row per ``wr.token``) to operand ``sel``, one byte-lane
     group per cycle; leaves ``wr.en`` low."""
-    port = getattr(dut.wr, index)
+    port = dut.wr.token
     for row, lane, value in operand_writes(matrix):
         ctx.set(dut.wr.en, 1)
         ctx.set(dut.wr.sel, sel)

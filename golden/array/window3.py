@@ -26,7 +26,7 @@ share of the anchor's product (FULL: all of it, HALF: the high part ``16*hi(a)*w
 follower has its anchor's high nibble), passes 1 and 2 add what the followers' own values
 must (NONE: the product, HALF: the low nibble ``lo(f)*w``), exactly the attention's pass 2
 with a column without follower. Every entry splits the row (the activation), as the
-LinearEngine's (``golden.engine.linear``).
+ReusePE's linear mode (``golden.engine.linear``).
 
 So the core needs, per PE, one more table (``(pass, c1, c2)`` instead of ``(pass, qc, kc)``,
 selected by a row-wide mode bit) and the row's second follower code; per array, a third row

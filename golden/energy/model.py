@@ -237,30 +237,37 @@ def head_energy(counters: dict, shape: HeadShape, variant: str, e: Energies,
 def linear_energy(counters: dict, rows: int, cols: int, arrays: int, tokens: int, c_in: int,
                   c_out: int, window: int, reuse: bool, e: Energies,
                   buffer_bytes: int = PAPER_BUFFER_BYTES) -> dict:
-    """Energy in pJ of one linear layer ``Y = X @ W`` (``golden.engine.linear.linear_counters``
-    as a dict: ``cycles``, ``busy_pe_cycles``, ``issued``, ``bubbles``, ``blocks``), the
-    same components as :func:`head_energy`. ``reuse`` False: the plain run on BaselinePE
-    arrays (every busy PE-cycle a ``mac``); True: ReusePE arrays in linear mode (every busy
-    PE-cycle a ``linear`` step). SRAM: R + C operand bytes per issued step (+ 2-bit codes
-    with reuse), every block's ``window`` x R x C 24-bit outputs written once; DRAM: X and
-    W read once (when they fit; else W once per buffer half of X) and Y written once."""
+    """Energy in pJ of one linear layer ``Y = X @ W`` run on the engine core, from the
+    counters of its program (``kaleido_hw.engine.host.linear_counters``, the interpreter's
+    ``core_counters``: ``compute``, ``issued0..3``, ``busy_pe_cycles``, ``quads``), the same
+    components as :func:`head_energy`. ``reuse`` False: the dense run on a plain build
+    (BaselinePE arrays: every busy PE-cycle a ``mac``); True: a reuse run on ReusePE arrays
+    (every busy PE-cycle a ``mul``: the core's quads issue the tile decoder's MUL and LOW
+    words, so LOW steps are priced high; the PE's own linear mode, whose three-register
+    anchor step is the ``linear`` event, is not what the core runs). The PE-cycles are those of the COMPUTEs
+    (``compute`` x P x R x C); a quad drains ``window`` + 1 tiles of R x C for windows of 2
+    (T0..T3) and 3 for windows of 3. SRAM: R + C operand bytes per issued step (+ 2-bit
+    codes with reuse), every drained tile's 24-bit outputs written once; DRAM: X and W read
+    once (when they fit; else W once per buffer half of X) and Y written once."""
     check = {"rows": rows, "cols": cols, "arrays": arrays, "tokens": tokens, "c_in": c_in,
-             "c_out": c_out, "window": window}
+             "c_out": c_out}
     for name, value in check.items():
         if int(value) < 1:
             raise ValueError(f"{name} must be >= 1, got {value!r}")
+    if window not in (2, 3):
+        raise ValueError(f"window must be 2 or 3, got {window!r}")
     ev = e.reuse if reuse else e.plain
-    active = ev["linear"] if reuse else ev["mac"]
+    active = ev["mul"] if reuse else ev["mac"]
     rc = rows * cols
-    cycles = int(counters["cycles"])
-    issued = sum(int(x) for x in counters["issued"])
+    cycles = int(counters["compute"])
+    issued = sum(int(counters[f"issued{p}"]) for p in range(4))
     busy = int(counters["busy_pe_cycles"])
-    blocks = int(counters["blocks"])
+    tiles = int(counters["quads"]) * (4 if window == 2 else 3)
     all_pe = arrays * rc * cycles
     classes = {"mul": busy * active, "idle": (issued * rc - busy) * ev["idle"],
                "clock": (all_pe - issued * rc) * ev["clock"],
-               "drain": blocks * window * rc * (rows + 1) / 2 * (ev["drain"] - ev["clock"])}
-    sram_b = issued * (rows + cols) * (1 + (0.25 if reuse else 0.0)) + blocks * window * rc * 3
+               "drain": tiles * rc * (rows + 1) / 2 * (ev["drain"] - ev["clock"])}
+    sram_b = issued * (rows + cols) * (1 + (0.25 if reuse else 0.0)) + tiles * rc * 3
     x, w, y = tokens * c_in, c_in * c_out, tokens * c_out
     dram_b = x + w + y if x + w <= buffer_bytes else x + w * -(-x // (buffer_bytes // 2)) + y
     out = {"variant": "linear-reuse" if reuse else "linear-plain",

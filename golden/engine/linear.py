@@ -1,34 +1,32 @@
-"""Linear layers on the reuse-aware PE arrays: schedule, functional model and exact cycle
-model (``docs/linear.md``).
+"""Window units of a linear layer and the ReusePE's linear-mode decode (``docs/linear.md``).
 
-``Y = X_eff @ W`` (``docs/numerics.md`` section 8, :func:`golden.linear`) on R x C arrays of
-ReusePEs, output stationary. Input channels are grouped by reuse direction (t, y, x; empty
-directions skipped); each group is computed on its own and the groups' partial outputs add
-up (one accumulation plane per group, like the attention engine's planes).
+``Y = X_eff @ W`` (``docs/numerics.md`` section 8, :func:`golden.linear`). Input channels are
+grouped by reuse direction (t, y, x; empty directions skipped); within a group, tokens are
+cut along the group's axis into windows of ``w`` tokens (2 or 3). A window (its anchor and
+its ``w - 1`` followers) is a **unit**; the tokens of a trailing incomplete window form one
+unit too (followers NONE, missing ones ABSENT), so every token belongs to exactly one unit
+(:func:`linear_units`, :func:`linear_plans`: units, values and codes per group). The engine
+core's window-3 blocks (``golden.engine.window3``) and P @ V's V windows
+(``golden.engine.pv``) are built on these units.
 
-Within a group, tokens are cut along the group's axis into windows of ``w`` tokens (2 or 3).
-A window (its anchor and its ``w - 1`` followers) is a **unit**; the tokens of a trailing
-incomplete window form one unit too (followers NONE, missing ones ABSENT), so every token
-belongs to exactly one unit. A PE row holds one unit: R0 accumulates the anchor's output,
-R1 follower 1's, R2 follower 2's. A PE column holds one output feature; the column port
-carries the weight ``W[c, j]``.
-
-A **block** is R consecutive units x C consecutive output features. It runs three kinds of
-channel steps:
+The ReusePE's linear mode computes a unit on one PE row (R0 the anchor's output, R1
+follower 1's, R2 follower 2's; a PE column holds one output feature, the column port
+carries ``W[c, j]``) in three kinds of channel steps:
 
 * ``A`` (anchor): every channel of the group. MUL split on the row: R0 takes the product,
   R1/R2 take the part their follower shares (FULL: all of it, HALF: the high part
   ``16*hi(a)*w``, since a HALF follower has the anchor's high nibble).
-* ``F1``: a channel is issued when some row of the block has work at it. Row lanes carry
-  ``a0 = follower 1``, ``a1 = follower 2``; a PE adds follower 1's rest (NONE: MUL, HALF: the
-  low nibble ``lo(f1)*w``) and, when follower 1 leaves the lane free, follower 2's low
-  nibble (two LOW lanes in one step).
+* ``F1``: row lanes carry ``a0 = follower 1``, ``a1 = follower 2``; a PE adds follower 1's
+  rest (NONE: MUL, HALF: the low nibble ``lo(f1)*w``) and, when follower 1 leaves the lane
+  free, follower 2's low nibble (two LOW lanes in one step).
 * ``F2`` (window 3): ``a0 = follower 2``; what F1 could not take: a NONE follower 2, or a
   HALF one whose row used F1 for a MUL.
 
-Every PE then does the minimum number of steps for its (c1, c2) pair (0, 1 or 2), and R0,
-R1, R2 leave through the column port: ``w`` drain waves of R cycles each per block, which
-set the block's minimum length (:func:`block_steps`).
+:func:`decode` gives each PE's word, :data:`WORK` whether it has work (the window-code
+units' F1/F2 work bits); :func:`linear_by_decode` computes Y through those words, every PE
+at once (equal to :func:`golden.linear`). The engine core runs linear layers on its tile
+passes instead (``docs/engine.md``, "Linear blocks"); its whole-layer cycle model is
+``golden.engine.linear_layer``.
 
 Plain numpy, no hardware imports; the PE's terms and gates come from :mod:`golden.pe.model`.
 """
@@ -42,15 +40,13 @@ import numpy as np
 from golden.array.schedule import \
     ABSENT  # code 3: a follower slot without a token (as for attention)
 from golden.checks import as_int8, check_axes, check_bits, check_int, check_tokens, check_window
-from golden.engine.model import EngineTiming
 from golden.numerics import AXIS_T, FULL, HALF, NONE, _axis_channels, as_grid
 from golden.pe.model import Op, Part, PECtrl, Split, pe_contributions
 from golden.window import window_masks
 
 
 __all__ = ["ABSENT", "KINDS", "ANCHOR", "FOLLOWER1", "FOLLOWER2", "decode", "DECODE", "WORK",
-           "linear_units", "LinearPlan", "linear_plans", "linear_engine", "block_steps",
-           "LinearTiming", "LinearCounters", "linear_counters"]
+           "linear_units", "LinearPlan", "linear_plans", "linear_by_decode", "LinearCounters"]
 
 
 #: Step kinds of a block, in issue order.
@@ -223,7 +219,7 @@ def linear_plans(x, grid, directions=AXIS_T, window: int = 2, full_bits: int = 5
 
 # -- functional model ------------------------------------------------------------------------
 
-def linear_engine(x, w, grid, directions=AXIS_T, window: int = 2, full_bits: int = 5,
+def linear_by_decode(x, w, grid, directions=AXIS_T, window: int = 2, full_bits: int = 5,
                   half_bits: int = 3, reuse: bool = True) -> np.ndarray:
     """(N, C_out) int64 ``Y`` computed the way the arrays compute it: every channel step of
     every kind through the ReusePE's terms (:func:`golden.pe.model.pe_contributions`)
@@ -264,56 +260,12 @@ def linear_engine(x, w, grid, directions=AXIS_T, window: int = 2, full_bits: int
     return y
 
 
-# -- cycle model -----------------------------------------------------------------------------
-
-def block_steps(n, f1, f2, rows: int, window: int):
-    """Steps of a block (vectorized over blocks): ``n`` A steps, ``f1``/``f2`` issued F1/F2
-    steps, then bubbles until its registers have drained.
-
-    The column port reads one register of one row per cycle, so a drain wave (one register of
-    every PE of a column) occupies it R cycles, and waves start at least R steps apart. The
-    waves: R0 once the A steps are done (step ``d0 = max(n, R)``: R0 is not written after
-    them, and the previous block's last wave ends at step R), R1 once F1 is done
-    (``d1 = max(n + f1, d0 + R)``, window 3), and the last register (R1 for window 2, R2
-    for window 3) with the next block's first step, which clears the registers (its pre-update
-    value is drained): so that last wave must wait R steps after the previous one.
-    """
-    n = np.asarray(n, np.int64)
-    f1 = np.asarray(f1, np.int64)
-    f2 = np.asarray(f2, np.int64)
-    d0 = np.maximum(n, rows)
-    if window == 2:
-        return np.maximum(n + f1, d0 + rows)
-    d1 = np.maximum(n + f1, d0 + rows)
-    return np.maximum(n + f1 + f2, d1 + rows)
-
-
-#: The attention engine's latencies, which the linear runs share.
-_ENGINE_TIMING = EngineTiming()
-
-
-@dataclass(frozen=True)
-class LinearTiming:
-    """Fixed latencies of a linear run, with the attention engine's conventions
-    (``docs/engine.md``, "Timing"): cycle 0 accepts ``start``; ``load_base`` cycles before
-    the first reads; a block loads its R units' ``w`` tokens (``w*R`` reads plus two cycles:
-    the read port and the register in front of the window codes, ``gap``) while the previous block runs; groups are separated by ``barrier``; at the end
-    one final step drains the last register, ``tail_base`` cycles of registers (the
-    sequencer's output register and the register stage in front of the array) and ``R + C``
-    cycles of drain wave. ``load_base`` and ``barrier`` are ``golden.engine.model.EngineTiming``'s."""
-    load_base: int = _ENGINE_TIMING.load_base
-    tail_base: int = _ENGINE_TIMING.tail_base + 1
-    barrier: int = _ENGINE_TIMING.barrier
-
-    @staticmethod
-    def gap(rows: int, window: int) -> int:
-        """Minimum cycles between block starts: the block's ``window*rows`` token reads + 2."""
-        return window * rows + 2
-
+# -- counters ---------------------------------------------------------------------------------
 
 @dataclass
 class LinearCounters:
-    """Counters of one linear run on P arrays (sums over arrays unless per-array)."""
+    """Counters of a run of window blocks on P arrays (sums over arrays unless per-array):
+    the base of ``golden.engine.pv.PvCounters``."""
     cycles: int = 0
     busy_pe_cycles: int = 0
     issued: list = field(default_factory=lambda: [0, 0, 0])    # A, F1, F2 steps
@@ -335,79 +287,3 @@ class LinearCounters:
                 "issued": list(self.issued), "skipped": list(self.skipped),
                 "bubbles": self.bubbles, "blocks": self.blocks, "groups": self.groups,
                 "array_busy": list(self.array_busy), "array_steps": list(self.array_steps)}
-
-
-def _block_issue(work: np.ndarray, rows: int) -> np.ndarray:
-    """(RB,) issued steps per row block: channels where some row of the block has work.
-    ``work`` is (U, n) bool; padding rows have none."""
-    U, n = work.shape
-    nrb = -(-U // rows)
-    padded = np.zeros((nrb * rows, n), bool)
-    padded[:U] = work
-    return padded.reshape(nrb, rows, n).any(axis=1).sum(axis=1)
-
-
-def linear_counters(x, w, grid, directions=AXIS_T, window: int = 2, rows: int = 4,
-                    cols: int = 4, arrays: int = 1, full_bits: int = 5, half_bits: int = 3,
-                    reuse: bool = True, timing: LinearTiming | None = None) -> LinearCounters:
-    """Exact counters of ``Y = X_eff @ W`` on ``arrays`` R x C arrays (``docs/linear.md``).
-
-    Per group: column block ``cb`` (output features ``cb*C ..``) runs on array ``cb mod P``;
-    each array walks its column blocks in increasing ``cb`` and, for each, every row block.
-    A block's issued F1/F2 steps depend only on its rows' codes (weights are never reused),
-    so they are computed once per row block (an OR over the block's rows per channel) and
-    shared by all column blocks. Busy PE-cycles: every (unit, output feature) pair is busy in
-    every A step and in the F steps its codes need.
-    """
-    timing = timing or LinearTiming()
-    grid = as_grid(grid)
-    x = _check_x(x, grid)
-    wm = _check_w(w, x.shape[1])
-    rows = check_int("rows", rows, 1, 1 << 12)
-    cols = check_int("cols", cols, 1, 1 << 12)
-    arrays = check_int("arrays", arrays, 1, 1 << 10)
-    window = check_window(window)
-    plans = linear_plans(x, grid, directions, window, full_bits, half_bits, reuse,
-                         with_values=False)
-    c_out = wm.shape[1]
-    ncb = -(-c_out // cols)
-    real_cols = np.minimum(cols, c_out - np.arange(ncb) * cols)     # (ncb,)
-    gap = timing.gap(rows, window)
-    out = LinearCounters(groups=len(plans), array_busy=[0] * arrays, array_steps=[0] * arrays)
-    end = timing.load_base - timing.barrier
-    for pl in plans:
-        n = pl.channels.size
-        c1, c2 = pl.c1.astype(np.intp), pl.c2.astype(np.intp)
-        f1w = WORK[FOLLOWER1][c1, c2]
-        f2w = WORK[FOLLOWER2][c1, c2]
-        f1 = _block_issue(f1w, rows)
-        f2 = _block_issue(f2w, rows)
-        nrb = f1.size
-        s = block_steps(n, f1, f2, rows, window)                      # (RB,)
-        unit_busy = n + f1w.sum(axis=1) + f2w.sum(axis=1)             # (U,)
-        busy_per_cb = int(unit_busy.sum())
-        blocks = ncb * nrb
-        out.blocks += blocks
-        out.issued[0] += n * blocks
-        out.issued[1] += int(f1.sum()) * ncb
-        out.issued[2] += int(f2.sum()) * ncb
-        out.skipped[1] += (n * nrb - int(f1.sum())) * ncb
-        out.skipped[2] += ((n * nrb - int(f2.sum())) * ncb) if window == 3 else 0
-        out.bubbles += int((s - n - f1 - f2).sum()) * ncb
-        out.busy_pe_cycles += busy_per_cb * c_out
-        # Time of each array in this group.
-        occupied = int(np.maximum(s, gap).sum())                       # one column block
-        longest = 0
-        for a in range(arrays):
-            mine = np.arange(a, ncb, arrays)
-            if mine.size == 0:
-                continue
-            m = mine.size
-            t_a = gap + m * occupied - max(int(s[-1]), gap) + int(s[-1])
-            longest = max(longest, t_a)
-            out.array_busy[a] += busy_per_cb * int(real_cols[mine].sum())
-            out.array_steps[a] += int(s.sum()) * m
-        start = end + timing.barrier
-        end = start + longest
-    out.cycles = end + 1 + timing.tail_base + rows + cols
-    return out

@@ -36,12 +36,13 @@ from golden.engine.program import (CoreLimits, Memory, ProgramResult, box_coords
                                    run_program)
 from golden.numerics import (RESULT_CHANNELS, ChannelGroups, VideoGrid, _as_groups, as_grid,
                              attention_scores, group_channels)
+from golden.engine.linear_layer import linear_layer_counters
 from golden.engine.model import plain_walk, variant_flags
 from golden.window import linear
 from kaleido_hw.config import ConfigError, KaleidoConfig
 
 
-__all__ = ["reuse_axes", "split_axes", "choose_box", "box_counts", "Step", "command_order",
+__all__ = ["linear_counters", "window3_box_cost", "reuse_axes", "split_axes", "choose_box", "box_counts", "Step", "command_order",
            "HeadAddrs", "HeadPlan", "plan_head", "plan_counts", "write_operands",
            "assemble_s", "read_s", "HeadRun", "run_head", "whole_grid_s",
            "LinearAddrs", "LinearPlan", "linear_slices", "plan_linear", "write_linear_operands",
@@ -91,13 +92,34 @@ def _window3_cut(extent: int, length: int) -> bool:
     return extent % 3 != 0 or (length % extent) % 3 == 2
 
 
+def window3_box_cost(grid, box, axes, c_out: int, params) -> float:
+    """Estimated cycles per 16-channel chunk of a linear layer with windows of 3 along
+    ``axes`` in boxes of ``box`` (``c_out`` features, ``params``' P arrays of R x C), by
+    which the host picks a window-3 box: tile quads (boxes x row blocks of their window
+    units x weight blocks x column blocks of their ``box_tokens`` rows, one per column) of
+    at least ``16 + 2R`` steps each over P arrays, plus per COMPUTE the first quad's loads
+    and the chunk barrier (``3M + 4``, M = max(R, C)). The head rule (fewest boxes) would
+    take a 63-token box on a 21-frame grid: 9 weight blocks of 512 features where 48
+    tokens take 11 with 3% padding, and 1.36x the cycles."""
+    n = box_tokens(box)
+    R, C, P = params.rows, params.cols, params.arrays
+    units = n
+    for a in axes:
+        units = units // box[a] * -(-box[a] // 3)
+    boxes = int(np.prod(box_counts(grid, box)))
+    n_k = -(-c_out // n)
+    quads = boxes * -(-units // R) * n_k * -(-n // C)
+    return quads * (16 + 2 * R) / P + boxes * n_k * (3 * max(R, C) + 4)
+
+
 def box_counts(grid, box) -> tuple:
     """Boxes along t, y and x: ``ceil(grid / box)`` per axis."""
     grid = as_grid(grid)
     return tuple(-(-g // b) for g, b in zip(grid.shape, box))
 
 
-def choose_box(grid, groups, max_tokens: int, windows=(), pairs: bool = True) -> tuple:
+def choose_box(grid, groups, max_tokens: int, windows=(), pairs: bool = True,
+               cost=None) -> tuple:
     """The box a head on ``grid`` is cut into, within ``max_tokens`` tokens.
 
     Along each reuse axis an extent is even or the whole axis (no pair cut, see
@@ -108,7 +130,8 @@ def choose_box(grid, groups, max_tokens: int, windows=(), pairs: bool = True) ->
     their fixed costs with boxes^2), then the fewest padded tokens (boxes x box tokens: the
     engine's work grows with its square), then the longest x, then y extent (longer
     contiguous memory bursts). ``pairs=False``: the reuse axes need no even extent (a linear
-    layer's windows of 3, given in ``windows``).
+    layer's windows of 3, given in ``windows``). ``cost``: a function of the box ranked
+    before all of these (a linear layer's windows of 3: :func:`window3_box_cost`).
     """
     grid, groups = as_grid(grid), _as_groups(groups)
     max_tokens = _positive("max_tokens", max_tokens)
@@ -129,7 +152,7 @@ def choose_box(grid, groups, max_tokens: int, windows=(), pairs: bool = True) ->
         if n > max_tokens:
             continue
         nb = int(np.prod(box_counts(grid, box)))
-        key = (nb, nb * n, -box[2], -box[1], -box[0])
+        key = (cost(box) if cost else 0, nb, nb * n, -box[2], -box[1], -box[0])
         if best is None or key < best[0]:
             best = (key, box)
     if best is None:
@@ -621,14 +644,19 @@ def _head_core(cfg: KaleidoConfig, grid, groups, head_dim: int, banks, variant, 
 
 
 def _plan_box(grid: VideoGrid, groups: ChannelGroups, box, limits: CoreLimits, unit: str,
-              allow_cut: bool = False, hint: str = "", window: int = 2) -> tuple:
+              allow_cut: bool = False, hint: str = "", window: int = 2,
+              c_out: int = 1) -> tuple:
     """``box`` checked against the core (default :func:`choose_box`); a box that cuts reuse
     ``unit`` (pairs, windows of ``window``) is refused unless ``allow_cut`` (``hint`` names
-    how)."""
+    how). Windows of 3 (``c_out`` features): the default box is the one of least
+    :func:`window3_box_cost`."""
     if box is None:
         if window == 3:
+            axes = reuse_axes(groups)
             return choose_box(grid, groups, limits.max_box_tokens,
-                              windows=[(a, 3) for a in reuse_axes(groups)], pairs=False)
+                              windows=[(a, 3) for a in axes], pairs=False,
+                              cost=lambda b: window3_box_cost(grid, b, axes, c_out,
+                                                              limits.params))
         return choose_box(grid, groups, limits.max_box_tokens)
     box = tuple(int(b) for b in box)
     if len(box) != 3 or min(box) < 1 or max(box) > 255:
@@ -815,7 +843,7 @@ def plan_linear(cfg: KaleidoConfig, grid, c_in: int, c_out: int, groups=None, bo
     limits, variant, fb, hb = _core(cfg, head_dim, "head_dim", banks, variant, full_bits,
                                     half_bits)
     _check_exact(cfg, limits, core_groups, n_s, c_in)
-    box = _plan_box(grid, core_groups, box, limits, "windows", window=window)
+    box = _plan_box(grid, core_groups, box, limits, "windows", window=window, c_out=c_out)
     boxes = box_counts(grid, box)
     n_q, n_k = int(np.prod(boxes)), -(-c_out // box_tokens(box))
     c_padded = n_s * head_dim
@@ -1077,6 +1105,28 @@ def run_linear(cfg: KaleidoConfig, x, w, grid, groups=None, engine: bool = False
     write_linear_operands(memory, x, w, plan.addrs, grid, plan.w_rows, plan.c_padded)
     result = run_program(plan.commands, memory, plan.limits, engine=engine)
     return LinearRun(read_y(memory, plan), plan, result, memory)
+
+
+def linear_counters(cfg: KaleidoConfig, x, c_out: int, grid, groups=None,
+                    **plan_args) -> dict:
+    """The counters of the linear layer ``Y = X_eff W`` (``x`` (N, c_in) on ``grid``,
+    ``c_out`` features) run on the core of ``cfg`` by the program of :func:`plan_linear`
+    (``plan_args`` passed on), without running it: the counters ``golden.engine.core_model.
+    core_counters`` gives for :func:`run_linear` ``(..., engine=True)`` (``compute``: the
+    cycles the core spends in COMPUTEs), from ``golden.engine.linear_layer.
+    linear_layer_counters`` (the weights change no counter), plus ``commands`` and the
+    ``plan``. Fast enough for report-scale layers."""
+    grid = as_grid(grid)
+    x = np.asarray(x)
+    if x.ndim != 2:
+        raise ValueError(f"x must be an (N, c_in) int8 array, got shape {x.shape}")
+    plan = plan_linear(cfg, grid, x.shape[1], c_out, groups, **plan_args)
+    out = linear_layer_counters(x, grid, c_out, plan.box, plan._core_groups,
+                                plan.limits.params, plan.variant, plan.full_bits,
+                                plan.half_bits, plan.window, plan.limits.plain)
+    out["commands"] = len(plan.commands)
+    out["plan"] = plan
+    return out
 
 
 def whole_grid_s(q, k, grid, groups, full_bits: int, half_bits: int, variant: str):

@@ -1,5 +1,5 @@
 """The host side of the engines' operand-write and configuration ports (``kaleido_engine``,
-``linear_engine``): plain Python that encodes a run for the benches and rejects what the
+``plain_engine``): plain Python that encodes a run for the benches and rejects what the
 hardware cannot do before any simulation starts.
 
 An operand (Q, K, X or W) is written token by token in lanes of :data:`WRITE_BYTES` bytes
@@ -24,7 +24,7 @@ __all__ = ["WRITE_BYTES", "ARRAY_COUNTER_NAMES", "array_counter_names", "array_c
 
 #: Bytes per host write (one lane of the token word; one 64-bit memory beat of the core).
 WRITE_BYTES = 8
-#: Per-array counter ports of ``linear_engine`` and ``pv_engine`` (``cnt__a<k>__<name>``;
+#: Per-array counter ports of ``pv_engine`` (``cnt__a<k>__<name>``;
 #: golden ``array_busy``, ``array_steps`` of ``LinearCounters`` / ``PvCounters``).
 ARRAY_COUNTER_NAMES = ("busy_pe_cycles", "steps")
 

@@ -101,17 +101,25 @@ def ablation_rows(e: Energies, arrays: int, grid: str = ENERGY_GRID, presets=PRE
 
 def linear_rows(e: Energies, arrays: int, preset: str = "hunyuanvideo", grid: str = "4x16x16",
                 c_out: int = 128, window: int = 2, seed: int = 0) -> list[dict]:
-    """One linear layer on plain and ReusePE arrays: X = the head's Q (N x d), W a random
-    int8 (d x ``c_out``)."""
-    from golden.engine.linear import linear_counters
+    """One linear layer on the engine core, dense on a plain build and reuse (variant pe)
+    on ReusePE arrays: X = the head's Q (N x d), W a random int8 (d x ``c_out``); counters
+    from ``kaleido_hw.engine.host.linear_counters`` (the core's program, exact)."""
     from golden.workloads import grid_named, make_qkv
+    from kaleido_hw.engine.host import linear_counters
+    from kaleido_hw.reports.linear_report import report_cores
 
     g = grid_named(grid)
     x, _, _ = make_qkv(preset, g, seed=seed)
-    w = np.random.default_rng(seed).integers(-128, 128, (x.shape[1], c_out), dtype=np.int64)
+    reuse_core, _ = report_cores(4, 4, arrays)
+    # the plain build at its best for energy: the reuse build's 16-channel chunks (its own
+    # 4-channel chunks, best for area and time, drain four times the tiles; docs/energy.md)
+    plain = reuse_core.replace(engine_pe="plain", engine_dispatcher="none",
+                               engine_window3=False)
     rows, plain_total = [], None
     for reuse in (False, True):
-        c = linear_counters(x, w, g, window=window, arrays=arrays, reuse=reuse).as_dict()
+        c = linear_counters(reuse_core if reuse else plain, x, c_out, g,
+                            variant="pe" if reuse else "dense",
+                            window=window if reuse else 2)
         r = linear_energy(c, 4, 4, arrays, x.shape[0], x.shape[1], c_out, window, reuse, e)
         if not reuse:
             plain_total = r["total"]

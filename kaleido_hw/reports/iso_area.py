@@ -9,9 +9,10 @@ of the dense schedule on plain (BaselinePE) arrays, which is therefore 1.0.
   ``plain_engine`` top, every variant on ``kaleido_engine``), on the report's engine
   settings (P arrays of R x C, as the ablation report).
 - Linear layers Y = X_eff W: output elements N * C_out of the four layers of one reduced
-  transformer block; cycles from ``golden.engine.linear.linear_counters``, reuse on ReusePE
-  arrays against the dense schedule on plain arrays (the dense schedule costs one step per
-  channel per token on either array).
+  transformer block; cycles from the engine core's exact layer counters
+  (``kaleido_hw.engine.host.linear_counters``: compute cycles), reuse (variant pe) on ReusePE
+  arrays against the dense run on the plain build of the core (BaselinePE arrays, its own
+  chunk width).
 
 Area and clock period come from the standard-cell flow (``kaleido_hw.flow.stdcell``, imported
 only when the report runs; without it, or when ``stdcell_available()`` names a missing
@@ -26,8 +27,8 @@ package, the report is skipped with that message):
   sequencers, the buffers, the memories and the control (and the glue that the dispatcher
   adds to the sequencers), so it compares the computing fabric, as the paper's "PE-array
   area" does. Linear layers: P x ``baseline_array`` against P x ``pe_array`` (the
-  LinearEngine's cells put a linear decoder in front of the same ReusePE; level 1 prices
-  them as ``pe_array``).
+  engine core runs linear blocks on the tile cells of its S arrays: ``pe_array`` is the
+  variant pe build's).
 - **Level 2** (when ``make synth-engine`` left ``build/engine_area.json``): whole-engine
   area and period per build, read by :func:`read_engine_cache` (see there for the fields);
   a variant gets a level-2 figure when the cache has its build.

@@ -12,19 +12,19 @@ For each preset, one transformer block at a reduced width is built on a token gr
   and the MLP down-projection (``m -> d``) on ``GELU`` of the up-projection's float output;
   weights are Gaussian, quantized to int8.
 
-Cycles come from the exact cycle models on the same hardware (P arrays of R x C ReusePEs):
-``golden.engine.linear.linear_counters`` for the linear layers (reuse vs the dense schedule),
-``golden.engine.model.engine_counters`` for the attention scores ``Q K^T`` of every head (variant
-``full`` vs ``dense``; P V and softmax are not counted on either side). Speedup = dense
-cycles / reuse cycles. The quality column is the PSNR of each layer's output
+Cycles come from the exact cycle models on the same hardware (P arrays of R x C): the engine
+core running each linear layer as its program (``kaleido_hw.engine.host.plan_linear``;
+``kaleido_hw.engine.host.linear_counters``, the counters the program's interpreter gives,
+``docs/engine.md``, "Linear blocks"): the reuse runs (variant ``pe``, windows of 2 and of 3,
+the latter on a core built with ``engine_window3``) against the dense run on the plain build
+of the same core (``plain_config``: BaselinePEs, its own chunk width), the competitive
+reference. ``compute`` cycles (the core's cycles in COMPUTEs) are compared: memory waits
+depend on the memory and are left out on both sides. The core is the default build at the
+figure's array shape with ``acc_width = 32`` (so that the MLP's 2,048-channel sums stay
+exact). Attention scores ``Q K^T`` of every head: ``golden.engine.model.engine_counters``
+(variant ``full`` vs ``dense``; P V and softmax are not counted on either side). Speedup =
+dense cycles / reuse cycles. The quality column is the PSNR of each layer's output
 ``X_eff @ W`` against the exact ``X @ W`` (peak = max |exact|).
-
-The ``core_*`` columns count the engine core's tile passes instead (the core runs linear
-layers as tile quads, ``docs/engine.md``): ``golden.array.window3.window3_issued`` gives the
-quads' channel steps, each pass at least R steps, for windows of 2 (the core's today) and of
-3 (the register plan it needs next, ``docs/linear.md``, "Windows of 3 on the tile passes"),
-whatever ``window`` the figure uses; ``core_w3_gain`` is windows-of-2 steps / windows-of-3
-steps.
 
 Because the block is narrower than the real model and the grid smaller, the attention /
 linear mix differs from the real one; ``mix_speedup`` reweights the two measured speedups by
@@ -43,14 +43,14 @@ from pathlib import Path
 
 import numpy as np
 
-from golden.array.window3 import window3_issued
 from golden.checks import check_axes
-from golden.engine.linear import linear_counters
 from golden.engine.model import EngineParams, engine_counters
 from golden.numerics import PRESETS, ChannelGroups, exact_matmul, quantize
 from golden.quality import attention_output
 from golden.window import linear, linear_ops, window_anchor_index, window_masks
 from golden.workloads import GRIDS, grid_named, make_activations, make_qkv
+from kaleido_hw.config import KaleidoConfig
+from kaleido_hw.engine.host import linear_counters
 
 
 #: Presets of the figure.
@@ -67,8 +67,23 @@ LAYERS = ("qkv", "out", "mlp_up", "mlp_down")
 
 COLUMNS = ("preset", "layer", "c_in", "c_out", "dense_cycles", "reuse_cycles", "speedup",
            "util_dense", "util_reuse", "hw_reduction", "oracle_reduction", "full", "half",
-           "none", "psnr_db", "core_dense_steps", "core_w2_steps", "core_w3_steps",
-           "core_w3_gain")
+           "none", "psnr_db", "w2_cycles", "w3_cycles", "w3_gain")
+
+
+def report_cores(rows: int, cols: int, arrays: int) -> tuple:
+    """The two engine cores of the figure: ``(reuse, plain)``. ``reuse``: the default build
+    with P arrays of R x C, ``acc_width = 32`` (a 2,048-channel sum stays exact) and
+    ``engine_window3`` (windows of 3 next to windows of 2); ``plain``: its plain build
+    (``plain_config``), the dense reference."""
+    from kaleido_hw.engine.kaleido_engine import plain_config
+    reuse = KaleidoConfig(rows=rows, cols=cols, engine_arrays=arrays, acc_width=32,
+                          engine_window3=True)
+    return reuse, plain_config(reuse.replace(engine_window3=False))
+
+
+def linear_groups(c_in: int, direction: int) -> ChannelGroups:
+    """Every one of ``c_in`` input channels in group t, reused along ``direction``."""
+    return ChannelGroups((0,) * c_in, (direction, 1, 2), name=f"all-{'tyx'[direction]}-{c_in}")
 
 
 def _gelu(x):
@@ -163,6 +178,7 @@ def linear_figures(out_dir, presets=DEFAULT_PRESETS, grid="medium", heads: int =
                          f"2 (x) or 't', 'y', 'x', got {directions!r}")
     directions = int(check_axes(directions, 1)[0])
     params = EngineParams(rows=rows, cols=cols, arrays=arrays)
+    reuse_core, plain = report_cores(rows, cols, arrays)
     log = log or (lambda msg: None)
     rows_out, summary = [], {}
     t_all = time.time()
@@ -174,31 +190,32 @@ def linear_figures(out_dir, presets=DEFAULT_PRESETS, grid="medium", heads: int =
         lin = {"dense": 0, "reuse": 0}
         for name in LAYERS:
             x, w = layers[name]
-            c = {mode: linear_counters(x, w, grid, directions, window, rows, cols, arrays,
-                                       full_bits, half_bits, reuse=(mode == "reuse"))
-                 for mode in ("dense", "reuse")}
+            c_out = w.shape[1]
+            groups_lin = linear_groups(x.shape[1], directions)
+            c = {key: linear_counters(core, x, c_out, grid, groups_lin, variant=variant,
+                                      window=win, full_bits=full_bits, half_bits=half_bits)
+                 for key, core, variant, win in (("dense", plain, "dense", 2),
+                                                 ("w2", reuse_core, "pe", 2),
+                                                 ("w3", reuse_core, "pe", 3))}
+            c["reuse"] = c[f"w{window}"]
             masks = window_masks(x, grid, directions, window, full_bits, half_bits)
             y = linear(x, w, grid, directions, window, full_bits, half_bits)
             exact = exact_matmul(x, w)
             pes = arrays * rows * cols
             full, half, none = _fractions(masks, grid, window, directions)
-            core = {key: window3_issued(x, grid, w.shape[1], directions, win, rows, cols,
-                                        params.width, full_bits, half_bits, reuse=reuse).steps
-                    for key, win, reuse in (("dense", 2, False), ("w2", 2, True),
-                                            ("w3", 3, True))}
             rows_out.append({
-                "preset": preset, "layer": name, "c_in": x.shape[1], "c_out": w.shape[1],
-                "dense_cycles": c["dense"].cycles, "reuse_cycles": c["reuse"].cycles,
-                "speedup": c["dense"].cycles / c["reuse"].cycles,
-                "util_dense": c["dense"].busy_pe_cycles / (pes * c["dense"].cycles),
-                "util_reuse": c["reuse"].busy_pe_cycles / (pes * c["reuse"].cycles),
-                "hw_reduction": 1 - c["reuse"].busy_pe_cycles / c["dense"].busy_pe_cycles,
-                "oracle_reduction": linear_ops(masks, w.shape[1])["reduction"],
+                "preset": preset, "layer": name, "c_in": x.shape[1], "c_out": c_out,
+                "dense_cycles": c["dense"]["compute"], "reuse_cycles": c["reuse"]["compute"],
+                "speedup": c["dense"]["compute"] / c["reuse"]["compute"],
+                "util_dense": c["dense"]["busy_pe_cycles"] / (pes * c["dense"]["compute"]),
+                "util_reuse": c["reuse"]["busy_pe_cycles"] / (pes * c["reuse"]["compute"]),
+                "hw_reduction": 1 - c["reuse"]["busy_pe_cycles"] / c["dense"]["busy_pe_cycles"],
+                "oracle_reduction": linear_ops(masks, c_out)["reduction"],
                 "full": full, "half": half, "none": none, "psnr_db": _psnr(exact, y),
-                "core_dense_steps": core["dense"], "core_w2_steps": core["w2"],
-                "core_w3_steps": core["w3"], "core_w3_gain": core["w2"] / core["w3"]})
-            lin["dense"] += c["dense"].cycles
-            lin["reuse"] += c["reuse"].cycles
+                "w2_cycles": c["w2"]["compute"], "w3_cycles": c["w3"]["compute"],
+                "w3_gain": c["w2"]["compute"] / c["w3"]["compute"]})
+            lin["dense"] += c["dense"]["compute"]
+            lin["reuse"] += c["reuse"]["compute"]
         log(f"{preset}: attention scores of {heads} heads ...")
         att = {"dense": 0, "reuse": 0}
         for qkv in qkvs:
@@ -232,8 +249,9 @@ def linear_figures(out_dir, presets=DEFAULT_PRESETS, grid="medium", heads: int =
                 "directions": np.asarray(directions).tolist(), "seed": seed,
                 "full_bits": full_bits, "half_bits": half_bits,
                 "attention_model": "golden.engine.model.engine_counters (variant full vs dense)",
-                "linear_model": "golden.engine.linear.linear_counters (reuse vs dense)",
-                "core_model": "golden.array.window3.window3_issued (the core's tile passes)",
+                "linear_model": "kaleido_hw.engine.host.linear_counters: the engine core's "
+                                "compute cycles, variant pe (windows of 2 and 3) vs dense on "
+                                "the plain build",
                 "seconds": time.time() - t_all}
     result = {"settings": settings, "layers": rows_out, "summary": summary}
     if out_dir is not None:
@@ -321,7 +339,8 @@ def add_arguments(parser):
 def _print(result):
     st = result["settings"]
     print(f"linear layers + attention, {st['arrays']} arrays of {st['rows']}x{st['cols']} "
-          f"ReusePEs, grid {st['grid']}, window {st['window']}; speedup = dense / reuse cycles")
+          f"(engine core; dense on its plain build), grid {st['grid']}, window {st['window']}; "
+          f"speedup = dense / reuse compute cycles")
     head = (f"{'preset':<13} {'layer':<9} {'c_in':>5} {'c_out':>5} {'dense cycles':>13} "
             f"{'reuse cycles':>13} {'speedup':>8} {'hw red':>7} {'oracle':>7} {'FULL':>6} "
             f"{'PSNR dB':>8}")
@@ -333,17 +352,16 @@ def _print(result):
               f"{r['hw_reduction']:>7.1%} {r['oracle_reduction']:>7.1%} {r['full']:>6.1%} "
               f"{r['psnr_db']:>8.1f}")
     print()
-    print("the engine core's tile passes (quads' channel steps, natural order): windows of 2 "
-          "as built, of 3 as planned (docs/linear.md)")
-    head = (f"{'preset':<13} {'layer':<9} {'dense steps':>12} {'w2 steps':>12} "
-            f"{'w3 steps':>12} {'w2/dense':>8} {'w3/dense':>8} {'w3 gain':>8}")
+    print("windows of 2 and of 3 on the engine core (variant pe; compute cycles)")
+    head = (f"{'preset':<13} {'layer':<9} {'dense':>12} {'w2':>12} {'w3':>12} "
+            f"{'w2/dense':>8} {'w3/dense':>8} {'w3 gain':>8}")
     print(head)
     print("-" * len(head))
     for r in result["layers"]:
-        d = r["core_dense_steps"]
-        print(f"{r['preset']:<13} {r['layer']:<9} {d:>12,} {r['core_w2_steps']:>12,} "
-              f"{r['core_w3_steps']:>12,} {d / r['core_w2_steps']:>7.3f}x "
-              f"{d / r['core_w3_steps']:>7.3f}x {r['core_w3_gain']:>7.3f}x")
+        d = r["dense_cycles"]
+        print(f"{r['preset']:<13} {r['layer']:<9} {d:>12,} {r['w2_cycles']:>12,} "
+              f"{r['w3_cycles']:>12,} {d / r['w2_cycles']:>7.3f}x "
+              f"{d / r['w3_cycles']:>7.3f}x {r['w3_gain']:>7.3f}x")
     print()
     print("block = attention scores (QK^T) + the four linear layers; 'att only': linear "
           "layers dense; 'real mix': the same speedups weighted by the real model's dense ops")

@@ -1030,7 +1030,9 @@ def report_linear(ctx: Context, plt) -> Result:
     keys = ("linear_speedup", "attention_speedup", "attention_only_speedup", "combined_speedup")
     r.table = "| preset | " + " | ".join(keys) + " |\n|---|" + "---|" * len(keys) + "\n" + "".join(
         f"| {p} | " + " | ".join(f"{v[k]:.3f}x" for k in keys) + " |\n" for p, v in r.summary.items())
-    r.notes.append("Linear layers: golden.engine.linear.linear_counters (docs/linear.md), one "
+    r.notes.append("Linear layers: the engine core's compute cycles (kaleido_hw.engine.host."
+                   "linear_counters, exact to the program's interpreter: variant pe with "
+                   "windows of 2 against dense on the plain build; docs/linear.md), one "
                    "transformer block at reduced width (QKV, output projection, MLP up/down), "
                    "window 2 along t; attention: golden.engine.model.engine_counters, full vs dense; "
                    "kaleido-hw linear-report has the options.")
@@ -1125,10 +1127,13 @@ def report_iso_area(ctx: Context, plt) -> Result:
                    f"reference on the plain build's walk, all channels as one group along x, "
                    f"golden.engine.model.plain_walk; the RTL matches it: plain_engine for the "
                    f"reference, kaleido_engine for the others) and "
-                   f"golden.engine.linear.linear_counters (linear layers). Area and period: "
+                   f"kaleido_hw.engine.host.linear_counters (linear layers: the engine core's "
+                   f"compute cycles, variant pe against dense on the plain build). Area and "
+                   f"period: "
                    f"kaleido_hw.flow.stdcell.")
     r.notes.append(ia.LEVEL1_NOTE + " Linear layers: P x baseline_array vs P x pe_array (the "
-                   "LinearEngine's cells decode differently in front of the same ReusePE).")
+                   "engine core runs linear blocks on the tile cells of its S arrays; "
+                   "P x pe_array is the variant pe build's).")
     r.notes.append("Level 2 (whole engine, build/engine_area.json): "
                    + ("; ".join(f"{v}: {x['build']}" for v, x in level2_builds.items())
                       if level2 else f"not included: {why2}."))

@@ -1,14 +1,12 @@
-"""What every engine top (``kaleido_engine``, ``plain_engine``, ``linear_engine``) shares on
-the host side, for their cocotb benches: the generated configuration, byte-lane operand
+"""What the S engine tops (``kaleido_engine``, ``plain_engine``) share on the host side, for their cocotb benches: the generated configuration, byte-lane operand
 writes while idle, the ``cfg__*`` ports, the ``start``/``done`` handshake with the counters,
 and the read-out stream under random back-pressure.
 
-The three tops follow one host protocol (``docs/array.md``, "Host interface"): write
+The tops follow one host protocol (``docs/array.md``, "Host interface"): write
 operands with ``wr__*``, drive ``cfg__*``, pulse ``start``; ``done`` rises (at once with a
 non-zero ``error`` mask when the job is rejected), the ``cnt__*`` counters are then valid,
-and a ``read`` pulse streams the result row-major as signed 32-bit values: one per transfer
-on the linear engine's ``y``, two per 64-bit beat on the S engines' ``s`` (the first in the
-low half; :func:`kaleido_hw.engine.host_port.unpack_s_beats`).
+and a ``read`` pulse streams S row-major as signed 32-bit values, two per 64-bit beat of
+``s`` (the first in the low half; :func:`kaleido_hw.engine.host_port.unpack_s_beats`).
 """
 
 from __future__ import annotations
@@ -44,11 +42,11 @@ def mask_names(mask: int, bits) -> list[str]:
     return [name for b, (name, _) in enumerate(bits) if mask >> b & 1]
 
 
-async def write_operand(dut, sel: int, values, index: str = "token"):
+async def write_operand(dut, sel: int, values):
     """Write an int8 matrix to operand ``sel`` through the ``wr__*`` port while the top is
-    idle, one row per ``wr__<index>`` value, one byte lane group per cycle."""
+    idle, one row per ``wr__token`` value, one byte lane group per cycle."""
     dut.wr__sel.value = sel
-    port = getattr(dut, f"wr__{index}")
+    port = dut.wr__token
     for row, lane, value in operand_writes(np.asarray(values)):
         dut.wr__en.value = 1
         port.value = row
@@ -61,25 +59,21 @@ async def write_operand(dut, sel: int, values, index: str = "token"):
 class RunHost:
     """Drives one engine top (clock and reset already running).
 
-    ``counters``: the counter port names without the ``cnt__`` prefix; ``out``: the prefix of
-    the result stream (``s`` or ``y``); ``index``: the ``wr__`` port that addresses a write
-    (``token``, or ``index`` for the linear engine's X rows and W rows).
+    ``counters``: the counter port names without the ``cnt__`` prefix.
     """
 
-    def __init__(self, dut, config: KaleidoConfig, counters, *, out: str = "s",
-                 index: str = "token"):
+    def __init__(self, dut, config: KaleidoConfig, counters):
         self.dut, self.config = dut, config
         self.counter_names = list(counters)
-        self.out, self.index = out, index
-        for name in ("wr__en", "start", "read", f"{out}__ready"):
+        for name in ("wr__en", "start", "read", "s__ready"):
             getattr(dut, name).value = 0
         # The KaleidoEngine's run option (an undriven input is X on Icarus): a new result.
         if hasattr(dut, "accumulate"):
             dut.accumulate.value = 0
 
     async def write_operand(self, sel: int, values):
-        """Write an int8 matrix (one row per ``index``) to operand ``sel``."""
-        await write_operand(self.dut, sel, values, self.index)
+        """Write an int8 matrix (one row per token) to operand ``sel``."""
+        await write_operand(self.dut, sel, values)
 
     def configure(self, ports: dict):
         """Drive the ``cfg__*`` ports (names as the top's ``*_ports`` helper returns them)."""
@@ -104,13 +98,6 @@ class RunHost:
         return {"error": int(dut.error.value), "busy": int(dut.busy.value),
                 "counters": {name: int(value) for name, value in raw.items()}}
 
-    async def read_out(self, total: int, *, stall: float = 0.0,
-                       rng: random.Random | None = None) -> np.ndarray:
-        """Pulse ``read`` and collect ``total`` signed 32-bit results, one per transfer,
-        under random back-pressure (``stall``: probability of ``ready`` low)."""
-        items = await self._read_items(total, stall, rng)
-        return np.array([to_signed(v, 32) for v in items], np.int64)
-
     async def read_scores(self, n: int, *, stall: float = 0.0,
                           rng: random.Random | None = None) -> np.ndarray:
         """Pulse ``read`` and collect the n x n scores, two per beat, under random
@@ -122,7 +109,7 @@ class RunHost:
         """Pulse ``read`` and collect ``total`` raw transfers of the result stream; waits a
         few cycles more and fails if anything beyond ``total`` arrives."""
         dut = self.dut
-        sink = StreamSink(dut, self.out, stall=stall, rng=rng or random.Random(0))
+        sink = StreamSink(dut, "s", stall=stall, rng=rng or random.Random(0))
         task = sink.start()
         dut.read.value = 1
         await RisingEdge(dut.clk)
@@ -133,6 +120,6 @@ class RunHost:
             await RisingEdge(dut.clk)
         await ClockCycles(dut.clk, 8)    # anything extra would be a duplicate
         task.cancel()
-        getattr(dut, f"{self.out}__ready").value = 0
+        dut.s__ready.value = 0
         assert len(sink.items) == total, f"read-out gave {len(sink.items)} items for {total}"
         return list(sink.items)

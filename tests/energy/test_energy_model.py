@@ -10,7 +10,6 @@ from golden.energy import memory
 from golden.energy.head_counters import head_counters
 from golden.energy.model import (DATA, VARIANTS, Energies, HeadShape, _array_calibrated,
                                  dram_bytes, head_energy, linear_energy, load_energies)
-from golden.engine.linear import linear_counters
 from golden.workloads import make_qkv
 
 #: Round per-event figures, so that the expected sums can be written out by hand.
@@ -104,8 +103,10 @@ def test_bad_input_is_named():
         memory.sram_pj_per_byte("2MB")
     with pytest.raises(ValueError, match="node_nm must be 45 or 180"):
         memory.sram_pj_per_byte("1MB", 16)
-    with pytest.raises(ValueError, match="window must be >= 1"):
+    with pytest.raises(ValueError, match="window must be 2 or 3"):
         linear_energy(counters(), 2, 2, 1, 8, 4, 4, 0, True, E)
+    with pytest.raises(ValueError, match="c_out must be >= 1"):
+        linear_energy(counters(), 2, 2, 1, 8, 4, 0, 2, True, E)
 
 
 def test_dram_traffic_follows_the_buffer():
@@ -146,15 +147,20 @@ def test_op_mix_counts_the_engines_busy_cycles():
 
 
 def test_linear_layer_energy():
-    q, _, _ = make_qkv("hunyuanvideo", "2x4x4", seed=0)
+    from kaleido_hw.engine.host import linear_counters
+    from kaleido_hw.reports.linear_report import report_cores
     import numpy as np
-    w = np.random.default_rng(0).integers(-128, 128, (q.shape[1], 8))
+    q, _, _ = make_qkv("hunyuanvideo", "2x4x4", seed=0)
+    reuse_core, plain = report_cores(4, 4, 1)
     out = {}
     for reuse in (False, True):
-        c = linear_counters(q, w, "2x4x4", arrays=1, reuse=reuse).as_dict()
+        c = linear_counters(reuse_core if reuse else plain, q, 8, "2x4x4",
+                            variant="pe" if reuse else "dense")
         out[reuse] = linear_energy(c, 4, 4, 1, q.shape[0], q.shape[1], 8, 2, reuse, E)
-        assert out[reuse]["pe_cycles"] == 16 * c["cycles"]
+        assert out[reuse]["pe_cycles"] == 16 * c["compute"]
+        assert out[reuse]["pe_classes"]["clock"] > 0
     assert out[True]["cycles"] < out[False]["cycles"]
+    assert out[True]["pe"] < out[False]["pe"]
 
 
 def test_stored_data_is_complete():

@@ -322,7 +322,7 @@ def test_linear_default_groups_reuse_along_t():
 
 
 @pytest.mark.parametrize("sliced", [False, True], ids=["one-slice", "three-slices"])
-def test_linear_engine_model_path_equals_fast_path(sliced):
+def test_linear_model_path_equals_fast_path(sliced):
     """Every block through the engine model (``engine=True``) gives the fast path's Y, the
     whole grid's, with the engine's counters per COMPUTE (``acc`` on every slice after a
     block's first); one slice of 16 channels, and 40 channels in three slices."""
