@@ -3,8 +3,8 @@ them (``docs/pe.md``).
 
 The ReusePE executes a *resolved* control word (:data:`CtrlLayout`): per register the part
 of this cycle's product it takes, with no reuse codes left to look at. Which part a register
-takes in a given PE depends on that PE's follower codes; the cells of the arrays (tile,
-merged and linear decoders) resolve it from their decode tables, and
+takes in a given PE depends on that PE's follower codes; the cells of the arrays (tile
+and merged decoders, with their window-3 tables) resolve it from their decode tables, and
 ``golden.pe.model.Ctrl.resolve`` does the same for a schedule-level word with SHARE/REST
 conditions (the paper's Modes 0-3 as uniform words). The enum values and the field order
 mirror ``golden/pe/model.py``; ``tests/pe/test_pe.py`` checks that both agree bit for bit.

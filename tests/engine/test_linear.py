@@ -5,6 +5,7 @@ import pytest
 import reference_loops as ref
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from window_cases import draw_window_layer
 
 from golden import (FULL, HALF, NONE, VideoGrid, linear, linear_ops, window_anchor_index,
                     window_effective_operand, window_masks)
@@ -20,13 +21,7 @@ def smooth_int8(rng, n, c, spread):
 
 @st.composite
 def cases(draw):
-    grid = VideoGrid(*(draw(st.integers(1, 5)) for _ in range(3)))
-    c = draw(st.integers(1, 6))
-    directions = draw(st.one_of(st.integers(0, 2),
-                                st.lists(st.integers(0, 2), min_size=c, max_size=c)))
-    window = draw(st.integers(2, 3))
-    full_bits = draw(st.integers(1, 7))
-    half_bits = draw(st.integers(0, full_bits - 1))
+    grid, c, directions, window, full_bits, half_bits = draw_window_layer(draw)
     spread = draw(st.sampled_from([1, 3, 8, 40]))
     x = smooth_int8(np.random.default_rng(draw(st.integers(0, 2**32 - 1))), grid.n, c, spread)
     return grid, x, directions, window, full_bits, half_bits

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from window_cases import draw_window_layer
 
-from golden import FULL, HALF, NONE, VideoGrid, linear, linear_ops, window_masks
+from golden import FULL, HALF, NONE, VideoGrid, linear
 from golden.engine.linear import (ABSENT, ANCHOR, DECODE, FOLLOWER1, FOLLOWER2, WORK, decode,
-                                  linear_by_decode, linear_plans, linear_units)
+                                  linear_by_decode, linear_units)
 from golden.pe.model import Op, ReusePEModel, pe_contributions, step_contributions
 from golden.pe.modes import linear_words
 
@@ -192,13 +193,7 @@ STYLES = ("random", "smooth", "equal", "alternating", "edges")
 
 @st.composite
 def linear_cases(draw):
-    grid = VideoGrid(*(draw(st.integers(1, 5)) for _ in range(3)))
-    cin = draw(st.integers(1, 6))
-    directions = draw(st.one_of(st.integers(0, 2),
-                                st.lists(st.integers(0, 2), min_size=cin, max_size=cin)))
-    window = draw(st.integers(2, 3))
-    full_bits = draw(st.integers(4, 7))
-    half_bits = draw(st.integers(3, full_bits - 1))
+    grid, cin, directions, window, full_bits, half_bits = draw_window_layer(draw, 4, 3)
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     x = styled(rng, draw(st.sampled_from(STYLES)), grid.n, cin).astype(np.int8)
     w = rng.integers(-128, 128, (cin, draw(st.integers(1, 5)))).astype(np.int8)
