@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from golden.checks import check_int
+from golden.checks import as_int8, check_int
 from golden.engine.core_model import COMPUTE_OVERHEAD
 from golden.engine.model import EngineParams, engine_counters, plain_walk
 from golden.engine.program import box_coords, box_tokens
@@ -63,7 +63,7 @@ def linear_layer_counters(x, grid, c_out: int, box, groups: ChannelGroups,
     cycles the core spends in COMPUTEs, memory waits not included).
     """
     grid = as_grid(grid)
-    x = np.asarray(x)
+    x = as_int8(x, "x")
     if x.ndim != 2 or x.shape[0] != grid.n:
         raise ValueError(f"x must be an (N, c_in) int8 array with N = {grid.n} tokens of grid "
                          f"{grid}, got shape {x.shape}")
@@ -71,6 +71,11 @@ def linear_layer_counters(x, grid, c_out: int, box, groups: ChannelGroups,
     if window not in (2, 3) or isinstance(window, bool):
         raise ValueError(f"window must be 2 or 3, got {window!r}")
     box = tuple(int(b) for b in box)
+    if len(box) != 3 or min(box) < 1:
+        raise ValueError(f"box must be three extents >= 1, got {box!r}")
+    if window == 3 and plain:
+        raise ValueError("window = 3 runs on ReusePEs: a plain core (plain=True) has no "
+                         "window-3 blocks")
     head_dim = groups.head_dim
     n_s = -(-x.shape[1] // head_dim)
     xp = np.zeros((grid.n, n_s * head_dim), np.int8)

@@ -16,7 +16,8 @@ from golden import ChannelGroups, attention_scores, make_qkv, oracle_ops, reuse_
 from golden.engine.commands import (KIND_LINEAR, SIDE_K, SIDE_Q, Compute, Config, DecodeError,
                                     Load, Store, Strides, groups_commands)
 from golden.engine.model import VARIANTS
-from golden.engine.program import CoreLimits, Memory, ProgramError, box_coords, run_program
+from golden.engine.program import (CoreLimits, Memory, ProgramError, box_coords, box_tokens,
+                                   run_program)
 from golden.numerics import VideoGrid, group_channels
 from golden.window import linear
 from kaleido_hw.config import KaleidoConfig
@@ -26,7 +27,7 @@ from kaleido_hw.engine.host import (HeadAddrs, LinearAddrs, assemble_s, box_coun
                                     read_y, reuse_axes, run_head, run_linear, split_axes,
                                     whole_grid_s, whole_grid_y, write_linear_operands,
                                     write_operands)
-from kaleido_hw.engine.host import _linear_groups
+from kaleido_hw.engine.host import _linear_groups, linear_counters, window3_box_cost
 from token_data import smooth_tokens as _smooth
 
 
@@ -693,6 +694,26 @@ def test_linear_window3_from_boxes_equals_whole_grid(box, variant):
     if variant == "pe":
         assert not np.array_equal(want, whole_grid_y(x, w, grid, G16, 5, 3, "pe", 2))
         assert plan_linear(W3, grid, 16, 45, G16, box=box, window=3).variant == "pe"
+
+
+def test_linear_window3_default_box_has_the_fewest_estimated_cycles():
+    """The default window-3 box is the one of least ``window3_box_cost``, not the head rule's
+    fewest boxes: on 21 frames the head rule takes 21x1x3 (63 tokens, 9 weight blocks of 512
+    features, 6 row blocks of 21 units), the cost picks 48 tokens (11 blocks, 4 row blocks),
+    which the layer's exact counters confirm (fewer compute cycles on a small slice of the
+    layer's tokens: the grid 21x2x16)."""
+    cfg = KaleidoConfig(engine_window3=True)
+    grid = (21, 2, 16)
+    head_rule = choose_box(grid, _linear_groups(128), 64, windows=[(0, 3)], pairs=False)
+    plan = plan_linear(cfg, grid, 128, 512, window=3)
+    assert head_rule == (21, 1, 3) and box_tokens(plan.box) == 48 and plan.box[0] == 3
+    cost = {b: window3_box_cost(VideoGrid(*grid), b, (0,), 512, plan.limits.params)
+            for b in (head_rule, plan.box)}
+    assert cost[plan.box] < cost[head_rule]
+    x, _ = _xw(grid, 128, 1, seed=2)
+    cycles = {b: linear_counters(cfg, x, 512, grid, box=b, window=3)["compute"]
+              for b in (head_rule, plan.box)}
+    assert cycles[plan.box] < cycles[head_rule]
 
 
 def test_linear_window3_errors():

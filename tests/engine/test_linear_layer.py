@@ -64,3 +64,9 @@ def test_bad_input_is_named():
         linear_layer_counters(x, "1x3x4", 0, (1, 3, 4), groups)
     with pytest.raises(ValueError, match="window must be 2 or 3"):
         linear_layer_counters(x, "1x3x4", 4, (1, 3, 4), groups, window=4)
+    with pytest.raises(ValueError, match="x must be an int8"):
+        linear_layer_counters(x.astype(np.float32), "1x3x4", 4, (1, 3, 4), groups)
+    with pytest.raises(ValueError, match="box must be three"):
+        linear_layer_counters(x, "1x3x4", 4, (1, 3), groups)
+    with pytest.raises(ValueError, match="plain core"):
+        linear_layer_counters(x, "1x3x4", 4, (1, 3, 4), groups, window=3, plain=True)
