@@ -42,11 +42,11 @@ from golden.window import linear
 from kaleido_hw.config import ConfigError, KaleidoConfig
 
 
-__all__ = ["linear_counters", "window3_box_cost", "reuse_axes", "split_axes", "choose_box", "box_counts", "Step", "command_order",
-           "HeadAddrs", "HeadPlan", "plan_head", "plan_counts", "write_operands",
+__all__ = ["reuse_axes", "split_axes", "window3_box_cost", "choose_box", "box_counts", "Step",
+           "command_order", "HeadAddrs", "HeadPlan", "plan_head", "plan_counts", "write_operands",
            "assemble_s", "read_s", "HeadRun", "run_head", "whole_grid_s",
            "LinearAddrs", "LinearPlan", "linear_slices", "plan_linear", "write_linear_operands",
-           "read_y", "LinearRun", "run_linear", "whole_grid_y"]
+           "linear_counters", "read_y", "LinearRun", "run_linear", "whole_grid_y"]
 
 _AXES = ("t", "y", "x")
 
@@ -93,11 +93,11 @@ def _window3_cut(extent: int, length: int) -> bool:
 
 
 def window3_box_cost(grid, box, axes, c_out: int, params) -> float:
-    """Estimated cycles per 16-channel chunk of a linear layer with windows of 3 along
-    ``axes`` in boxes of ``box`` (``c_out`` features, ``params``' P arrays of R x C), by
-    which the host picks a window-3 box: tile quads (boxes x row blocks of their window
-    units x weight blocks x column blocks of their ``box_tokens`` rows, one per column) of
-    at least ``16 + 2R`` steps each over P arrays, plus per COMPUTE the first quad's loads
+    """Estimated cycles per chunk of a linear layer with windows of 3 along ``axes`` in
+    boxes of ``box`` (``c_out`` features, ``params``' P arrays of R x C, chunks of W
+    channels), by which the host picks a window-3 box: tile quads (boxes x row blocks of
+    their window units x weight blocks x column blocks of their ``box_tokens`` rows, one per
+    column) of at least ``W + 2R`` steps each over P arrays, plus per COMPUTE the first quad's loads
     and the chunk barrier (``3M + 4``, M = max(R, C)). The head rule (fewest boxes) would
     take a 63-token box on a 21-frame grid: 9 weight blocks of 512 features where 48
     tokens take 11 with 3% padding, and 1.36x the cycles."""
@@ -109,7 +109,7 @@ def window3_box_cost(grid, box, axes, c_out: int, params) -> float:
     boxes = int(np.prod(box_counts(grid, box)))
     n_k = -(-c_out // n)
     quads = boxes * -(-units // R) * n_k * -(-n // C)
-    return quads * (16 + 2 * R) / P + boxes * n_k * (3 * max(R, C) + 4)
+    return quads * (params.width + 2 * R) / P + boxes * n_k * (3 * max(R, C) + 4)
 
 
 def box_counts(grid, box) -> tuple:
