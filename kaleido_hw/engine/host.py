@@ -93,22 +93,22 @@ def _window3_cut(extent: int, length: int) -> bool:
 
 
 def window3_box_cost(grid, box, axes, c_out: int, params) -> float:
-    """Estimated cycles per chunk of a linear layer with windows of 3 along ``axes`` in
-    boxes of ``box`` (``c_out`` features, ``params``' P arrays of R x C, chunks of W
-    channels), by which the host picks a window-3 box: tile quads (boxes x row blocks of
-    their window units x weight blocks x column blocks of their ``box_tokens`` rows, one per
-    column) of at least ``W + 2R`` steps each over P arrays, plus per COMPUTE the first quad's loads
-    and the chunk barrier (``3M + 4``, M = max(R, C)). The head rule (fewest boxes) would
-    take a 63-token box on a 21-frame grid: 9 weight blocks of 512 features where 48
-    tokens take 11 with 3% padding, and 1.36x the cycles."""
+    """Estimated cycles per chunk of a linear layer with windows of 3 in boxes of ``box``
+    (``c_out`` features, ``params``' P arrays of R x C, chunks of W channels), by which the
+    host picks a window-3 box. ``axes``: ``{axis: share}``, the share of the channels whose
+    windows run along each grid axis. A chunk along axis a runs tile quads (boxes x row
+    blocks of the box's window units along a x weight blocks x column blocks of their
+    ``box_tokens`` rows, one per column) of at least ``W + 2R`` steps each over P arrays;
+    every COMPUTE adds the first quad's loads and the chunk barrier (``3M + 4``, M = max(R,
+    C)). The head rule (fewest boxes) would take a 63-token box on a 21-frame grid: 9
+    weight blocks of 512 features where 48 tokens take 11 with 3% padding, and 1.36x the
+    cycles."""
     n = box_tokens(box)
     R, C, P = params.rows, params.cols, params.arrays
-    units = n
-    for a in axes:
-        units = units // box[a] * -(-box[a] // 3)
     boxes = int(np.prod(box_counts(grid, box)))
     n_k = -(-c_out // n)
-    quads = boxes * -(-units // R) * n_k * -(-n // C)
+    quads = sum(share * -(-(n // box[a] * -(-box[a] // 3)) // R) for a, share in axes.items())
+    quads *= boxes * n_k * -(-n // C)
     return quads * (params.width + 2 * R) / P + boxes * n_k * (3 * max(R, C) + 4)
 
 
@@ -652,10 +652,11 @@ def _plan_box(grid: VideoGrid, groups: ChannelGroups, box, limits: CoreLimits, u
     :func:`window3_box_cost`."""
     if box is None:
         if window == 3:
-            axes = reuse_axes(groups)
+            dirs = np.asarray(groups.channel_directions())
+            shares = {a: float((dirs == a).mean()) for a in reuse_axes(groups)}
             return choose_box(grid, groups, limits.max_box_tokens,
-                              windows=[(a, 3) for a in axes], pairs=False,
-                              cost=lambda b: window3_box_cost(grid, b, axes, c_out,
+                              windows=[(a, 3) for a in shares], pairs=False,
+                              cost=lambda b: window3_box_cost(grid, b, shares, c_out,
                                                               limits.params))
         return choose_box(grid, groups, limits.max_box_tokens)
     box = tuple(int(b) for b in box)

@@ -707,7 +707,7 @@ def test_linear_window3_default_box_has_the_fewest_estimated_cycles():
     head_rule = choose_box(grid, _linear_groups(128), 64, windows=[(0, 3)], pairs=False)
     plan = plan_linear(cfg, grid, 128, 512, window=3)
     assert head_rule == (21, 1, 3) and box_tokens(plan.box) == 48 and plan.box[0] == 3
-    cost = {b: window3_box_cost(VideoGrid(*grid), b, (0,), 512, plan.limits.params)
+    cost = {b: window3_box_cost(VideoGrid(*grid), b, {0: 1.0}, 512, plan.limits.params)
             for b in (head_rule, plan.box)}
     assert cost[plan.box] < cost[head_rule]
     x, _ = _xw(grid, 128, 1, seed=2)
