@@ -244,9 +244,9 @@ def linear_energy(counters: dict, rows: int, cols: int, arrays: int, tokens: int
     (BaselinePE arrays: every busy PE-cycle a ``mac``); True: a reuse run on ReusePE arrays
     (every busy PE-cycle a ``mul``: the core's quads issue the tile decoder's MUL and LOW
     words, so LOW steps are priced high; the PE's own linear mode, whose three-register
-    anchor step is the ``linear`` event, is not what the core runs). The PE-cycles are those of the COMPUTEs
-    (``compute`` x P x R x C); a quad drains ``window`` + 1 tiles of R x C for windows of 2
-    (T0..T3) and 3 for windows of 3. SRAM: R + C operand bytes per issued step (+ 2-bit
+    anchor step is the ``linear`` event, is not what the core runs). The PE-cycles are those
+    of the COMPUTEs (``compute`` x P x R x C); a quad drains 4 tiles of R x C for windows of
+    2 (T0..T3) and 3 for windows of 3. SRAM: R + C operand bytes per issued step (+ 2-bit
     codes with reuse), every drained tile's 24-bit outputs written once; DRAM: X and W read
     once (when they fit; else W once per buffer half of X) and Y written once."""
     check = {"rows": rows, "cols": cols, "arrays": arrays, "tokens": tokens, "c_in": c_in,

@@ -27,7 +27,7 @@ import numpy as np
 from golden.checks import as_int8, check_int
 from golden.engine.core_model import COMPUTE_OVERHEAD
 from golden.engine.model import EngineParams, engine_counters, plain_walk
-from golden.engine.program import box_coords, box_tokens
+from golden.engine.program import box_on_grid, box_tokens
 from golden.engine.window3 import window3_counters
 from golden.numerics import ChannelGroups, VideoGrid, as_grid
 
@@ -86,11 +86,9 @@ def linear_layer_counters(x, grid, c_out: int, box, groups: ChannelGroups,
     walk = plain_walk(groups) if plain else groups
     w_rows = np.zeros((n, head_dim), np.int8)       # the counters do not depend on them
     sums = dict.fromkeys(LAYER_COUNTERS, 0)
-    limit = np.asarray((grid.t, grid.h, grid.w))
-    for origin in _box_origins(grid, box):
-        coords = box_coords(origin, box)
-        real = (coords < limit[None, :]).all(axis=1)
-        token = (coords[real, 0] * grid.h + coords[real, 1]) * grid.w + coords[real, 2]
+    origins = _box_origins(grid, box)
+    for origin in origins:
+        token, real = box_on_grid(origin, box, grid)
         for s in range(n_s):
             q = np.zeros((n, head_dim), np.int8)
             q[real] = xp[token, s * head_dim:(s + 1) * head_dim]
@@ -108,6 +106,6 @@ def linear_layer_counters(x, grid, c_out: int, box, groups: ChannelGroups,
                 part[f"skipped{p}"] = c.skipped[:, p].sum()
             for key, value in part.items():
                 sums[key] += int(value) * n_k
-    sums["computes"] = len(_box_origins(grid, box)) * n_s * n_k
+    sums["computes"] = len(origins) * n_s * n_k
     sums["compute"] = sums["engine_cycles"] + COMPUTE_OVERHEAD * sums["computes"]
     return sums

@@ -57,7 +57,7 @@ from golden.window import window_effective_operand, window_masks, window_operand
 
 
 __all__ = ["Memory", "CoreLimits", "ProgramError", "BoxData", "BlockResult", "ProgramResult",
-           "run_program", "variant_of", "box_tokens", "box_coords"]
+           "run_program", "variant_of", "box_tokens", "box_coords", "box_on_grid"]
 
 #: (reuse, schedule, match) -> variant name; without reuse the dispatcher bits are ignored.
 _VARIANT = {(0, 0, 0): "dense", (0, 1, 0): "dense", (0, 0, 1): "dense", (0, 1, 1): "dense",
@@ -212,6 +212,14 @@ def box_tokens(box) -> int:
 def box_coords(origin, box) -> np.ndarray:
     """(box_tokens, 3) grid coordinates of a box's tokens in box-local (t, y, x) order."""
     return VideoGrid(*box).coords() + np.asarray(origin, np.int64)[None, :]
+
+
+def box_on_grid(origin, box, grid: VideoGrid) -> tuple:
+    """``(tokens, real)``: the grid token indices of a box's tokens inside the grid, and
+    which box-local tokens those are."""
+    c = box_coords(origin, box)
+    real = (c < np.asarray(grid.shape)[None, :]).all(axis=1)
+    return np.ravel_multi_index(c[real].T, grid.shape), real
 
 
 @dataclass

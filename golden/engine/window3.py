@@ -7,7 +7,7 @@ on the rows, C single weight rows on the columns, passes 0-2 (rows: anchors, sec
 followers, first followers), no pass 3. Per chunk (the channels of one group, at most W) and
 array ``a``: column blocks ``a, a+P, ...`` of the block's ``N`` weight rows (K units are the
 rows themselves: ``ceil(N / C)`` column blocks), for each every row block of the group's
-window units (:func:`golden.engine.linear.linear_units`, natural order: a window-3 run uses
+window units (:func:`golden.engine.linear.linear_plans`, natural order: a window-3 run uses
 neither the scheduler nor the matcher).
 
 Timing (the sequencer's, ``kaleido_hw/engine/array_sequencer.py``): the loader reads a quad's
@@ -31,20 +31,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from golden.array.schedule import ABSENT
 from golden.array.window3 import WORK3, window3_engine
 from golden.checks import as_int8, check_bits, check_tokens
-from golden.engine.linear import linear_units
+from golden.engine.linear import linear_plans
 from golden.engine.model import (EngineCounters, EngineParams, EngineTiming, chunks,
                                  variant_flags)
-from golden.numerics import NONE, _as_groups, as_grid
-from golden.window import window_masks
+from golden.numerics import _as_groups, as_grid
 
 
 __all__ = ["WINDOW3_VARIANTS", "window3_gap", "window3_block", "window3_counters"]
 
 #: Variants a window-3 run takes (no scheduler, no matcher).
 WINDOW3_VARIANTS = ("dense", "pe")
+
 
 def window3_gap(rows: int, cols: int) -> int:
     """Cycles from a chunk's start to its first step: ``3*max(R, C)`` reads, the codes'
@@ -80,23 +79,16 @@ def window3_block(x, w_rows, grid, groups, variant: str = "pe", full_bits: int =
 
 
 def _group_codes(x, grid, groups, full_bits, half_bits, reuse):
-    """Per non-empty group: (group, (U, n) c1 codes, (U, n) c2 codes) of its window units
-    at its channels, ABSENT where the member is missing."""
-    masks = (window_masks(x, grid, groups.channel_directions(), 3, full_bits, half_bits) if reuse
-             else np.full(x.shape, NONE, np.uint8))
+    """``{group: ((U, n) c1 codes, (U, n) c2 codes)}`` of each non-empty group's window units
+    at its channels, ABSENT where the member is missing (``linear_plans`` of the group's
+    channels along its direction)."""
     out = {}
     for g in range(3):
         ch = groups.channels(g)
-        if ch.size == 0:
-            continue
-        members = linear_units(grid, groups.directions[g], 3)
-        codes = []
-        for j in (1, 2):
-            present = members[:, j] >= 0
-            tok = np.where(present, members[:, j], 0)
-            codes.append(np.where(present[:, None], masks[np.ix_(tok, ch)],
-                                  ABSENT).astype(np.uint8))
-        out[g] = codes
+        if ch.size:
+            pl, = linear_plans(x[:, ch], grid, groups.directions[g], 3, full_bits, half_bits,
+                               reuse, with_values=False)
+            out[g] = (pl.c1, pl.c2)
     return out
 
 

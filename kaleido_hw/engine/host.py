@@ -32,8 +32,8 @@ import numpy as np
 
 from golden.engine.commands import (ALIGN, KIND_LINEAR, KIND_S, SIDE_K, SIDE_Q, Compute,
                                     Config, Fence, Load, Store, Strides, groups_commands)
-from golden.engine.program import (CoreLimits, Memory, ProgramResult, box_coords, box_tokens,
-                                   run_program)
+from golden.engine.program import (CoreLimits, Memory, ProgramResult, box_on_grid,
+                                   box_tokens, run_program)
 from golden.numerics import (RESULT_CHANNELS, ChannelGroups, VideoGrid, _as_groups, as_grid,
                              attention_scores, group_channels)
 from golden.engine.linear_layer import linear_layer_counters
@@ -400,13 +400,12 @@ class _BlockPlan:
 
     def real_tokens(self, i: int) -> np.ndarray:
         """Which tokens of box ``i`` (box-local order) lie inside the grid."""
-        coords = box_coords(self.origin(i), self.box)
-        return (coords < np.asarray(self.grid.shape)[None, :]).all(axis=1)
+        return box_on_grid(self.origin(i), self.box, self.grid)[1]
 
     def grid_tokens(self, i: int) -> tuple:
         """``(tokens, real)``: the grid token indices of box ``i``'s tokens inside the grid
         (box-local order) and :meth:`real_tokens`."""
-        return _on_grid(self.origin(i), self.box, self.grid)
+        return box_on_grid(self.origin(i), self.box, self.grid)
 
     def _box_load(self, side: int, bank: int, i: int, address: int) -> Load:
         return Load(side, bank, *self.origin(i), address)
@@ -652,7 +651,7 @@ def _plan_box(grid: VideoGrid, groups: ChannelGroups, box, limits: CoreLimits, u
     :func:`window3_box_cost`."""
     if box is None:
         if window == 3:
-            dirs = np.asarray(groups.channel_directions())
+            dirs = groups.channel_directions()
             shares = {a: float((dirs == a).mean()) for a in reuse_axes(groups)}
             return choose_box(grid, groups, limits.max_box_tokens,
                               windows=[(a, 3) for a in shares], pairs=False,
@@ -983,14 +982,6 @@ def write_linear_operands(memory: Memory, x, w, addrs: LinearAddrs, grid,
     memory.write_tensor(addrs.w, wt, VideoGrid(1, 1, rows), (ws, rows * ws, rows * ws))
 
 
-def _on_grid(origin, box, grid: VideoGrid) -> tuple:
-    """``(tokens, real)``: the grid token indices of a box's tokens inside the grid, and
-    which box-local tokens those are."""
-    c = box_coords(origin, box)
-    real = (c < np.asarray(grid.shape)[None, :]).all(axis=1)
-    return np.ravel_multi_index(c[real].T, grid.shape), real
-
-
 def _place(blocks, shape: tuple, what: str) -> np.ndarray:
     """A ``shape`` int64 matrix from ``[((rows, keep_r), (cols, keep_c), block)]``: the kept
     block entries at (rows, cols); every entry covered exactly once (else ``ValueError``
@@ -1008,7 +999,7 @@ def _place(blocks, shape: tuple, what: str) -> np.ndarray:
 
 def _assemble(blocks, grid: VideoGrid, box) -> np.ndarray:
     """S (N, N) int64 from ``[(q_origin, k_origin, block)]``; every grid pair exactly once."""
-    return _place([(_on_grid(qo, box, grid), _on_grid(ko, box, grid), blk)
+    return _place([(box_on_grid(qo, box, grid), box_on_grid(ko, box, grid), blk)
                    for qo, ko, blk in blocks], (grid.n, grid.n), f"token pairs of grid {grid}")
 
 
@@ -1046,7 +1037,7 @@ def read_y(memory: Memory, plan: LinearPlan) -> np.ndarray:
     for st, blk in _read_blocks(memory, plan):
         feats = st.ki * n + np.arange(n)
         keep = feats < plan.c_out
-        blocks.append((_on_grid(plan.origin(st.qi), plan.box, plan.grid), (feats[keep], keep),
+        blocks.append((box_on_grid(plan.origin(st.qi), plan.box, plan.grid), (feats[keep], keep),
                        blk))
     return _place(blocks, (plan.grid.n, plan.c_out),
                   f"(token, feature) pairs of grid {plan.grid} x {plan.c_out} features")

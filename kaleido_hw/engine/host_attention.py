@@ -30,14 +30,14 @@ import numpy as np
 
 from golden.checks import check_axes, check_window
 from golden.engine.commands import KIND_PV, SIDE_K, SIDE_V, Attention, Compute, Store
-from golden.engine.program import CoreLimits, Memory, ProgramResult, run_program
+from golden.engine.program import CoreLimits, Memory, ProgramResult, box_on_grid, run_program
 from golden.numerics import ChannelGroups, VideoGrid, as_grid
 from golden.vector.online import box_blocks, online_stages
 from golden.vector.softmax import SoftmaxScale, softmax_scale
 from golden.window import window_operand
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.host import (_AXES, _BoxPlan, _align, _check_tensor, _commands,
-                                    _head_core, _on_grid, _place, _plan_box,
+                                    _head_core, _place, _plan_box,
                                     _tensor_layout, _TokenStrides, box_counts, choose_box, command_order,
                                     whole_grid_s)
 
@@ -206,7 +206,7 @@ def read_o(memory: Memory, plan: AttentionPlan) -> np.ndarray:
     the box (padding rows dropped)."""
     n, d = plan.box_tokens, plan.groups.head_dim
     cols = (np.arange(d), np.ones(d, bool))
-    blocks = [(_on_grid(plan.origin(qi), plan.box, plan.grid), cols,
+    blocks = [(box_on_grid(plan.origin(qi), plan.box, plan.grid), cols,
                memory.read(plan.o_address(qi), n * d, np.int16).reshape(n, d).astype(np.int64))
               for qi in range(plan.n_q)]
     return _place(blocks, (plan.grid.n, d), f"(token, channel) pairs of grid {plan.grid}")

@@ -1,6 +1,7 @@
-"""What the S engine tops (``kaleido_engine``, ``plain_engine``) share on the host side, for their cocotb benches: the generated configuration, byte-lane operand
-writes while idle, the ``cfg__*`` ports, the ``start``/``done`` handshake with the counters,
-and the read-out stream under random back-pressure.
+"""What the S engine tops (``kaleido_engine``, ``plain_engine``) share on the host side, for
+their cocotb benches: the generated configuration, byte-lane operand writes while idle, the
+``cfg__*`` ports, the ``start``/``done`` handshake with the counters, and the read-out
+stream under random back-pressure.
 
 The tops follow one host protocol (``docs/array.md``, "Host interface"): write
 operands with ``wr__*``, drive ``cfg__*``, pulse ``start``; ``done`` rises (at once with a
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
-from simlib import StreamSink, to_signed
+from simlib import StreamSink
 
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.host_port import operand_writes, s_beat_count, unpack_s_beats
