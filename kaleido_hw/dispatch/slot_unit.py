@@ -1,4 +1,4 @@
-"""SlotUnit: one array's MergeMatcher with a double-buffered slot store that replays the slot
+"""SlotUnit: one array's MergeMatcher with a slot store that replays the slot
 sequence of a column block in pass 3 of each of its quads (``docs/engine.md``, "Matcher:
 pass 3 with two channels per step").
 
@@ -84,13 +84,6 @@ def _onehot_index(onehot):
     return Cat(*bits)
 
 
-def _bank_addr(bank, index, W):
-    """Address of entry ``index`` of ``bank`` in a store of two banks of W entries."""
-    if W & (W - 1) == 0:
-        return Cat(index[:max(1, (W - 1).bit_length())], bank)
-    return Mux(bank, index + W, index)
-
-
 class SlotUnit(wiring.Component):
     """Pass-3 slot sequence of one PE array: match once per column block, replay per quad.
 
@@ -115,33 +108,38 @@ class SlotUnit(wiring.Component):
 
     Algorithm
         The block goes through a :class:`~kaleido_hw.dispatch.matcher.MergeMatcher` (C columns,
-        M = W channels, lookahead L); its slots are stored in the write bank, slot j in
-        entry j. A quad replays the read bank's slots in order, skipping every slot with
-        neither ``work[a]`` nor (merged and) ``work[b]`` set (no real row of the quad would
-        do anything in it); so the quad's pass 3 lasts ``max(count, R)`` steps. A block
-        without work (every class 0) bypasses the matcher and stores no slot.
+        M = W channels, lookahead L); its slots are stored in the bank, slot j in entry j. A
+        quad replays the bank's slots in order, skipping every slot with neither
+        ``work[a]`` nor (merged and) ``work[b]`` set (no real row of the quad would do
+        anything in it); so the quad's pass 3 lasts ``max(count, R)`` steps. A block without
+        work (every class 0) bypasses the matcher and stores no slot.
 
-    Double buffering and timing (one cycle = one clock; no stall on ``o``)
-        Two banks of W slots. A block is accepted (``blk`` handshake at cycle x)
-        when the write bank is free and no block is in the matcher; its S slots are written
-        at the ends of cycles x+1 .. x+S and the bank can be replayed from cycle x+S+1 (x+1
-        for a block without work), while the next block is accepted into the other bank
-        from the same cycle on. A quad is accepted (cycle y) when the previous quad's
-        replay is over and its bank is complete; its items leave at y+1 .. y+max(count, 1),
-        one per cycle, and the next quad can be accepted at y+max(count, 1)+1. The read
-        bank is released (writable again) after the replay of a quad with ``last``.
-        Storage: the skip search reads a whole bank at once, so what it needs is in
+    Timing (one cycle = one clock; no stall on ``o``)
+        One bank of W slots. A block is accepted (``blk`` handshake at cycle x) when the bank
+        is free; its S slots are written at the ends of cycles x+1 .. x+S and the bank can be
+        replayed from cycle x+S+1 (x+1 for a block without work). A quad is accepted (cycle
+        y) when the previous quad's replay is over and the bank is complete; its items leave
+        at y+1 .. y+max(count, 1), one per cycle, and the next quad can be accepted at
+        y+max(count, 1)+1. The bank is released after the replay of a quad with ``last``, and
+        the next block is accepted in the cycle after. In the engine that is early enough:
+        the release comes no later than the swap to the next block's first quad, and that
+        quad's pass 3 starts at least ``max(n, R) + 2R + 1`` cycles after the swap (pass 0
+        issues all n channels of the chunk), while its block is matched within ``S + 3 <=
+        n + 3`` cycles of the release. So a second bank, to match a block while the one
+        before is replayed, would never save a cycle (``docs/engine.md``, "Matcher in the
+        datapath").
+        Storage: the skip search reads the whole bank at once, so what it needs is in
         flip-flops, per channel rather than per slot (a channel is carried by at most one
-        slot): per bank the index of the slot that carries each channel (W x ceil(log2 W)
-        bits), the carried channels (W bits) and the slots' merged bits (W bits, for
-        ``carried``); a quad keeps slot j iff some channel with a ``work`` bit is carried by
-        j. ``sel`` (3*C bits) is in ``sel_store``, an SRAM of 2*W words (entry k*W + j = slot
-        j of bank k) with one write port and one registered read port. Its read address is
-        the slot that ``o`` will carry in the next cycle (the quad's first kept slot when the
-        quad is accepted, the next kept slot after an item is taken, otherwise the same
-        slot), so the read data is the sel of the item on ``o`` in every cycle, with no added
-        latency; the item's ``a``, ``b`` and ``merged`` (the lowest and the highest channel
-        carried by that slot) are registered from the same lookahead.
+        slot): the index of the slot that carries each channel (W x ceil(log2 W) bits), the
+        carried channels (W bits) and the slots' merged bits (W bits, for ``carried``); a
+        quad keeps slot j iff some channel with a ``work`` bit is carried by j. ``sel`` (3*C
+        bits) is in ``sel_store``, an SRAM of W words (entry j = slot j) with one write port
+        and one registered read port. Its read address is the slot that ``o`` will carry in
+        the next cycle (the quad's first kept slot when the quad is accepted, the next kept
+        slot after an item is taken, otherwise the same slot), so the read data is the sel
+        of the item on ``o`` in every cycle, with no added latency; the item's ``a``, ``b``
+        and ``merged`` (the lowest and the highest channel carried by that slot) are
+        registered from the same lookahead.
     """
 
     def __init__(self, config: KaleidoConfig, stall_ids: tuple = (11, 12)):
@@ -166,22 +164,20 @@ class SlotUnit(wiring.Component):
         m = Module()
         m.submodules.matcher = mm = MergeMatcher(self.matcher_config())
 
-        # A quad's skip search looks at a whole bank at once. It needs, per channel, the slot
-        # that carries it (a channel is in at most one slot): per bank W slot indices, the
-        # carried channels, and the slots' merged bits (for the carried count). The column
-        # selects are needed only for the slot issued in each cycle: an SRAM with a
-        # registered read port (``sel_store``, entry k*W + j = slot j of bank k).
-        chan_slot = [[Signal(iw, name=f"chan_slot{k}_{c}") for c in range(W)] for k in range(2)]
-        chan_live = [Signal(W, name=f"chan_live{k}") for k in range(2)]
-        slot_merged = [Signal(W, name=f"slot_merged{k}") for k in range(2)]
-        m.submodules.sel_store = store = Memory(shape=data.ArrayLayout(Sel, C), depth=2 * W,
-                                                init=[])
+        # A quad's skip search looks at the whole bank at once. It needs, per channel, the slot
+        # that carries it (a channel is in at most one slot): W slot indices, the carried
+        # channels, and the slots' merged bits (for the carried count). The column selects are
+        # needed only for the slot issued in each cycle: an SRAM with a registered read port
+        # (``sel_store``, entry j = slot j).
+        chan_slot = [Signal(iw, name=f"chan_slot{c}") for c in range(W)]
+        chan_live = Signal(W)
+        slot_merged = Signal(W)
+        m.submodules.sel_store = store = Memory(shape=data.ArrayLayout(Sel, C), depth=W, init=[])
         st_w = store.write_port()
         st_r = store.read_port()
-        full = Signal(2)                                         # bank complete, not released
+        full = Signal()                                          # bank complete, not released
 
-        # -- fill: block -> matcher -> write bank -------------------------------------------
-        wb = Signal()
+        # -- fill: block -> matcher -> bank -------------------------------------------------
         wcount = Signal(range(W))
         inflight = Signal()
         nonempty = Signal()
@@ -192,42 +188,30 @@ class SlotUnit(wiring.Component):
         gate_i = stall_gate(m, cfg, self.stall_ids[0], "match_i")
         gate_o = stall_gate(m, cfg, self.stall_ids[1], "match_o")
         m.d.comb += [
-            can_accept.eq(~full.bit_select(wb, 1) & ~inflight),
+            can_accept.eq(~full & ~inflight),
             mm.i.payload.codes.eq(self.blk.payload.codes),
             mm.i.valid.eq(self.blk.valid & can_accept & nonempty & gate_i),
             self.blk.ready.eq(can_accept & (~nonempty | (mm.i.ready & gate_i))),
-            # The write bank is free whenever a block is in the matcher: ready but for stalls.
+            # The bank is free whenever a block is in the matcher: ready but for stalls.
             mm.o.ready.eq(gate_o),
         ]
         with m.If(self.blk.valid & self.blk.ready):
-            m.d.sync += wcount.eq(0)
-            for k in range(2):
-                with m.If(wb == k):
-                    m.d.sync += chan_live[k].eq(0)
+            m.d.sync += [wcount.eq(0), chan_live.eq(0)]
             with m.If(nonempty):
                 m.d.sync += inflight.eq(1)
             with m.Else():
-                m.d.sync += wb.eq(~wb)
-                for k in range(2):
-                    with m.If(wb == k):
-                        m.d.sync += full[k].eq(1)
+                m.d.sync += full.eq(1)
 
         s = mm.o.payload
-        m.d.comb += [st_w.addr.eq(_bank_addr(wb, wcount, W)), st_w.data.eq(s.sel),
+        m.d.comb += [st_w.addr.eq(wcount), st_w.data.eq(s.sel),
                      st_w.en.eq(mm.o.valid & mm.o.ready)]
         with m.If(mm.o.valid & mm.o.ready):
-            m.d.sync += wcount.eq(wcount + 1)
-            for k in range(2):
-                with m.If(wb == k):
-                    m.d.sync += slot_merged[k].bit_select(wcount, 1).eq(s.merged)
-                    for c in range(W):
-                        with m.If((s.a == c) | (s.merged & (s.b == c))):
-                            m.d.sync += [chan_slot[k][c].eq(wcount), chan_live[k][c].eq(1)]
+            m.d.sync += [wcount.eq(wcount + 1), slot_merged.bit_select(wcount, 1).eq(s.merged)]
+            for c in range(W):
+                with m.If((s.a == c) | (s.merged & (s.b == c))):
+                    m.d.sync += [chan_slot[c].eq(wcount), chan_live[c].eq(1)]
             with m.If(s.last):
-                m.d.sync += [inflight.eq(0), wb.eq(~wb)]
-                for k in range(2):
-                    with m.If(wb == k):
-                        m.d.sync += full[k].eq(1)
+                m.d.sync += [inflight.eq(0), full.eq(1)]
 
         # Probes (plain wires) for the engine benches' invariants: blocks in, slots out.
         self.probes = probe_wires(m, {
@@ -237,8 +221,7 @@ class SlotUnit(wiring.Component):
             "probe_slot_b": s.b, "probe_slot_merged": s.merged,
             "probe_slot_sel": s.sel.as_value(), "probe_slot_last": s.last})
 
-        # -- replay: per quad, the read bank's slots that hit its work mask -------------------
-        rb = Signal()
+        # -- replay: per quad, the bank's slots that hit its work mask -----------------------
         active = Signal()
         remain = Signal(W)
         count = Signal(bits_for(W))
@@ -249,22 +232,16 @@ class SlotUnit(wiring.Component):
         # Each channel's slot index is decoded once (from registers, off the paths) for the
         # skip search and for the issued slot's channels below.
         work = self.quad.payload.work
-        carried_r = Signal(W)
-        m.d.comb += carried_r.eq(Mux(rb, chan_live[1], chan_live[0]))
         owner = [Signal(W, name=f"owner{c}") for c in range(W)]         # one-hot slot of c
-        for c, (o, c0, c1) in enumerate(zip(owner, chan_slot[0], chan_slot[1])):
-            index = Signal(iw, name=f"owner_index{c}")
-            m.d.comb += [index.eq(Mux(rb, c1, c0)), o.eq((Const(1, W) << index)[:W])]
+        m.d.comb += [o.eq((Const(1, W) << index)[:W]) for o, index in zip(owner, chan_slot)]
         live = Signal(W)
-        m.d.comb += live.eq(carried_r & work)
+        m.d.comb += live.eq(chan_live & work)
         keep = Signal(W)
         m.d.comb += keep.eq(masked_or(live, owner))
-        merged_r = Signal(W)
-        m.d.comb += merged_r.eq(Mux(rb, slot_merged[1], slot_merged[0]))
-        m.d.comb += self.quad.ready.eq(~active & full.bit_select(rb, 1))
+        m.d.comb += self.quad.ready.eq(~active & full)
         with m.If(self.quad.valid & self.quad.ready):
             m.d.sync += [active.eq(1), remain.eq(keep), count.eq(popcount(keep)),
-                         carried.eq(popcount(keep) + popcount(keep & merged_r)),
+                         carried.eq(popcount(keep) + popcount(keep & slot_merged)),
                          qlast.eq(self.quad.payload.last)]
 
         pick = Signal(W)
@@ -284,17 +261,17 @@ class SlotUnit(wiring.Component):
         with m.Else():
             m.d.comb += nxt.eq(remain)
         m.d.comb += [nxt_pick.eq(_lowest(nxt)),
-                     st_r.addr.eq(_bank_addr(rb, _onehot_index(nxt_pick), W))]
+                     st_r.addr.eq(_onehot_index(nxt_pick))]
         m.d.sync += pick.eq(nxt_pick)
         # The issued slot's A, B and merged are registered from the same lookahead: the
         # channels the slot ``nxt_pick`` carries (A the lower, B the higher when merged), so
         # the sequencer's operand selects start at registers.
         hit = Signal(W)
-        m.d.comb += hit.eq(carried_r & Cat(*[(owner[c] & nxt_pick).any() for c in range(W)]))
+        m.d.comb += hit.eq(chan_live & Cat(*[(owner[c] & nxt_pick).any() for c in range(W)]))
         slot_a, slot_b = Signal(iw), Signal(iw)
         slot_m = Signal()
         nxt_merged = Signal()
-        m.d.comb += nxt_merged.eq((merged_r & nxt_pick).any())
+        m.d.comb += nxt_merged.eq((slot_merged & nxt_pick).any())
         hit_lo, hit_hi = Signal(W), Signal(W)
         m.d.comb += [hit_lo.eq(_lowest(hit)), hit_hi.eq(_highest(hit))]
         m.d.sync += [slot_a.eq(_onehot_index(hit_lo)),
@@ -317,8 +294,5 @@ class SlotUnit(wiring.Component):
             with m.If(~rest.any()):
                 m.d.sync += active.eq(0)
                 with m.If(qlast):
-                    m.d.sync += rb.eq(~rb)
-                    for k in range(2):
-                        with m.If(rb == k):
-                            m.d.sync += full[k].eq(0)
+                    m.d.sync += full.eq(0)
         return m

@@ -363,7 +363,7 @@ def expected_memory_bits(config: KaleidoConfig) -> dict[str, int]:
       2E ids (``uw + 1`` bits); the K side's inverse order (``max(2, planes)`` banks
       of ``2**uw`` x ``uw``) feeds the buffer's read-out. The Q side's inverse is never
       read, and yosys removes it;
-    * with the matcher, per array the SlotUnit's slot store: two banks of W slots' column
+    * with the matcher, per array the SlotUnit's slot store: W slots' column
       selects (3*C bits each).
     """
     geo = KaleidoGeometry.from_config(config)
@@ -386,7 +386,7 @@ def expected_memory_bits(config: KaleidoConfig) -> dict[str, int]:
         out["scheduler batches"] = sides * (E * (uw + 1 + config.sched_pattern_width)
                                             + 2 * E * (uw + 1))
     if config.engine_dispatcher in ("matcher", "full"):
-        out["slot stores"] = P * 2 * config.sched_pattern_width * 3 * config.cols
+        out["slot stores"] = P * config.sched_pattern_width * 3 * config.cols
     return out
 
 

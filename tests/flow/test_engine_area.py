@@ -352,9 +352,9 @@ def test_expected_memory_bits_follow_the_configuration():
     assert bits["scheduler batches"] == 64 * (5 + 16) + 2 * 64 * 5
     # The read-out's reorder buffer: two row pairs of 16 tokens, 32-bit values.
     assert bits["S reorder buffer"] == 2 * 2 * 16 * 32
-    # Per array a SlotUnit's store: two banks of W = 16 slots of the four columns' 3-bit
+    # Per array a SlotUnit's store: one bank of W = 16 slots of the four columns' 3-bit
     # selects.
-    assert bits["slot stores"] == 4 * 2 * 16 * 3 * 4
+    assert bits["slot stores"] == 4 * 16 * 3 * 4
     assert ea.expected_memory_bits(cfg.replace(engine_dispatcher="none"))["order memories"] == 0
 
 
