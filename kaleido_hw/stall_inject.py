@@ -26,8 +26,9 @@ __all__ = ["stall_gate", "probe_wires", "gate_state", "STREAM_IDS", "ARRAY_STREA
 #: Engine-level streams: the two pre-pass feeds and each OrderUnit's scheduler in/out.
 STREAM_IDS = {"pre_q": 0, "pre_k": 1, "q_sched_i": 2, "q_sched_o": 3, "k_sched_i": 4,
               "k_sched_o": 5}
-#: Per-array streams: SlotUnit blk/quad/o as the sequencer sees them, the matcher's in/out.
-ARRAY_STREAMS = {"blk": 0, "quad": 1, "o": 2, "match_i": 3, "match_o": 4}
+#: Per-array streams: SlotUnit quad/o as the sequencer sees them, the matcher's in (a block's
+#: start) and out. (Offset 0 was the SlotUnit's block stream, which now waits for nothing.)
+ARRAY_STREAMS = {"quad": 1, "o": 2, "match_i": 3, "match_o": 4}
 ARRAY_BASE, ARRAY_STRIDE = 8, 8
 
 _TAPS = (15, 13, 12, 10)          # x^16 + x^14 + x^13 + x^11 + 1, maximal length

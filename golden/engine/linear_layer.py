@@ -27,7 +27,7 @@ import numpy as np
 from golden.checks import as_int8, check_int
 from golden.engine.core_model import COMPUTE_OVERHEAD
 from golden.engine.model import EngineParams, engine_counters, plain_walk
-from golden.engine.program import box_on_grid, box_tokens
+from golden.engine.program import box_counts, box_on_grid, box_origin, box_tokens
 from golden.engine.window3 import window3_counters
 from golden.numerics import ChannelGroups, VideoGrid, as_grid
 
@@ -37,12 +37,6 @@ __all__ = ["LAYER_COUNTERS", "linear_layer_counters"]
 LAYER_COUNTERS = ("engine_cycles", "chunks", "busy_pe_cycles", "merged", "bubbles", "quads",
                   "idle", "stall", "issued0", "skipped0", "issued1", "skipped1", "issued2",
                   "skipped2", "issued3", "skipped3", "compute", "computes")
-
-
-def _box_origins(grid: VideoGrid, box) -> list:
-    """Origins of the boxes that tile ``grid`` (the last box of an axis may stick out)."""
-    axes = [range(0, g, b) for g, b in zip((grid.t, grid.h, grid.w), box)]
-    return [(t, h, w) for t in axes[0] for h in axes[1] for w in axes[2]]
 
 
 def linear_layer_counters(x, grid, c_out: int, box, groups: ChannelGroups,
@@ -86,7 +80,7 @@ def linear_layer_counters(x, grid, c_out: int, box, groups: ChannelGroups,
     walk = plain_walk(groups) if plain else groups
     w_rows = np.zeros((n, head_dim), np.int8)       # the counters do not depend on them
     sums = dict.fromkeys(LAYER_COUNTERS, 0)
-    origins = _box_origins(grid, box)
+    origins = [box_origin(i, grid, box) for i in range(int(np.prod(box_counts(grid, box))))]
     for origin in origins:
         token, real = box_on_grid(origin, box, grid)
         for s in range(n_s):

@@ -49,7 +49,7 @@ from golden.engine.model import (VARIANTS, EngineCounters, EngineParams, engine_
                                  kaleido_engine, plain_walk)
 from golden.engine.pv import PvCounters, pv_counters
 from golden.engine.window3 import window3_block, window3_counters
-from golden.numerics import (RESULT_CHANNELS, ChannelGroups, VideoGrid, _effective,
+from golden.numerics import (RESULT_CHANNELS, ChannelGroups, VideoGrid, _effective, as_grid,
                              code_counts, exact_matmul, group_channels, oracle_from_counts)
 from golden.vector.online import OnlineState, block_max_partial, online_block, online_finish
 from golden.vector.softmax import MULT_MAX, MULT_MIN, SHIFT_MAX, SHIFT_MIN
@@ -57,7 +57,8 @@ from golden.window import window_effective_operand, window_masks, window_operand
 
 
 __all__ = ["Memory", "CoreLimits", "ProgramError", "BoxData", "BlockResult", "ProgramResult",
-           "run_program", "variant_of", "box_tokens", "box_coords", "box_on_grid"]
+           "run_program", "variant_of", "box_tokens", "box_coords", "box_on_grid", "box_counts",
+           "box_origin"]
 
 #: (reuse, schedule, match) -> variant name; without reuse the dispatcher bits are ignored.
 _VARIANT = {(0, 0, 0): "dense", (0, 1, 0): "dense", (0, 0, 1): "dense", (0, 1, 1): "dense",
@@ -212,6 +213,19 @@ def box_tokens(box) -> int:
 def box_coords(origin, box) -> np.ndarray:
     """(box_tokens, 3) grid coordinates of a box's tokens in box-local (t, y, x) order."""
     return VideoGrid(*box).coords() + np.asarray(origin, np.int64)[None, :]
+
+
+def box_counts(grid, box) -> tuple:
+    """Boxes along t, y and x that tile ``grid``: ``ceil(grid / box)`` per axis (the last box
+    of an axis may stick out)."""
+    grid = as_grid(grid)
+    return tuple(-(-g // b) for g, b in zip(grid.shape, box))
+
+
+def box_origin(i: int, grid, box) -> tuple:
+    """Grid origin of box ``i`` of the boxes that tile ``grid`` (t-major, x-fastest order)."""
+    it, ih, iw = np.unravel_index(i, box_counts(grid, box))
+    return (int(it) * box[0], int(ih) * box[1], int(iw) * box[2])
 
 
 def box_on_grid(origin, box, grid: VideoGrid) -> tuple:

@@ -36,9 +36,17 @@ def _above_first(bits):
 class MergeMatcher(wiring.Component):
     """Greedy merging of two channels into one issue slot for one PE array.
 
-    Parameters (from ``config``)
-        cols (C tokens per batch), matcher_channels (M), matcher_lookahead (L),
-        token_id_width (T).
+    Parameters
+    ----------
+    config : KaleidoConfig
+        ``cols`` (C tokens per batch), ``matcher_channels`` (M), ``matcher_lookahead`` (L),
+        ``token_id_width`` (T).
+    held_input : bool
+        False (default): the batch is taken into a register when it is accepted. True: the
+        matcher has no batch register and reads the batch on ``i`` in place while it issues
+        its slots, taking it (``i.ready``) with the last slot; the producer keeps it on ``i``
+        meanwhile, as the stream rules already require of a batch not yet taken. For a
+        producer whose batch sits in registers anyway (the SlotUnit's column codes).
 
     Interface
         ``i``: stream of ``matcher_batch_layout``: one batch of C token ids and a 2-bit reuse
@@ -54,11 +62,15 @@ class MergeMatcher(wiring.Component):
         or A alone, and a per-column ``sel`` (``Sel``) says what each column consumes.
 
     Microarchitecture
-        The batch sits in one register with a live mask; the slot is combinational from it
-        (priority encoders, a per-channel compatibility test against A, a popcount that
-        limits B to the lookahead window). One slot per cycle; the next batch is accepted in
-        the cycle of the current batch's last slot, so batches stream without a bubble.
-        Latency: a batch accepted in cycle c issues its first slot in cycle c + 1.
+        The batch sits in one register (on ``i`` with ``held_input``) with a live mask; the
+        slot is combinational from it (priority encoders, a per-channel compatibility test
+        against A, a popcount that limits B to the lookahead window). One slot per cycle.
+        Latency: a batch accepted in cycle c (with ``held_input``: on ``i`` in cycle c while
+        the matcher is idle) issues its first slot in cycle c + 1. The next batch is
+        accepted in the cycle of the current batch's last slot, so batches stream without a
+        bubble; with ``held_input`` the current batch is taken in that cycle and the next
+        one starts in the cycle after (one idle cycle between batches). A batch without work
+        is taken at once and issues no slot.
     """
 
     PORT_DOCS = {
@@ -73,8 +85,9 @@ class MergeMatcher(wiring.Component):
                       "the batch's C token ids, first, last; LSB first",
     }
 
-    def __init__(self, config: KaleidoConfig):
+    def __init__(self, config: KaleidoConfig, held_input: bool = False):
         self.config = config
+        self.held_input = held_input
         super().__init__({
             "i": In(stream.Signature(matcher_batch_layout(config))),
             "o": Out(stream.Signature(matcher_slot_layout(config))),
@@ -85,7 +98,7 @@ class MergeMatcher(wiring.Component):
         C, M, L = cfg.cols, cfg.matcher_channels, cfg.matcher_lookahead
         m = Module()
 
-        batch = Signal(matcher_batch_layout(cfg))
+        batch = self.i.payload if self.held_input else Signal(matcher_batch_layout(cfg))
         live = Signal(M)
         first = Signal()
 
@@ -148,9 +161,17 @@ class MergeMatcher(wiring.Component):
                 Mux(a_ == 2, Sel.BYTE_A, Mux(a_ == 1, Sel.NIB_A, Sel.NONE)),
                 Mux(a_ == 0, Mux(b_ == 2, Sel.BYTE_B, Sel.NIB_B), Sel.NIB_AB)))
 
-        m.d.comb += self.i.ready.eq(~live.any() | (self.o.ready & ~rest.any()))
         with m.If(self.o.valid & self.o.ready):
             m.d.sync += [live.eq(rest), first.eq(0)]
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [batch.eq(self.i.payload), live.eq(nonempty_in), first.eq(1)]
+        if self.held_input:
+            # Idle: start the batch on ``i`` (take it at once when it has no work); busy:
+            # take it with its last slot.
+            m.d.comb += self.i.ready.eq(Mux(live.any(), self.o.ready & ~rest.any(),
+                                            ~nonempty_in.any()))
+            with m.If(~live.any() & self.i.valid):
+                m.d.sync += [live.eq(nonempty_in), first.eq(1)]
+        else:
+            m.d.comb += self.i.ready.eq(~live.any() | (self.o.ready & ~rest.any()))
+            with m.If(self.i.valid & self.i.ready):
+                m.d.sync += [batch.eq(self.i.payload), live.eq(nonempty_in), first.eq(1)]
         return m

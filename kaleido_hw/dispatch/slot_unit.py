@@ -98,7 +98,10 @@ class SlotUnit(wiring.Component):
 
     Interface
         ``blk`` (stream of :func:`slot_block_layout`): one column block's pass-3 classes,
-        in the order the array walks its column blocks.
+        in the order the array walks its column blocks. The matcher reads a block in place
+        while it matches it and takes it with its last slot (a block without work at once),
+        so the producer needs no copy of it: it keeps the block on ``blk`` until taken, as
+        the stream rules require anyway.
         ``quad`` (stream of :func:`slot_quad_layout`): one request per quad of those
         blocks, in order; ``last`` on each block's last quad.
         ``o`` (stream of :func:`slot_step_layout`): per quad, its issued slots in matcher
@@ -108,25 +111,28 @@ class SlotUnit(wiring.Component):
 
     Algorithm
         The block goes through a :class:`~kaleido_hw.dispatch.matcher.MergeMatcher` (C columns,
-        M = W channels, lookahead L); its slots are stored in the bank, slot j in entry j. A
-        quad replays the bank's slots in order, skipping every slot with neither
-        ``work[a]`` nor (merged and) ``work[b]`` set (no real row of the quad would do
-        anything in it); so the quad's pass 3 lasts ``max(count, R)`` steps. A block without
-        work (every class 0) bypasses the matcher and stores no slot.
+        M = W channels, lookahead L, ``held_input``: no batch register); its slots are stored
+        in the bank, slot j in entry j. A quad replays the bank's slots in order, skipping
+        every slot with neither ``work[a]`` nor (merged and) ``work[b]`` set (no real row of
+        the quad would do anything in it); so the quad's pass 3 lasts ``max(count, R)`` steps.
+        A block without work (every class 0) bypasses the matcher and stores no slot.
 
     Timing (one cycle = one clock; no stall on ``o``)
-        One bank of W slots. A block is accepted (``blk`` handshake at cycle x) when the bank
-        is free; its S slots are written at the ends of cycles x+1 .. x+S and the bank can be
-        replayed from cycle x+S+1 (x+1 for a block without work). A quad is accepted (cycle
-        y) when the previous quad's replay is over and the bank is complete; its items leave
-        at y+1 .. y+max(count, 1), one per cycle, and the next quad can be accepted at
-        y+max(count, 1)+1. The bank is released after the replay of a quad with ``last``, and
-        the next block is accepted in the cycle after. In the engine that is early enough:
-        the release comes no later than the swap to the next block's first quad, and that
-        quad's pass 3 starts at least ``max(n, R) + 2R + 1`` cycles after the swap (pass 0
-        issues all n channels of the chunk), while its block is matched within ``S + 3 <=
-        n + 3`` cycles of the release. So a second bank, to match a block while the one
-        before is replayed, would never save a cycle (``docs/engine.md``, "Matcher in the
+        One bank of W slots. A block starts (cycle x) when it is on ``blk`` and the bank is
+        free; its S slots are written at the ends of cycles x+1 .. x+S, the block is taken
+        (``blk`` handshake) in cycle x+S with its last slot, and the bank can be replayed
+        from cycle x+S+1 (a block without work is taken in cycle x, replayable from x+1). A
+        quad is accepted (cycle y) when the previous quad's replay is over and the bank is
+        complete; its items leave at y+1 .. y+max(count, 1), one per cycle, and the next quad
+        can be accepted at y+max(count, 1)+1. The bank is released after the replay of a quad with ``last``, and
+        the next block can start in the cycle after. In the engine that is early enough:
+        the sequencer offers a block from the cycle after the swap to its first quad (the
+        column codes are then in the stepping slot's registers, where they stay for the
+        whole column block), after the release; that quad's pass 3 starts at least
+        ``max(n, R) + 2R`` cycles after the offer (pass 0 issues all n channels of the chunk,
+        passes 1 and 2 at least R steps), and its first item can leave ``S + 2 <= n + 2``
+        cycles after the offer. So a second bank, to match a block while the one before is
+        replayed, would never save a cycle (``docs/engine.md``, "Matcher in the
         datapath").
         Storage: the skip search reads the whole bank at once, so what it needs is in
         flip-flops, per channel rather than per slot (a channel is carried by at most one
@@ -162,7 +168,7 @@ class SlotUnit(wiring.Component):
         C, W = cfg.cols, cfg.sched_pattern_width
         iw = index_width(W)
         m = Module()
-        m.submodules.matcher = mm = MergeMatcher(self.matcher_config())
+        m.submodules.matcher = mm = MergeMatcher(self.matcher_config(), held_input=True)
 
         # A quad's skip search looks at the whole bank at once. It needs, per channel, the slot
         # that carries it (a channel is in at most one slot): W slot indices, the carried
@@ -178,24 +184,28 @@ class SlotUnit(wiring.Component):
         full = Signal()                                          # bank complete, not released
 
         # -- fill: block -> matcher -> bank -------------------------------------------------
+        # The matcher reads the block in place (``held_input``): the producer keeps it on
+        # ``blk`` until the matcher takes it with its last slot. A block starts when the bank
+        # is free; one without work bypasses the matcher and is taken at once.
         wcount = Signal(range(W))
-        inflight = Signal()
+        inflight = Signal()                                      # the matcher holds the block
         nonempty = Signal()
         m.d.comb += nonempty.eq(Cat(*[self.blk.payload.codes[c].as_value() != 0
                                       for c in range(C)]).any())
-        can_accept = Signal()
-        # Stall injection (test builds only): the gates withhold the matcher's handshakes.
+        start = Signal()
+        # Stall injection (test builds only): the gates delay a block's start and withhold the
+        # slots' handshakes; a started block stays on the matcher's input until it is taken.
         gate_i = stall_gate(m, cfg, self.stall_ids[0], "match_i")
         gate_o = stall_gate(m, cfg, self.stall_ids[1], "match_o")
         m.d.comb += [
-            can_accept.eq(~full & ~inflight),
+            start.eq(self.blk.valid & ~full & ~inflight & gate_i),
             mm.i.payload.codes.eq(self.blk.payload.codes),
-            mm.i.valid.eq(self.blk.valid & can_accept & nonempty & gate_i),
-            self.blk.ready.eq(can_accept & (~nonempty | (mm.i.ready & gate_i))),
-            # The bank is free whenever a block is in the matcher: ready but for stalls.
+            mm.i.valid.eq(self.blk.valid & nonempty & (inflight | start)),
+            self.blk.ready.eq(Mux(nonempty, mm.i.ready & mm.i.valid, start)),
+            # The bank is free whenever the matcher holds a block: ready but for stalls.
             mm.o.ready.eq(gate_o),
         ]
-        with m.If(self.blk.valid & self.blk.ready):
+        with m.If(start):
             m.d.sync += [wcount.eq(0), chan_live.eq(0)]
             with m.If(nonempty):
                 m.d.sync += inflight.eq(1)
@@ -215,7 +225,7 @@ class SlotUnit(wiring.Component):
 
         # Probes (plain wires) for the engine benches' invariants: blocks in, slots out.
         self.probes = probe_wires(m, {
-            "probe_blk_fire": self.blk.valid & self.blk.ready,
+            "probe_blk_fire": start,
             "probe_blk_codes": self.blk.payload.as_value(),
             "probe_slot_fire": mm.o.valid & mm.o.ready, "probe_slot_a": s.a,
             "probe_slot_b": s.b, "probe_slot_merged": s.merged,

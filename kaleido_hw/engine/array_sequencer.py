@@ -58,7 +58,7 @@ from contextlib import nullcontext
 from types import SimpleNamespace
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, fifo, wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from golden.numerics import HALF, NONE
@@ -203,15 +203,16 @@ class ArraySequencer(wiring.Component):
     array's last step is ``T = gap + sum_{n<m} max(s_n, gap) + s_m`` cycles after ``go``.
 
     Matcher (built with ``engine_dispatcher`` "matcher"/"full", used when ``cfg.match``):
-    an embedded :class:`~kaleido_hw.dispatch.slot_unit.SlotUnit`. One cycle after the last word of
-    a column block's first quad arrives, the block's pass-3 classes (the K followers' codes
-    at the chunk's channels 0..W-1, bits 0..W-1 of the compacted codes) are latched and
-    offered to it; from the cycle after a quad's swap, its request (the real rows'
-    HALF/NONE channels) is. Pass 3 of the quad then replays the slot items, one per step,
-    and lasts ``max(count, R)`` steps. The SlotUnit's latencies are hidden: a block is
-    matched within ``n + 3`` cycles of its first quad's last word, and pass 3 starts at least
-    ``max(n, R) + 2R + 1`` cycles after the swap (the order of the arguments is in the
-    class docstring of SlotUnit), so the timing is the one of the cycle model.
+    an embedded :class:`~kaleido_hw.dispatch.slot_unit.SlotUnit`. From the cycle after the swap to
+    a column block's first quad, the block's pass-3 classes (the K followers' codes at the
+    chunk's channels 0..W-1, bits 0..W-1 of the compacted codes, in the stepping slot) are
+    offered to it, and its matcher reads them there (no copy); from the cycle after a
+    quad's swap, its request (the real rows' HALF/NONE channels) is. Pass 3 of the quad
+    then replays the slot items, one per step, and lasts ``max(count, R)`` steps. The
+    SlotUnit's latencies are hidden: the quad's first item can leave ``S + 2 <= n + 2``
+    cycles after the offer, and pass 3 starts at least ``max(n, R) + 2R`` cycles after it
+    (the argument is in the class docstring of SlotUnit), so the timing is the one of the
+    cycle model.
     """
 
     def __init__(self, config: KaleidoConfig, index: int = 0):
@@ -551,8 +552,7 @@ class ArraySequencer(wiring.Component):
         step = Signal()
         slot_item = None
         if self.matcher:
-            slot_item = self._matcher(m, ld, cp, slot_pass, step, swap, pend_last, first,
-                                      need_item)
+            slot_item = self._matcher(m, ld, cp, slot_pass, step, swap, first, need_item)
             m.d.comb += [
                 slot_pass.eq(cfg.match & (pass_idx == 3)),
                 hold.eq(need_item & ~slot_item.valid),
@@ -960,18 +960,17 @@ class ArraySequencer(wiring.Component):
             k_side = (k_sched, key(self.k_ord.data))
         return (q_sched, q_key), k_side
 
-    def _matcher(self, m, ld, cp, slot_pass, step, swap, pend_last, first, need_item):
-        """The SlotUnit and its feeding: the chunk's channel list, a column block's classes
-        (queued one cycle after its first quad's last word), each quad's request (from
-        the cycle after its swap). Sets ``need_item`` (this pass-3 step consumes an item:
-        the first step, and every step until the quad's ``last`` item) and returns the
-        item stream as the stepper sees it (``valid``, ``payload``).
+    def _matcher(self, m, ld, cp, slot_pass, step, swap, first, need_item):
+        """The SlotUnit and its feeding: a column block's classes (offered from the cycle after
+        the swap to its first quad), each quad's request (from the cycle after its swap).
+        Sets ``need_item`` (this pass-3 step consumes an item: the first step, and every
+        step until the quad's ``last`` item) and returns the item stream as the stepper
+        sees it (``valid``, ``payload``).
 
-        Every handshake is honoured: the classes wait in a two-entry FIFO (at most two
-        blocks are ever waiting: the loader cannot reach the first quad of block n + 2
-        before the last quad of block n has run its pass 3, which needs block n's
-        slots), the request is held until taken, and the stepper waits (``stalled``)
-        when a pass-3 step needs an item that is not there."""
+        Every handshake is honoured: the classes are read from the stepping slot, which
+        keeps them until the next swap, and the SlotUnit takes them before that (the quad's
+        pass 3 needs the block's slots); the request is held until taken, and the stepper
+        waits (``stalled``) when a pass-3 step needs an item that is not there."""
         cfg, chunk, config = self.cfg, self.chunk, self.config
         t = self.geo.tile
         C = t.cols
@@ -981,27 +980,27 @@ class ArraySequencer(wiring.Component):
                                                              array_stream(a, "match_o")))
         self.slot_unit = su                 # for the benches' probes
         gate = {name: stall_gate(m, config, array_stream(a, name), f"slot_{name}")
-                for name in ("blk", "quad", "o")}
+                for name in ("quad", "o")}
 
         # The slots hold the chunk's channels compacted: chunk channel j is bit / byte j.
         in_chunk = self._in_chunk
 
         # Column block: pass-3 class of each column at each chunk channel (FULL/ABSENT 0,
-        # HALF 1, NONE 2; padding columns and channels past the chunk 0).
-        blk_load = Signal()
-        blk = Signal(su.blk.payload.shape())
-        m.d.sync += blk_load.eq(pend_last & ld.first_rb & cfg.match)
+        # HALF 1, NONE 2; padding columns and channels past the chunk 0), from the stepping
+        # slot's column codes, which stay there for the whole column block: offered from the
+        # cycle after the swap to its first quad until the SlotUnit takes it (at the latest
+        # with the last slot of its match, before that quad's pass 3, so before the next swap).
+        blk_offer = Signal()
+        with m.If(su.blk.valid & su.blk.ready):
+            m.d.sync += blk_offer.eq(0)
+        with m.If(swap & ld.first_rb & cfg.match):
+            m.d.sync += blk_offer.eq(1)
         for c in range(C):
             for j in range(W):
-                code = Cat(ld.klo[c][j], ld.khi[c][j])
-                m.d.comb += blk.codes[c][j].eq(
-                    Mux(ld.cvalid[c] & in_chunk[j], Cat(code == 1, code == 2), 0))
-        m.submodules.blk_fifo = bq = fifo.SyncFIFO(width=len(blk.as_value()), depth=2)
-        m.d.comb += [
-            bq.w_en.eq(blk_load), bq.w_data.eq(blk),
-            su.blk.valid.eq(bq.r_rdy & gate["blk"]), su.blk.payload.eq(bq.r_data),
-            bq.r_en.eq(su.blk.ready & gate["blk"]),
-        ]
+                code = Cat(cp.klo[c][j], cp.khi[c][j])
+                m.d.comb += su.blk.payload.codes[c][j].eq(
+                    Mux(cp.cvalid[c] & in_chunk[j], Cat(code == 1, code == 2), 0))
+        m.d.comb += su.blk.valid.eq(blk_offer)
 
         # Quad request: channels where some real row has a HALF or NONE Q follower.
         req = Signal()

@@ -32,8 +32,8 @@ import numpy as np
 
 from golden.engine.commands import (ALIGN, KIND_LINEAR, KIND_S, SIDE_K, SIDE_Q, Compute,
                                     Config, Fence, Load, Store, Strides, groups_commands)
-from golden.engine.program import (CoreLimits, Memory, ProgramResult, box_on_grid,
-                                   box_tokens, run_program)
+from golden.engine.program import (CoreLimits, Memory, ProgramResult, box_counts, box_on_grid,
+                                   box_origin, box_tokens, run_program)
 from golden.numerics import (RESULT_CHANNELS, ChannelGroups, VideoGrid, _as_groups, as_grid,
                              attention_scores, group_channels)
 from golden.engine.linear_layer import linear_layer_counters
@@ -42,7 +42,7 @@ from golden.window import linear
 from kaleido_hw.config import ConfigError, KaleidoConfig
 
 
-__all__ = ["reuse_axes", "split_axes", "window3_box_cost", "choose_box", "box_counts", "Step",
+__all__ = ["reuse_axes", "split_axes", "window3_box_cost", "choose_box", "Step",
            "command_order", "HeadAddrs", "HeadPlan", "plan_head", "plan_counts", "write_operands",
            "assemble_s", "read_s", "HeadRun", "run_head", "whole_grid_s",
            "LinearAddrs", "LinearPlan", "linear_slices", "plan_linear", "write_linear_operands",
@@ -110,12 +110,6 @@ def window3_box_cost(grid, box, axes, c_out: int, params) -> float:
     quads = sum(share * -(-(n // box[a] * -(-box[a] // 3)) // R) for a, share in axes.items())
     quads *= boxes * n_k * -(-n // C)
     return quads * (params.width + 2 * R) / P + boxes * n_k * (3 * max(R, C) + 4)
-
-
-def box_counts(grid, box) -> tuple:
-    """Boxes along t, y and x: ``ceil(grid / box)`` per axis."""
-    grid = as_grid(grid)
-    return tuple(-(-g // b) for g, b in zip(grid.shape, box))
 
 
 def choose_box(grid, groups, max_tokens: int, windows=(), pairs: bool = True,
@@ -391,8 +385,7 @@ class _BlockPlan:
 
     def origin(self, i: int) -> tuple:
         """Grid origin of box ``i`` (boxes in t-major, x-fastest order)."""
-        it, ih, iw = np.unravel_index(i, self.boxes)
-        return (int(it) * self.box[0], int(ih) * self.box[1], int(iw) * self.box[2])
+        return box_origin(i, self.grid, self.box)
 
     def block_address(self, qi: int, ki: int) -> int:
         """Address of block (qi, ki)."""

@@ -30,7 +30,8 @@ import numpy as np
 
 from golden.checks import check_axes, check_window
 from golden.engine.commands import KIND_PV, SIDE_K, SIDE_V, Attention, Compute, Store
-from golden.engine.program import CoreLimits, Memory, ProgramResult, box_on_grid, run_program
+from golden.engine.program import (CoreLimits, Memory, ProgramResult, box_counts, box_on_grid,
+                                   run_program)
 from golden.numerics import ChannelGroups, VideoGrid, as_grid
 from golden.vector.online import box_blocks, online_stages
 from golden.vector.softmax import SoftmaxScale, softmax_scale
@@ -38,7 +39,7 @@ from golden.window import window_operand
 from kaleido_hw.config import KaleidoConfig
 from kaleido_hw.engine.host import (_AXES, _BoxPlan, _align, _check_tensor, _commands,
                                     _head_core, _place, _plan_box,
-                                    _tensor_layout, _TokenStrides, box_counts, choose_box, command_order,
+                                    _tensor_layout, _TokenStrides, choose_box, command_order,
                                     whole_grid_s)
 
 

@@ -16,8 +16,7 @@ Flow, per build (:func:`synth_engine`):
    PE modules, the 4 sequencers one), so that each distinct module is mapped once.
 2. Debian yosys maps it onto the OSU 0.18 um cells with the hierarchy kept
    (:func:`kaleido_hw.flow.stdcell.map_script`): ``synth -run begin:fine`` (``memory -nomap``: memories stay
-   ``$mem_v2`` cells), the sequencers' 2-entry SlotUnit-block FIFOs mapped to flip-flops
-   (``memory_map *blk_fifo*``), ``opt -fast -full; techmap; opt -fast``, then the mapping of
+   ``$mem_v2`` cells), ``opt -fast -full; techmap; opt -fast``, then the mapping of
    :mod:`kaleido_hw.flow.stdcell` (``dfflibmap``; ``abc`` with buffering and sizing) on every
    module.
 3. Every remaining memory becomes a black-box SRAM macro (:mod:`kaleido_hw.flow.sram_macros`:
@@ -536,10 +535,8 @@ def _map(top: str, verilog_file: str, liberty: str, groups: list[list[str]], wor
     """Step 2: map ``groups`` of modules (:func:`_partition`) in parallel yosys runs, one per
     group, each leaving the other groups' modules as black boxes, and join them into
     ``mapped.il`` and ``mems.txt`` (one run when there is one group)."""
-    # The sequencers' 2-entry SlotUnit-block FIFOs are flip-flops, not SRAM.
     if len(groups) == 1:
-        stdcell.run_yosys(stdcell.map_script(top, verilog_file, liberty,
-                                             register_memories="*blk_fifo*"), work,
+        stdcell.run_yosys(stdcell.map_script(top, verilog_file, liberty), work,
                           timeout=timeout)
         return
     everything = [m for g in groups for m in g]
@@ -547,8 +544,8 @@ def _map(top: str, verilog_file: str, liberty: str, groups: list[list[str]], wor
     def run(k: int) -> str:
         others = [m for m in everything if m not in groups[k]]
         return stdcell.run_yosys(
-            stdcell.map_script(top, verilog_file, liberty, register_memories="*blk_fifo*",
-                               blackbox=others, il_file=f"mapped{k}.il"),
+            stdcell.map_script(top, verilog_file, liberty, blackbox=others,
+                               il_file=f"mapped{k}.il"),
             work, timeout=timeout, script_file=f"map{k}.ys")
 
     with ThreadPoolExecutor(len(groups)) as pool:

@@ -178,9 +178,11 @@ def test_slots_are_the_golden_match_with_skips(cfg, gap, stall, seed):
 
 def test_replay_timing_and_bank_release():
     """Without gaps or stalls: a quad accepted at y emits its items at y+1 .. y+max(n, 1);
-    the next quad is accepted at y+max(n, 1)+1 when the bank is complete; a block's slots
-    are in the bank S+1 cycles after its acceptance; and the next block is accepted in the
-    cycle after the last item of the block before (the bank's release), never earlier."""
+    the next quad is accepted at y+max(n, 1)+1 when the bank is complete; a block that
+    starts at x (its matcher reads it in place) is taken with its last slot at x+S and its
+    slots are in the bank from x+S+1 (a block without work: taken at x, in the bank from
+    x+1); and the next block starts in the cycle after the last item of the block before
+    (the bank's release), never earlier, while it waits on ``blk``."""
     cfg = SMALL
     rng = random.Random(7)
     blocks = make_blocks(rng, cfg.cols, cfg.sched_pattern_width, 16)
@@ -189,19 +191,21 @@ def test_replay_timing_and_bank_release():
     mp = MatcherParams(cols=cfg.cols, channels=cfg.sched_pattern_width,
                        lookahead=cfg.matcher_lookahead)
     n_slots = [int(match(c[None], mp).slots[0]) for c, _ in blocks]
+    starts = [taken - s for taken, s in zip(blk_cycles, n_slots)]
     block_of_quad = [b for b, (_, q) in enumerate(blocks) for _ in q]
     for qi, (y, cyc) in enumerate(zip(quad_cycles, item_cycles)):
         assert cyc == list(range(y + 1, y + 1 + len(cyc))), qi
         b = block_of_quad[qi]
-        ready = blk_cycles[b] + n_slots[b] + 1
+        ready = blk_cycles[b] + 1
         prev_done = item_cycles[qi - 1][-1] + 1 if qi else 0
         assert y == max(ready, prev_done), (qi, y, ready, prev_done)
     last_item = {}
     for qi, b in enumerate(block_of_quad):
         last_item[b] = item_cycles[qi][-1]
-    assert blk_cycles[0] == 0
+    assert starts[0] == 0
     for b in range(len(blocks) - 1):
-        assert blk_cycles[b + 1] == last_item[b] + 1, (b, blk_cycles[b + 1], last_item[b])
+        assert starts[b + 1] == last_item[b] + 1, (b, starts[b + 1], last_item[b])
+    assert any(n_slots) and not all(n_slots), "blocks with and without work"
 
 
 def follower_codes(codes, grid, chunk):

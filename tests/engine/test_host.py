@@ -16,12 +16,12 @@ from golden import ChannelGroups, attention_scores, make_qkv, oracle_ops, reuse_
 from golden.engine.commands import (KIND_LINEAR, SIDE_K, SIDE_Q, Compute, Config, DecodeError,
                                     Load, Store, Strides, groups_commands)
 from golden.engine.model import VARIANTS
-from golden.engine.program import (CoreLimits, Memory, ProgramError, box_coords, box_tokens,
-                                   run_program)
+from golden.engine.program import (CoreLimits, Memory, ProgramError, box_coords, box_counts,
+                                   box_tokens, run_program)
 from golden.numerics import VideoGrid, group_channels
 from golden.window import linear
 from kaleido_hw.config import KaleidoConfig
-from kaleido_hw.engine.host import (HeadAddrs, LinearAddrs, assemble_s, box_counts, choose_box,
+from kaleido_hw.engine.host import (HeadAddrs, LinearAddrs, assemble_s, choose_box,
                                     command_order, linear_slices, plan_counts, plan_head,
                                     plan_linear, read_s,
                                     read_y, reuse_axes, run_head, run_linear, split_axes,
