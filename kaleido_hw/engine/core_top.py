@@ -17,7 +17,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from kaleido_hw.config import ConfigError, KaleidoConfig
-from kaleido_hw.engine.core import ATTENTION_ERROR_BITS, CoreController
+from kaleido_hw.engine.core import ATTENTION_ERROR_BITS, CoreController, check_core_config
 from golden.engine.commands import ERROR_CODES
 from golden.engine.core_model import ATTENTION_COUNTERS, CORE_COUNTERS
 from kaleido_hw.engine.dma import AXI_PORT_DOCS, AxiDma
@@ -83,6 +83,9 @@ class KaleidoCore(wiring.Component):
             raise ConfigError(f"axi_data_width must be {8 * WRITE_BYTES} for kaleido_core (one "
                               f"beat is one engine write of {WRITE_BYTES} channels), got "
                               f"{config.axi_data_width}")
+        # Checked before any submodule exists: a rejected configuration leaves no
+        # elaboratable behind (Amaranth would warn about it, on the CLI's one-line error).
+        check_core_config(config)
         self.config = config
         self.ctrl = CoreController(config, config.axi_addr_width)
         self.dma = AxiDma(config)
