@@ -80,7 +80,8 @@ def linear_layer_counters(x, grid, c_out: int, box, groups: ChannelGroups,
     walk = plain_walk(groups) if plain else groups
     w_rows = np.zeros((n, head_dim), np.int8)       # the counters do not depend on them
     sums = dict.fromkeys(LAYER_COUNTERS, 0)
-    origins = [box_origin(i, grid, box) for i in range(int(np.prod(box_counts(grid, box))))]
+    counts = box_counts(grid, box)
+    origins = [box_origin(i, counts, box) for i in range(int(np.prod(counts)))]
     for origin in origins:
         token, real = box_on_grid(origin, box, grid)
         for s in range(n_s):

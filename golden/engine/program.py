@@ -222,9 +222,10 @@ def box_counts(grid, box) -> tuple:
     return tuple(-(-g // b) for g, b in zip(grid.shape, box))
 
 
-def box_origin(i: int, grid, box) -> tuple:
-    """Grid origin of box ``i`` of the boxes that tile ``grid`` (t-major, x-fastest order)."""
-    it, ih, iw = np.unravel_index(i, box_counts(grid, box))
+def box_origin(i: int, counts, box) -> tuple:
+    """Grid origin of box ``i`` of the ``counts = box_counts(grid, box)`` boxes that tile a
+    grid (t-major, x-fastest order)."""
+    it, ih, iw = np.unravel_index(i, counts)
     return (int(it) * box[0], int(ih) * box[1], int(iw) * box[2])
 
 

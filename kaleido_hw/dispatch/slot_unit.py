@@ -124,9 +124,9 @@ class SlotUnit(wiring.Component):
         from cycle x+S+1 (a block without work is taken in cycle x, replayable from x+1). A
         quad is accepted (cycle y) when the previous quad's replay is over and the bank is
         complete; its items leave at y+1 .. y+max(count, 1), one per cycle, and the next quad
-        can be accepted at y+max(count, 1)+1. The bank is released after the replay of a quad with ``last``, and
-        the next block can start in the cycle after. In the engine that is early enough:
-        the sequencer offers a block from the cycle after the swap to its first quad (the
+        can be accepted at y+max(count, 1)+1. The bank is released after the replay of a quad
+        with ``last``, and the next block can start in the cycle after. In the engine that is
+        early enough: the sequencer offers a block from the cycle after the swap to its first quad (the
         column codes are then in the stepping slot's registers, where they stay for the
         whole column block), after the release; that quad's pass 3 starts at least
         ``max(n, R) + 2R`` cycles after the offer (pass 0 issues all n channels of the chunk,

@@ -385,7 +385,7 @@ class _BlockPlan:
 
     def origin(self, i: int) -> tuple:
         """Grid origin of box ``i`` (boxes in t-major, x-fastest order)."""
-        return box_origin(i, self.grid, self.box)
+        return box_origin(i, self.boxes, self.box)
 
     def block_address(self, qi: int, ki: int) -> int:
         """Address of block (qi, ki)."""
