@@ -486,7 +486,7 @@ def dataflow_counters(q, k, grid, groups, cand: Candidate, params: EngineParams 
         busy += _chunk_busy(qc, kc) - saving
         issued += iss
         merged += mer
-        tl.ran(_array_times(steps, P, gap).max())
+        tl.ran(_array_times(steps, P, gap).max(), steps[:, 0])
     cycles = tl.end + 1 + timing.tail_base + R + C
     return DataflowCounters(cycles, busy, issued, merged, np.asarray(tl.lengths, np.int64))
 
@@ -565,7 +565,7 @@ def ceiling(q, k, grid, groups, params: EngineParams = EngineParams(), scheduled
         for p in range(PASSES):
             w = _pe_work(qc, kc, MUL[p:p + 1]) + (_pe_work(qc, kc, LOW[p:p + 1]) + 1) // 2
             steps = steps + np.maximum(_quad_max(w, R, C), R)
-        tl.ran(_array_times(steps, P, gap).max())
+        tl.ran(_array_times(steps, P, gap).max(), steps[:, 0])
         mul = _pe_work(qc, kc, MUL)
         low = _pe_work(qc, kc, LOW)
         w1 = mul + low

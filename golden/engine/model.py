@@ -49,6 +49,7 @@ __all__ = [
     "VARIANTS", "variant_flags", "EngineParams", "EngineTiming", "Chunk", "ChunkOrder",
     "EngineCounters", "chunks", "orders", "kaleido_engine", "engine_counters",
     "match_codes", "bank_address", "SCHED_SIDES", "PLAIN_AXIS", "plain_walk", "ChunkTimeline",
+    "snoops", "snoop_last_read",
 ]
 
 #: Variant -> (reuse, scheduler, matcher): the run-time ``cfg`` bits of ``docs/engine.md``.
@@ -145,12 +146,19 @@ class EngineTiming:
       unit in the OrderUnit, the last real unit ``2(U - 1)`` cycles after it and the last
       dummy ``N - U`` after that, the order complete ``2E + 4`` cycles later, and one cycle
       to register the chunk's ``go``; ``N`` = U padded to whole batches).
+    - ``snoop_base``: with the Q side alone ordered (``sched_sides = "q"``) the pre-pass of
+      chunk k+1 takes its units from array 0's loads in chunk k (:func:`snoop_last_read`):
+      its order is complete ``(N - U) + 2E + snoop_base`` cycles after array 0 read the
+      follower word of chunk k's last row unit (the unit enters the OrderUnit three cycles
+      after that read, and from there it takes ``(N - U) + 2E + 6`` cycles as with a port
+      of its own).
     - ``barrier``: cycles from the end of a chunk (every array issued its last step) to the
       start of the next one.
     """
     load_base: int = 2
     tail_base: int = 1
     pre_base: int = 7
+    snoop_base: int = 9
     barrier: int = 2
 
     @staticmethod
@@ -161,6 +169,28 @@ class EngineTiming:
     def prepass(self, units: int, entries: int) -> int:
         """Cycles of one chunk's scheduler pre-pass over ``units`` units."""
         return (-(-units // entries) + 2) * entries + units + self.pre_base
+
+    def snoop_ready(self, last_read: int, units: int, entries: int) -> int:
+        """Cycle (from the chunk's ``go``) at which the snooping pre-pass of the next chunk is
+        complete, from array 0's read of the last row unit's follower in ``last_read``."""
+        padded = -(-units // entries) * entries
+        return last_read + padded - units + 2 * entries + self.snoop_base
+
+
+def snoop_last_read(cb0_steps, units: int, rows: int, gap: int) -> int:
+    """Cycles from a chunk's ``go`` to array 0's read of the follower word of row position
+    ``units - 1`` (the last Q unit it loads in its first column block).
+
+    Array 0 loads the quads (0, 0), (0, 1), ... of column block 0: quad 0's reads start with
+    ``go``, quad rb's (rb >= 1) with the swap to quad rb - 1, which is ``gap + sum_{j < rb-1}
+    max(s_j, gap)`` cycles after ``go`` (``s_j``: the steps of quad (0, j), ``cb0_steps``);
+    a quad reads its units anchor then follower, two cycles per unit."""
+    nrb = -(-units // rows)
+    r_last = units - 1 - (nrb - 1) * rows
+    start = 0
+    if nrb >= 2:
+        start = gap + int(np.maximum(np.asarray(cb0_steps[:nrb - 2], np.int64), gap).sum())
+    return start + 2 * r_last + 1
 
 
 # -- chunks and orders ------------------------------------------------------------------------
@@ -231,25 +261,50 @@ class _OrderSource:
     A chunk runs in natural order when there is no scheduler, when it is chunk 0 (nothing
     runs before it to hide a pre-pass behind) and when the engine falls back (``natural``
     below). A chunk in natural order drops the pre-pass that was ordering it (the
-    ClusterScheduler's local reset), so the next chunk's pre-pass starts from the seed."""
+    ClusterScheduler's local reset), so the next chunk's pre-pass starts from the seed.
+
+    ``before``: the chunk before's order when the pre-pass snoops array 0's loads
+    (``sched_sides = "q"``, :func:`snoops`): the scheduler then takes the units in the order
+    array 0 loaded them, the chunk before's row order, and identifies each by its position
+    in it; else (None) in natural order."""
 
     def __init__(self, plans, params: EngineParams, scheduled: bool):
         self.by_group = {pl.group: pl for pl in plans}
         self.params, self.scheduled = params, scheduled
         self.state_q = self.state_k = params.seed
 
-    def order(self, chunk: Chunk, natural: bool) -> ChunkOrder:
+    def order(self, chunk: Chunk, natural: bool, before: "ChunkOrder | None" = None
+              ) -> ChunkOrder:
         pl = self.by_group[chunk.group]
         U = pl.anchors.size
         oq = ok = np.arange(U)
         p = self.params
         if self.scheduled and natural:
             self.state_q = self.state_k = p.seed
+        elif self.scheduled and before is not None:
+            seq = before.q
+            pos, self.state_q = _scheduled_order(pl.qc[seq][:, chunk.local], p, self.state_q)
+            oq = seq[pos]
         elif self.scheduled:
             oq, self.state_q = _scheduled_order(pl.qc[:, chunk.local], p, self.state_q)
             if p.sched_sides == "qk":
                 ok, self.state_k = _scheduled_order(pl.kc[:, chunk.local], p, self.state_k)
         return ChunkOrder(chunk, oq, ok)
+
+
+def snoops(params: EngineParams) -> bool:
+    """Whether the Q side's pre-pass snoops array 0's loads (``docs/engine.md``, "Orders"):
+    with ``sched_sides = "q"``. Then the first chunk of every group runs in natural order
+    (no loads of its units came before it), and the others are ordered from the units in
+    the chunk before's row order. With ``"qk"`` each side reads its units through a read
+    port of its own (an array loads only its own column blocks' K units)."""
+    return params.sched_sides == "q"
+
+
+def _group_first(chunk_list) -> set:
+    """Indices of the chunks that start a group."""
+    return {i for i, ch in enumerate(chunk_list)
+            if i == 0 or ch.group != chunk_list[i - 1].group}
 
 
 def _check_natural(natural, count: int) -> frozenset:
@@ -262,10 +317,17 @@ def _check_natural(natural, count: int) -> frozenset:
 
 def _orders(plans, chunk_list, params: EngineParams, scheduled: bool,
             natural=()) -> list[ChunkOrder]:
-    """Orders of every chunk; chunk 0 and the chunks in ``natural`` in natural order."""
+    """Orders of every chunk; chunk 0 and the chunks in ``natural`` in natural order (with a
+    snooping pre-pass also the first chunk of every group)."""
     natural = _check_natural(natural, len(chunk_list)) | {0}
+    snoop = snoops(params)
+    if snoop and scheduled:
+        natural = natural | _group_first(chunk_list)
     src = _OrderSource(plans, params, scheduled)
-    return [src.order(ch, i in natural) for i, ch in enumerate(chunk_list)]
+    out = []
+    for i, ch in enumerate(chunk_list):
+        out.append(src.order(ch, i in natural, out[-1] if snoop and out else None))
+    return out
 
 
 class ChunkTimeline:
@@ -274,52 +336,73 @@ class ChunkTimeline:
 
     Chunk k starts ``barrier`` cycles after chunk k-1 ends (chunk 0 at ``load_base``) and
     never waits for an order: with the scheduler, chunk k's pre-pass starts when chunk k-1
-    starts and takes ``timing.prepass(U)`` cycles; if it is not done when chunk k could
-    start, chunk k runs in natural order (a *fallback*) and its pre-pass is dropped. So the
-    chunks of every variant start back to back, and as no chunk in any order issues more
-    steps than in dense, no variant is ever slower than dense. (A scheduled order can still
-    cost a few cycles more than the natural one: on the hunyuanvideo 2x4x4 head full takes
-    1,680 cycles, pe-m 1,674.)
+    starts; if it is not done when chunk k could start, chunk k runs in natural order (a
+    *fallback*) and its pre-pass is dropped. The pre-pass reads its units through a port of
+    its own and takes ``timing.prepass(U)`` cycles, or, with ``sched_sides = "q"``
+    (:func:`snoops`), takes them from array 0's loads of chunk k-1's first column block and
+    is done ``timing.snoop_ready`` cycles after chunk k-1's start (so the first chunk of a
+    group, whose units chunk k-1 did not load, always falls back). So the chunks of every
+    variant start back to back, and as no chunk in any order issues more steps than in
+    dense, no variant is ever slower than dense. (A scheduled order can still cost a few
+    cycles more than the natural one.)
 
     ``natural``: None (decide by the timing above) or the chunk indices that fell back in an
     observed run (a run under stall injection, whose timing the model does not follow).
 
-    Use: ``order = tl.next(chunk)`` then ``tl.ran(T)`` with the chunk's time, per chunk; then
-    ``tl.end`` (the last chunk's end), ``tl.starts``, ``tl.lengths``, ``tl.fallbacks``."""
+    Use: ``order = tl.next(chunk)`` then ``tl.ran(T, cb0_steps)`` with the chunk's time and
+    the steps of array 0's quads in column block 0 (their row-block order; needed only with a
+    snooping pre-pass), per chunk; then ``tl.end`` (the last chunk's end), ``tl.starts``,
+    ``tl.lengths``, ``tl.fallbacks``."""
 
     def __init__(self, plans, chunk_list, params: EngineParams, scheduled: bool,
                  timing: EngineTiming, natural=None):
         self.timing, self.params, self.scheduled = timing, params, scheduled
         self.forced = None if natural is None else _check_natural(natural, len(chunk_list))
         self.source = _OrderSource(plans, params, scheduled)
+        self.snoop = scheduled and snoops(params)
         self.end = timing.load_base - timing.barrier
         self.pre_start = timing.load_base
         self.starts, self.lengths, self.fallbacks = [], [], []
         self._start = None
+        self._last = None                 # the chunk before's order
+        self._ready = None                # ... and when the snooped pre-pass after it is done
 
     def next(self, chunk: Chunk) -> ChunkOrder:
         """The order of the next chunk (decides whether it falls back)."""
         i = len(self.starts)
         self._start = self.end + self.timing.barrier
+        units = self.source.by_group[chunk.group].anchors.size
         if not self.scheduled or i == 0:
             fell = False
         elif self.forced is not None:
             fell = i in self.forced
+        elif self.snoop:
+            fell = chunk.group != self._last.chunk.group or self._ready > self._start
         else:
-            units = self.source.by_group[chunk.group].anchors.size
             ready = self.pre_start + self.timing.prepass(units, self.params.entries)
             fell = ready > self._start
         if fell:
             self.fallbacks.append(i)
-        return self.source.order(chunk, i == 0 or fell)
+        order = self.source.order(chunk, i == 0 or fell, self._last if self.snoop else None)
+        self._last = order
+        return order
 
-    def ran(self, time: int):
-        """The chunk just ordered took ``time`` cycles (its slowest array's)."""
+    def ran(self, time: int, cb0_steps=None):
+        """The chunk just ordered took ``time`` cycles (its slowest array's); ``cb0_steps``:
+        the steps of array 0's quads in its first column block (with a snooping pre-pass)."""
         start = self._start
         self.end = start + int(time)
         self.pre_start = start
         self.starts.append(start)
         self.lengths.append(int(time))
+        if self.snoop:
+            if cb0_steps is None:
+                raise ValueError("a snooping pre-pass needs the steps of array 0's first "
+                                 "column block (cb0_steps)")
+            p = self.params
+            units = self._last.q.size
+            read = snoop_last_read(cb0_steps, units, p.rows, self.timing.gap(p.rows, p.cols))
+            self._ready = start + self.timing.snoop_ready(read, units, p.entries)
 
 
 def orders(codes, grid, groups, params: EngineParams, scheduled: bool = True, natural=()
@@ -329,15 +412,17 @@ def orders(codes, grid, groups, params: EngineParams, scheduled: bool = True, na
     ``codes``: ``(mask_q, mask_k)``, the (N, d) reuse codes of Q and K
     (``golden.reuse_masks``). Without the scheduler every order is the natural one. With it,
     each scheduled side (Q only with ``params.sched_sides = "q"``, the default; Q and K with
-    ``"qk"``) streams the chunk's units in natural order through its own ClusterScheduler
-    (pattern bit j: the unit's follower is HALF or NONE at chunk channel j; padded with
-    dummy entries to whole batches of E); the order is its output with the dummies removed.
-    The first chunk of a run is never scheduled: it keeps the natural order, and its arrays
-    start at once while the schedulers order chunk 1 (so the pre-pass of every scheduled
-    chunk overlaps the previous chunk's work). The chunks in ``natural`` (the fallbacks of
-    :class:`ChunkTimeline`, ``EngineCounters.fallbacks``) keep the natural order too. Each
-    LFSR starts from the seed after every chunk in natural order; each side's state then
-    runs on across its scheduled chunks.
+    ``"qk"``) streams the chunk's units through its own ClusterScheduler (pattern bit j: the
+    unit's follower is HALF or NONE at chunk channel j; padded with dummy entries to whole
+    batches of E); the order is its output with the dummies removed. With ``"qk"`` the units
+    go in natural order; with ``"q"`` the pre-pass snoops array 0's loads (:func:`snoops`),
+    so they go in the chunk before's row order, and the first chunk of every group keeps the
+    natural order. The first chunk of a run is never scheduled: it keeps the natural order,
+    and its arrays start at once while the schedulers order chunk 1 (so the pre-pass of
+    every scheduled chunk overlaps the previous chunk's work). The chunks in ``natural``
+    (the fallbacks of :class:`ChunkTimeline`, ``EngineCounters.fallbacks``) keep the natural
+    order too. Each LFSR starts from the seed after every chunk in natural order; each
+    side's state then runs on across its scheduled chunks.
     """
     grid, groups = as_grid(grid), _as_groups(groups)
     mq, mk = (np.asarray(c) for c in codes)
@@ -664,7 +749,8 @@ def _matcher_matrices(qc, kc, qset, params: EngineParams):
 
 
 def _chunk_run(qc, kc, params: EngineParams, matched: bool, timing: EngineTiming):
-    """Per-column-block counters of one chunk and each array's time T_a in it."""
+    """Per-column-block counters of one chunk, each array's time T_a in it and the steps of
+    column block 0's quads (for :func:`snoop_last_read`)."""
     R, C, P = params.rows, params.cols, params.arrays
     n = qc.shape[1]
     qset = _code_sets(qc, R)                                           # (RB, n)
@@ -692,6 +778,7 @@ def _chunk_run(qc, kc, params: EngineParams, matched: bool, timing: EngineTiming
     padded[:, 0] = max(n, R) * RB
     rows_per = max(1, _BLOCK // max(CB, 1))
     last_steps = None
+    cb0 = []                                       # steps of column block 0's quads
     for r0 in range(0, RB, rows_per):
         sl = slice(r0, min(r0 + rows_per, RB))
         steps = np.full((sl.stop - sl.start, CB), max(n, R), np.float32)
@@ -707,6 +794,7 @@ def _chunk_run(qc, kc, params: EngineParams, matched: bool, timing: EngineTiming
             padded[:, p] += iss.sum(axis=0).astype(np.int64)
             steps += iss
         last_steps = steps[-1].astype(np.int64)
+        cb0.append(steps[:, 0].astype(np.int64))
         occupied += np.maximum(steps, gap).sum(axis=0).astype(np.int64)
     skipped = n * RB - issued
     skipped[:, 0] = 0
@@ -728,7 +816,7 @@ def _chunk_run(qc, kc, params: EngineParams, matched: bool, timing: EngineTiming
         acc = np.zeros((P,) + v.shape[1:], np.int64)
         np.add.at(acc, arr, v)
         out[key] = acc
-    return out, T
+    return out, T, np.concatenate(cb0)
 
 
 #: The axis a plain build walks its channels along (x).
@@ -782,10 +870,10 @@ def engine_counters(q, k, grid, groups, params: EngineParams = EngineParams(),
         pl = by_group[ch.group]
         qc = pl.qc[order.q][:, ch.local]
         kc = pl.kc[order.k][:, ch.local]
-        per, T = _chunk_run(qc, kc, params, matched, timing)
+        per, T, cb0 = _chunk_run(qc, kc, params, matched, timing)
         for key in acc:
             acc[key] += per[key]
-        tl.ran(T.max())
+        tl.ran(T.max(), cb0)
         if progress is not None:
             progress(i + 1, len(chunk_list))
     end = tl.end

@@ -5,7 +5,9 @@ What the benches watch (through the probe signals of ``OrderUnit`` and ``SlotUni
 
 * per side (Q, K), per chunk with the scheduler: the units entering the OrderUnit and the
   order it writes; the order must be a permutation of the chunk's units (no unit lost or
-  duplicated, dummies excluded) and equal :func:`golden.engine.model.orders`; a pre-pass the
+  duplicated, dummies excluded) and equal :func:`golden.engine.model.orders` (a snooping
+  pre-pass, ``sched_sides = "q"``, numbers the units by their positions in the chunk
+  before's row order); a pre-pass the
   engine dropped (its chunk fell back to natural order) must be one the model drops too
   (``EngineCounters.fallbacks``);
 * per array, per (chunk, column block) with the matcher: the block's pass-3 classes entering
@@ -25,7 +27,7 @@ import numpy as np
 from golden.array.schedule import _plans
 from golden.dispatch.model import match, slot_select, work_units
 from golden.engine.model import (EngineParams, _orders, chunks, engine_counters, match_codes,
-                                 variant_flags)
+                                 snoops, variant_flags)
 from golden.numerics import _as_groups
 
 
@@ -89,6 +91,7 @@ def expected_trace(q, k, grid, groups, params: EngineParams, variant: str,
     grid, plans = _plans(q, k, grid, groups, full_bits, half_bits, reuse)
     chunk_list = chunks(groups, params.width)
     ords = _orders(plans, chunk_list, params, sched, natural)
+    snoop = snoops(params)
     by_group = {pl.group: pl for pl in plans}
     P, C = params.arrays, params.cols
     units, orders, ordered = [], {"q": [], "k": []}, []
@@ -99,7 +102,9 @@ def expected_trace(q, k, grid, groups, params: EngineParams, variant: str,
         units.append(int(pl.anchors.size))
         if sched and c > 0 and c not in natural:
             ordered.append(c)
-            orders["q"].append([int(u) for u in od.q])
+            # A snooping pre-pass numbers the units by their positions in the chunk before.
+            q_in = ords[c - 1].inv_q[od.q] if snoop else od.q
+            orders["q"].append([int(u) for u in q_in])
             if params.sched_sides == "qk":          # else K keeps its natural order
                 orders["k"].append([int(u) for u in od.k])
         if not matched:

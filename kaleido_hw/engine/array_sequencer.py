@@ -57,7 +57,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -80,7 +80,15 @@ from kaleido_hw.engine.unit_walk import (direction_stride, order_key_layout, uni
 from kaleido_hw.stall_inject import array_stream, stall_gate
 
 
-__all__ = ["ArraySequencer", "compact_words"]
+__all__ = ["ArraySequencer", "compact_words", "load_tap_layout"]
+
+
+def load_tap_layout(geo: KaleidoGeometry) -> data.StructLayout:
+    """A row unit's word read by the loader in the chunk's first column block (registered,
+    so aligned with the read data): ``follower`` (else the anchor's word), the unit's row
+    ``pos`` in the chunk's order and its order ``key`` (anchor token, follower bit)."""
+    return data.StructLayout({"valid": unsigned(1), "follower": unsigned(1),
+                              "pos": unsigned(geo.unit_width), "key": order_key_layout(geo)})
 
 
 class _Slot:
@@ -193,7 +201,10 @@ class ArraySequencer(wiring.Component):
     ``tag`` = :func:`engine_tag_layout`); with the matcher built
     (``engine_dispatcher`` "matcher" or "full") in the merged layouts of
     :class:`~kaleido_hw.dispatch.merged_cell.MergedCell`. ``merged`` (out): issued two-channel
-    slots. ``stepping`` (out): a step (issued channel or bubble) leaves this cycle.
+    slots. ``load_tap`` (out; with the scheduler ordering the Q side alone,
+    :func:`load_tap_layout`): the row unit whose word the loader read in the cycle before,
+    in the chunk's first column block; the controller's pre-pass snoops array 0's.
+    ``stepping`` (out): a step (issued channel or bubble) leaves this cycle.
     ``stalled`` (out): a step was due but the SlotUnit had no slot item for it (the
     dispatcher was not ready; never without stall injection). ``counters``: valid after
     ``finished``.
@@ -224,12 +235,16 @@ class ArraySequencer(wiring.Component):
         self.matcher = config.engine_dispatcher in ("matcher", "full")
         self.scheduler = config.engine_dispatcher in ("scheduler", "full")
         self.plain = config.engine_pe == "plain"
+        # The Q side's pre-pass snoops array 0's loads (``docs/engine.md``, "Orders").
+        self.snoop_tap = self.scheduler and not geo.k_ordered
         ow = bits_for(geo.tile.max_tokens - 1)
         kw = order_key_layout(geo).size
         orders = ({"q_ord": Out(OrderReadSignature(1, ow, kw, natural=True)),
                    **({"k_ord": Out(OrderReadSignature(1, ow, kw, natural=True))}
                       if geo.k_ordered else {}),
-                   "next_bank": In(1)} if self.scheduler else {})
+                   "next_bank": In(1),
+                   **({"load_tap": Out(load_tap_layout(geo))} if self.snoop_tap else {})}
+                  if self.scheduler else {})
         t = geo.tile
         R, C, D = t.rows, t.cols, t.max_dim
         row_layout = (merged_row_layout(geo.window3) if self.matcher else
@@ -406,6 +421,13 @@ class ArraySequencer(wiring.Component):
             k_anchor, k_follow = Mux(w3, row_k, k_anchor), Mux(w3, row_k, k_follow)
             k_hasf = Mux(w3, k_valid, k_hasf)
             follower_phase = phase != 0
+        if self.snoop_tap:
+            # What the pre-pass snoops (array 0's only): a row unit's word read in the first
+            # column block, so the memory's data next cycle is that word.
+            tap = self.load_tap
+            m.d.sync += [tap.valid.eq(reading & (unit < R) & q_valid & (cbp == 0) & ~w3),
+                         tap.follower.eq(follower_phase), tap.pos.eq(q_pos),
+                         tap.key.tok.eq(q_anchor), tap.key.hasf.eq(q_hasf)]
         # The follower is read in the cycle after its anchor: registered, off the read path.
         q_follow_r = Signal.like(q_follow, name="q_follow_r")
         k_follow_r = Signal.like(k_follow, name="k_follow_r")

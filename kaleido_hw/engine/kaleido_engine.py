@@ -18,8 +18,9 @@ count's last beat has a zero high half), the engine core's memory beats.
 
 Variants (``cfg.reuse``, ``cfg.schedule``, ``cfg.match``): dense (reuse 0) and pe (1, 0, 0)
 run on every build; the scheduler (an :class:`~kaleido_hw.dispatch.order_unit.OrderUnit` for Q,
-a per-chunk pre-pass, order lookups in the loaders; with ``sched_sides = "qk"`` a second one
-for K and its inverse orders in the read-out) and the
+a per-chunk pre-pass that snoops array 0's loads of the chunk before, order lookups in the
+loaders; with ``sched_sides = "qk"`` a second one for K and its inverse orders in the
+read-out, and both pre-passes reading through read ports of their own) and the
 matcher (a :class:`~kaleido_hw.dispatch.slot_unit.SlotUnit` per array, MergedCell arrays) are built
 per ``engine_dispatcher``; a ``start`` with reuse asking for a block that was not built is
 rejected (error bit ``dispatcher``).
@@ -36,6 +37,8 @@ build's accumulation SRAM).
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
@@ -634,8 +637,8 @@ class KaleidoEngine(wiring.Component):
                              ac.stall.eq(ac.stall + seq.stalled)]
         m.d.comb += all_done.eq(Cat(*done_bits).all())
         if scheduler:
-            self._orders(m, run, accept, kick, go, chunk, src_g, size, next_chan, issue_chunk,
-                         ord_ok, q_ou, k_ou, run_bank, bank_addr)
+            self._orders(m, run, accept, kick, go, chunk, src_g, src_first, size, next_chan,
+                         issue_chunk, ord_ok, q_ou, k_ou, run_bank, bank_addr)
 
         # -- end of the run: every array's final step, then the drain wave -----------------------
         all_fin = Cat(*fin_now).all() & ~Cat(*fin_seen).all()
@@ -661,8 +664,8 @@ class KaleidoEngine(wiring.Component):
         return m
 
 
-    def _orders(self, m, run, accept, kick, go, chunk, src_g, size, next_chan, issue_chunk,
-                ord_ok, q_ou, k_ou, run_bank, bank_addr):
+    def _orders(self, m, run, accept, kick, go, chunk, src_g, src_first, size, next_chan,
+                issue_chunk, ord_ok, q_ou, k_ou, run_bank, bank_addr):
         """The scheduler's pre-pass (``docs/engine.md``, "Orders" and section "RTL").
 
         The OrderUnits restart at the run's accept. Chunk 0 runs in natural order (both
@@ -672,41 +675,152 @@ class KaleidoEngine(wiring.Component):
         pre-pass in progress is dropped), so no chunk ever waits for the scheduler. The
         chunk whose orders are computed is the controller's next one, chunk k+1, latched in
         the cycle chunk k's ``go`` is visible (the controller already points past chunk k
-        then). From the next cycle each ordered side (Q; Q and K with ``sched_sides =
-        "qk"``) reads unit u's anchor and then its follower through one extra read port of
-        memory copy 0, one unit per two cycles; one cycle after the follower's read the codes
-        give the unit's pattern at the chunk's channels and the unit enters the side's
-        OrderUnit. ``ord_ok``: the orders of the next chunk are complete
-        (the one in use is released when the next chunk is issued)."""
+        then). Its units enter the OrderUnit(s) through an output stage ``s_*``, one unit per
+        two cycles at most, with their pattern at chunk k+1's channels:
+
+        * Q side alone ordered (``sched_sides = "q"``): the pre-pass *snoops* array 0's
+          loads (:meth:`_snoop_units`): in its first column block of chunk k, array 0 reads
+          every row unit's anchor and follower words, and a token word holds all D channels,
+          so also chunk k+1's, provided chunk k+1 is in chunk k's group (the same units). A
+          chunk that opens a group has no pre-pass and runs in natural order.
+        * both sides ordered: each side reads unit u's anchor and then its follower through
+          one extra read port of its memory copy 0 (:meth:`_read_units`; an array loads only
+          its own column blocks' K units).
+
+        ``ord_ok``: the orders of the next chunk are complete (the one in use is released
+        when the next chunk is issued)."""
         fallback = Signal()
         m.d.comb += fallback.eq(run.schedule & issue_chunk & ~kick & ~ord_ok)
         geo = self.geo
-        t = geo.tile
-        D, W = t.max_dim, geo.chunk_width
+        W = geo.chunk_width
         m.d.comb += [q_ou.inv_rd[0].bank.eq(0), q_ou.inv_rd[0].addr.eq(0)]
 
         pre = Signal(chunk_layout(geo))
         latch = Signal()
-        pre_start = Signal()
-        m.d.comb += [latch.eq(run.schedule & go & ~chunk.last),
-                     pre_start.eq(latch)]
+        m.d.comb += latch.eq(run.schedule & go & ~chunk.last)
         with m.If(latch):
             m.d.sync += [pre.group.eq(src_g), pre.size.eq(size),
                          pre.chan.eq(Cat(*next_chan))]
+        chans = list(pre.chan)            # chunk channel j of the pre-pass chunk
+        units = Signal(geo.tile.size_width)
+        m.d.comb += units.eq(run.units[pre.group])
 
+        # The unit in the output stage (s_*) goes to every OrderUnit (a fork: each side's
+        # ``taken`` remembers a handshake done while the other side still waits).
+        stage = SimpleNamespace(valid=Signal(name="pre_s_valid"), last=Signal(name="pre_s_last"),
+                                unit=Signal(len(q_ou.i.payload.unit), name="pre_s_unit"),
+                                key=Signal(order_key_layout(geo), name="pre_s_key"),
+                                adv=Signal(name="pre_adv"))
+
+        def pattern_of(side, anchor_word, follower_word, hasf):
+            """A unit's pattern at the pre-pass chunk's channels: codes over all D channels,
+            then one bit per chunk channel (cheaper than compacting both words first)."""
+            cu = CodeUnit(geo.tile.max_dim, codes=False)
+            m.submodules[f"{side}_pre_codes"] = cu
+            m.d.comb += [cu.anchor.eq(anchor_word), cu.follower.eq(follower_word),
+                         cu.present.eq(hasf), cu.reuse.eq(1), cu.window.eq(run.linear),
+                         cu.full_mask.eq(run.full_mask), cu.half_mask.eq(run.half_mask)]
+            hn = Mux(hasf, ~cu.full, 0)             # HALF or NONE per channel
+            return Cat(*[hn.bit_select(chans[j], 1) & (pre.size > j) for j in range(W)])
+
+        if geo.k_ordered:
+            pats = self._read_units(m, run, latch, fallback, stage, units, pre, pattern_of,
+                                    run_bank, bank_addr)
+        else:
+            pats = {"q": self._snoop_units(m, latch & ~src_first, fallback, stage, units,
+                                           pattern_of)}
+
+        ready, has = [], []
+        for side, ou in self.order_units.items():
+            gate = stall_gate(m, self.config, STREAM_IDS[f"pre_{side}"], f"pre_{side}")
+            taken = Signal(name=f"{side}_pre_taken")
+            fire = Signal(name=f"{side}_pre_fire")
+            m.d.comb += fire.eq(ou.i.valid & ou.i.ready)
+            with m.If(stage.adv):
+                m.d.sync += taken.eq(0)
+            with m.Elif(fire):
+                m.d.sync += taken.eq(1)
+            with m.If(latch | fallback):
+                m.d.sync += taken.eq(0)
+            has.append(taken | fire)
+            m.d.comb += [
+                ou.start.eq(accept),
+                ou.natural.eq(run.schedule & kick | fallback),
+                ou.abort.eq(fallback),
+                ou.i.valid.eq(stage.valid & ~taken & gate),
+                ou.i.payload.unit.eq(stage.unit),
+                ou.i.payload.key.eq(stage.key),
+                ou.i.payload.last.eq(stage.last),
+                ou.i.payload.pattern.eq(pats[side]),
+            ]
+            # One order is in use from chunk 0's issue (the kick) on; it is released at the
+            # next issue.
+            held = Signal(name=f"{side}_order_held")
+            with m.If(issue_chunk):
+                m.d.sync += held.eq(1)
+            m.d.comb += ou.release.eq(issue_chunk & held & ~kick)
+            ready.append(ou.avail > held)
+        m.d.comb += [ord_ok.eq(~run.schedule | Cat(*ready).all()),
+                     stage.adv.eq(~stage.valid | Cat(*has).all())]
+        # A fallback drops the pre-pass: nothing of it may reach the restarted OrderUnits.
+        with m.If(fallback):
+            m.d.sync += stage.valid.eq(0)
+        return q_ou, k_ou
+
+    def _snoop_units(self, m, start, fallback, stage, units, pattern_of):
+        """The Q side's pre-pass from array 0's loads (``docs/engine.md``, "Orders"): from
+        ``start`` (chunk k's go, chunk k+1 in the same group) every row unit array 0 reads in
+        its first column block enters the output stage two cycles after its follower's word
+        arrived, identified by its position in chunk k's row order (positions arrive in
+        order, 0 .. U-1; the Q side's inverse order is never read, so any numbering of the
+        units will do). Each tapped word is registered first, so that the memory's data
+        drives one more register input and not the CodeUnit (the operand memory into the
+        loaders is the engine's critical path). A unit that arrives while the stage still
+        holds the one before (the OrderUnit back-pressured for two cycles: only under stall
+        injection) ends the pre-pass: its order then never completes and chunk k+1 falls
+        back. Returns the registered pattern."""
+        D = self.geo.tile.max_dim
+        tap = self.sequencers[0].load_tap
+        word = Signal(8 * D, name="q_pre_word")       # the tapped read's data, registered
+        took = Signal.like(tap, name="q_pre_tap")     # ... and what it was
+        m.d.sync += took.eq(tap)
+        with m.If(tap.valid):
+            m.d.sync += word.eq(self.sequencers[0].q_data)
+        feeding = Signal(name="pre_feeding")
+        anchor_word = Signal(8 * D, name="q_pre_anchor")
+        pattern = Signal(self.geo.chunk_width, name="q_pre_pattern")
+        arrive = Signal(name="pre_arrive")
+        last = Signal(name="pre_arrive_last")
+        m.d.comb += [arrive.eq(feeding & took.valid & took.follower),
+                     last.eq(took.pos + 1 >= units)]
+        with m.If(feeding & took.valid & ~took.follower):
+            m.d.sync += anchor_word.eq(word)
+        pat = pattern_of("q", anchor_word, word, took.key.hasf)
+        with m.If(arrive & stage.adv):
+            m.d.sync += [stage.valid.eq(1), stage.last.eq(last), stage.unit.eq(took.pos),
+                         stage.key.eq(took.key), pattern.eq(pat)]
+        with m.Elif(stage.adv):
+            m.d.sync += stage.valid.eq(0)
+        with m.If(start):
+            m.d.sync += feeding.eq(1)
+        with m.Elif(fallback | arrive & (last | ~stage.adv)):
+            m.d.sync += feeding.eq(0)
+        return pattern
+
+    def _read_units(self, m, run, start, fallback, stage, units, pre, pattern_of, run_bank,
+                    bank_addr):
+        """Both sides' pre-pass through read ports of their own: from the cycle after
+        ``start`` each side reads unit u's anchor and then its follower through one extra
+        read port of its memory copy 0, one unit per two cycles; one cycle after the
+        follower's read the codes give the unit's pattern at the chunk's channels and the
+        unit enters the output stage. The pipeline (unit counter, memory reads, stage)
+        advances only when every OrderUnit has the unit. Returns the patterns per side."""
+        geo = self.geo
+        D = geo.tile.max_dim
         feeding = Signal()
         u = Signal(geo.unit_width)
-        units = Signal(t.size_width)
-        m.d.comb += units.eq(run.units[pre.group])
         last = Signal()
         m.d.comb += last.eq(u + 1 >= units)
-        # The unit in the output stage (s_*) goes to every OrderUnit (a fork: each side's
-        # ``taken`` remembers a handshake done while the other side still waits); the
-        # pipeline (unit counter, memory reads, s_*) advances only when all have it.
-        s_valid, s_last = Signal(), Signal()
-        s_unit = Signal(len(q_ou.i.payload.unit))
-        s_key = Signal(order_key_layout(geo))
-        adv = Signal()
         # Unit u's position, walked (kaleido_hw.engine.unit_walk), not divided out of u.
         pos = Signal(walk_layout(geo), name="pre_pos")
         walk = Signal(walk_constants_layout(geo), name="pre_walk")
@@ -722,9 +836,9 @@ class KaleidoEngine(wiring.Component):
         ph = Signal(name="pre_follower")          # this cycle's read is the follower's
         rd_anchor = Signal()
         rd_follower = Signal()
-        m.d.comb += [rd_anchor.eq(feeding & ~ph & adv & ~pre_start),
-                     rd_follower.eq(feeding & ph & ~pre_start)]
-        with m.If(pre_start):
+        m.d.comb += [rd_anchor.eq(feeding & ~ph & stage.adv & ~start),
+                     rd_follower.eq(feeding & ph & ~start)]
+        with m.If(start):
             m.d.sync += [feeding.eq(1), u.eq(0), pos.eq(0), ph.eq(0)]
         with m.Elif(rd_follower):
             m.d.sync += [u.eq(u + 1), pos.eq(nxt), ph.eq(0)]
@@ -735,18 +849,14 @@ class KaleidoEngine(wiring.Component):
         anchor, follower, hasf = unit_tokens(m, geo, run, d, pos.tok,
                                              walk_has_follower(run, d, pos), 1, "pre_unit")
         with m.If(rd_follower):
-            m.d.sync += [s_valid.eq(1), s_last.eq(last), s_unit.eq(u),
-                         s_key.tok.eq(anchor), s_key.hasf.eq(hasf)]
-        with m.Elif(adv):
-            m.d.sync += s_valid.eq(0)
-        # A fallback drops the pre-pass: nothing of it may reach the restarted OrderUnits.
+            m.d.sync += [stage.valid.eq(1), stage.last.eq(last), stage.unit.eq(u),
+                         stage.key.tok.eq(anchor), stage.key.hasf.eq(hasf)]
+        with m.Elif(stage.adv):
+            m.d.sync += stage.valid.eq(0)
         with m.If(fallback):
-            m.d.sync += [feeding.eq(0), s_valid.eq(0), ph.eq(0)]
-
-        chans = list(pre.chan)            # chunk channel j of the pre-pass chunk
-
-        ready, has = [], []
-        for sel, (side, ou) in enumerate(self.order_units.items()):
+            m.d.sync += [feeding.eq(0), ph.eq(0)]
+        pats = {}
+        for sel, side in enumerate(self.order_units):
             mem = self._pre_mem[side]
             rd = mem.read_port(domain="sync", transparent_for=())
             anchor_word = Signal(8 * D, name=f"{side}_pre_anchor")
@@ -754,48 +864,8 @@ class KaleidoEngine(wiring.Component):
                          rd.en.eq(rd_anchor | rd_follower)]
             with m.If(rd_follower):                 # the anchor's word is on the port now
                 m.d.sync += anchor_word.eq(rd.data)
-            gate = stall_gate(m, self.config, STREAM_IDS[f"pre_{side}"], f"pre_{side}")
-            taken = Signal(name=f"{side}_pre_taken")
-            fire = Signal(name=f"{side}_pre_fire")
-            m.d.comb += fire.eq(ou.i.valid & ou.i.ready)
-            with m.If(adv):
-                m.d.sync += taken.eq(0)
-            with m.Elif(fire):
-                m.d.sync += taken.eq(1)
-            with m.If(pre_start | fallback):
-                m.d.sync += taken.eq(0)
-            has.append(taken | fire)
-            # Codes over all D channels, then the pattern bits picked at the chunk's channels:
-            # one bit per chunk channel is cheaper here than compacting both words first
-            # (one unit per two cycles: no slot registers to save).
-            cu = CodeUnit(D, codes=False)
-            m.submodules[f"{side}_pre_codes"] = cu
-            m.d.comb += [cu.anchor.eq(anchor_word), cu.follower.eq(rd.data),
-                         cu.present.eq(s_key.hasf), cu.reuse.eq(1), cu.window.eq(run.linear),
-                         cu.full_mask.eq(run.full_mask), cu.half_mask.eq(run.half_mask)]
-            hn = Signal(D, name=f"{side}_pre_hn")          # HALF or NONE per channel
-            m.d.comb += hn.eq(Mux(s_key.hasf, ~cu.full, 0))
-            m.d.comb += [
-                ou.start.eq(accept),
-                ou.natural.eq(run.schedule & kick | fallback),
-                ou.abort.eq(fallback),
-                ou.i.valid.eq(s_valid & ~taken & gate),
-                ou.i.payload.unit.eq(s_unit),
-                ou.i.payload.key.eq(s_key),
-                ou.i.payload.last.eq(s_last),
-                ou.i.payload.pattern.eq(Cat(*[hn.bit_select(chans[j], 1) & (pre.size > j)
-                                              for j in range(W)])),
-            ]
-            # One order is in use from chunk 0's issue (the kick) on; it is released at the
-            # next issue.
-            held = Signal(name=f"{side}_order_held")
-            with m.If(issue_chunk):
-                m.d.sync += held.eq(1)
-            m.d.comb += ou.release.eq(issue_chunk & held & ~kick)
-            ready.append(ou.avail > held)
-        m.d.comb += [ord_ok.eq(~run.schedule | Cat(*ready).all()),
-                     adv.eq(~s_valid | Cat(*has).all())]
-        return q_ou, k_ou
+            pats[side] = pattern_of(side, anchor_word, rd.data, stage.key.hasf)
+        return pats
 
 
 def plain_chunk_width(rows: int, cols: int) -> int:

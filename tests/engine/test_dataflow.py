@@ -112,11 +112,14 @@ def test_candidate_scores_exact(name, cand):
 @pytest.mark.parametrize("name", HEADS)
 @pytest.mark.parametrize("cand", MATCHERS)
 def test_matcher_counts_match_its_slots(name, cand):
-    """The vectorized count merges exactly the pairs the slot sequences carry."""
+    """The vectorized count merges exactly the pairs the slot sequences carry. (Both sides
+    ordered, whose pre-passes have their own ports: the matcher shortens the chunks, and
+    the orders must not change with it, as a snooping pre-pass's fallbacks could.)"""
     g, groups, q, k = _head(name)
     c = CANDIDATES[cand]
-    ref = dataflow_counters(q, k, g, groups, replace(c, match_passes=()))
-    got = dataflow_counters(q, k, g, groups, c)
+    base = EngineParams(sched_sides="qk")
+    ref = dataflow_counters(q, k, g, groups, replace(c, match_passes=()), base)
+    got = dataflow_counters(q, k, g, groups, c, base)
     assert got.merged > 0
     assert got.issued.sum() + got.merged == ref.issued.sum()
     assert got.busy <= ref.busy

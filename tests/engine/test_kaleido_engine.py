@@ -20,7 +20,7 @@ from amaranth.sim import Simulator
 from host_harness import configure_and_start, wait_done, write_operand
 
 from golden.array.schedule import units
-from golden.engine.model import EngineParams, chunks, engine_counters
+from golden.engine.model import EngineParams, EngineTiming, chunks, engine_counters
 from golden.engine.trace import (OrderTrace, SlotTrace, check_counters, check_trace, decode_block,
                                  decode_sel, expected_trace, observed_fallbacks)
 from golden.numerics import ChannelGroups, VideoGrid, attention_scores
@@ -374,10 +374,11 @@ def test_anchor_words_single_buffered(rows, cols):
 
 
 @pytest.mark.parametrize("variant,sides,seed", [
-    ("full", "qk", 0), ("pe-sh", "q", 0),
+    ("full", "qk", 0), ("pe-sh", "qk", 0),
     pytest.param("full", "qk", 0x4321, marks=pytest.mark.full_set)])
 def test_chunks_fall_back_to_natural_order(variant, sides, seed):
-    """A tiny head on P = 2 arrays of 2 x 2 with scheduler batches of 32 units: a pre-pass
+    """A tiny head on P = 2 arrays of 2 x 2 with scheduler batches of 32 units, both sides
+    ordered (each pre-pass reads its own port): a pre-pass
     ((1 + 2) * 32 + 7 = 103 cycles) outlasts the chunks before chunks 1 and 3, which run in
     natural order at once (the OrderUnits' ``abort`` and ``natural``), while chunk 2 (after
     the longest chunk) is scheduled, its LFSR from the seed. S bit-exact, every counter
@@ -399,6 +400,33 @@ def test_chunks_fall_back_to_natural_order(variant, sides, seed):
     if not seed:
         assert summary["fallbacks"] == 2
         assert summary["orders"] == len(cfg.ordered_sides)
+
+
+@pytest.mark.parametrize("variant", ["full", pytest.param("pe-sh", marks=pytest.mark.full_set)])
+def test_snooped_prepass_is_cycle_exact(variant):
+    """The Q side alone ordered (``sched_sides = "q"``): chunk k+1's pre-pass snoops array
+    0's loads of chunk k's first column block (``docs/engine.md``, "Orders"). On this head
+    (P = 3 arrays of 2 x 2, batches of 32, groups of 5/6/5 channels in chunks of 4: six
+    chunks) chunks 2 and 4 open a group and run in natural order; the order of chunk 5 is
+    complete in exactly the cycle the chunk starts, chunk 1's one cycle too late:
+    ``EngineTiming.snoop_base`` one lower or higher predicts other fallbacks, so the
+    RTL's (S, every counter, every order) equal to the model's pins the snooped pre-pass's
+    timing to the cycle."""
+    cfg = KaleidoConfig(rows=2, cols=2, engine_arrays=3, engine_max_tokens=32,
+                        engine_max_head_dim=16, sched_pattern_width=4, matcher_channels=4,
+                        sched_entries=32, sched_sides="q")
+    grid, groups = VideoGrid(3, 3, 2), ChannelGroups.from_sizes(5, 6, 5, directions=(1, 0, 2))
+    q, k = dispatch_qk(np.random.default_rng(2), grid.n, 16)
+    p = EngineParams.from_config(cfg)
+    if variant == "full":
+        assert engine_counters(q, k, grid, groups, p, variant).fallbacks == (1, 2, 4)
+        for base, want in ((8, (2, 4)), (10, (1, 2, 4, 5))):
+            timing = EngineTiming(snoop_base=base)
+            assert engine_counters(q, k, grid, groups, p, variant,
+                                   timing=timing).fallbacks == want
+    _, want, summary = check_dispatch_run(cfg, q, k, grid, groups, variant, "snooped pre-pass")
+    if variant == "full":
+        assert summary["fallbacks"] == 3 and summary["orders"] == 2
 
 
 def test_fallback_with_one_side_complete_under_stalls():
@@ -551,6 +579,22 @@ def test_rejected_starts_and_python_check():
         check_engine_run(cfg, grid, groups, variant="fast")
 
 
+def _prepass_gaps(trace, cfg) -> int:
+    """Cycles by which a side's pre-pass handshakes strayed from their cadence (0 unless
+    injected stalls block them). Reading its own port, the pre-pass hands over one unit per
+    two cycles; snooping array 0's loads (``sched_sides = "q"``), one per two cycles within
+    the R row units of a quad (the units are numbered by their row positions)."""
+    out = 0
+    for units_in, cycles in zip(trace.inputs, trace.input_cycles):
+        if cfg.sched_sides == "qk":
+            out += cycles[-1] - cycles[0] - 2 * (len(cycles) - 1) if cycles else 0
+            continue
+        for (u0, c0), (u1, c1) in zip(zip(units_in, cycles), zip(units_in[1:], cycles[1:])):
+            if u0 // cfg.rows == u1 // cfg.rows:
+                out += abs(c1 - c0 - 2)
+    return out
+
+
 def check_dispatch_run(cfg, q, k, grid, groups, variant, label):
     """One run with the dispatcher probes recorded: S bit-exact; without stall injection
     every counter equal to the cycle model, with it the work counters (issued, skipped,
@@ -563,10 +607,7 @@ def check_dispatch_run(cfg, q, k, grid, groups, variant, label):
     assert out["error"] == 0, label
     assert np.array_equal(out["S"], attention_scores(q, k, grid, groups)), f"{label}: S differs"
     got = out["counters"]
-    # Cycles lost between a chunk's pre-pass handshakes, one per two cycles (0 unless
-    # injected stalls block them).
-    gaps = sum(c[-1] - c[0] - 2 * (len(c) - 1) for tr in out["orders"].values()
-               for c in tr.input_cycles if c)
+    gaps = sum(_prepass_gaps(tr, cfg) for tr in out["orders"].values())
     # Under stall injection the chunks that fall back follow the run's own timing.
     natural = observed_fallbacks(out["orders"]) if cfg.engine_stall_seed else None
     if natural is not None:
@@ -581,7 +622,7 @@ def check_dispatch_run(cfg, q, k, grid, groups, variant, label):
 
 #: Stall-injection runs: (arrays, variant, engine_stall_seed); the first is in make test,
 #: the rest marked full_set (make regress).
-STALL_RUNS = [(2, "full", 0x5A5A, "q"), (2, "full", 0x5A5A, "qk"), (2, "full", 0, "q"),
+STALL_RUNS = [(2, "full", 0x5A5A, "qk"), (2, "full", 0x5A5A, "q"), (2, "full", 0, "q"),
               (1, "pe-sh", 0x1234, "q"), (1, "pe-m", 0x0BAD, "q"), (1, "full", 0x7777, "qk"),
               (1, "full", 0, "qk"), (2, "pe-sh", 0x2468, "qk"), (2, "pe-m", 0x1357, "q"),
               (2, "pe-m", 0, "q"), (2, "pe-sh", 0, "q")]
@@ -614,11 +655,16 @@ def test_dispatch_invariants_under_stalls(arrays, variant, seed, sides):
                                  else 0)
     assert (summary["slots"] > 0) == match
     stalls = sum(got[f"a{a}__stall"] for a in range(arrays))
-    # Without injection the pre-pass feeds one unit per two cycles; with it, the injection must
-    # show: as lost cycles of the run when the matcher's streams are stalled, and as gaps in
-    # the pre-pass when the scheduler's are (those the next chunk's work hides: pe-sh runs
-    # may take no more cycles than the model, by design).
-    assert (got["gaps"] > 0) == bool(seed and sched), got["gaps"]
+    # Without injection the pre-pass keeps its cadence; with it, the injection must show: as
+    # lost cycles of the run when the matcher's streams are stalled, and, when the
+    # scheduler's are, as gaps in the pre-pass (those the next chunk's work hides: pe-sh runs
+    # may take no more cycles than the model, by design) or, where it snoops array 0's loads
+    # (sides "q"), which cannot wait, as pre-passes dropped (chunks fallen back).
+    if seed and sched and sides == 1:
+        timed = engine_counters(q, k, grid, groups, EngineParams.from_config(cfg), variant)
+        assert got["gaps"] > 0 or summary["fallbacks"] > len(timed.fallbacks), got["gaps"]
+    else:
+        assert (got["gaps"] > 0) == bool(seed and sched), got["gaps"]
     if seed:
         assert got["cycles"] > want["cycles"] or not match
         assert (stalls > 0) == match          # only the SlotUnit's items stall the stepper

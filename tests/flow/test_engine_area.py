@@ -442,12 +442,11 @@ def test_tiny_engine_synthesis():
         ("acc.reorder", "lane0"), ("acc.reorder", "lane1")}
     assert {(m.path, m.name) for m in r.memories if m.kind == "operands"} == {
         ("", "q_mem0"), ("", "k_mem0")}
-    # The scheduler's pre-pass reads the Q copy through one port of its own (a port is a
-    # copy in SRAM), the sequencer through the other; K is not ordered.
+    # The scheduler's pre-pass snoops array 0's loads (K is not ordered): the sequencer's
+    # read port is the only one of each copy (a port is a copy in SRAM).
     ports = {m.name: m.read_ports for m in r.memories if m.kind == "operands"}
-    assert ports == {"q_mem0": 2, "k_mem0": 1}
-    assert ea.dispatcher_share(r)["prepass_ports"] == pytest.approx(
-        next(m.area_um2 for m in r.memories if m.name == "q_mem0") / 2)
+    assert ports == {"q_mem0": 1, "k_mem0": 1}
+    assert ea.dispatcher_share(r)["prepass_ports"] == 0
     assert 1.0 < r.path_ns < 50 and r.fmax_mhz == pytest.approx(1000 / r.path_ns, abs=0.1)
     assert r.startpoint and r.endpoint and r.power_mw > 0
 
