@@ -360,6 +360,7 @@ class ChunkTimeline:
         self.forced = None if natural is None else _check_natural(natural, len(chunk_list))
         self.source = _OrderSource(plans, params, scheduled)
         self.snoop = scheduled and snoops(params)
+        self._firsts = _group_first(chunk_list)       # chunks nobody loaded before: no pre-pass
         self.end = timing.load_base - timing.barrier
         self.pre_start = timing.load_base
         self.starts, self.lengths, self.fallbacks = [], [], []
@@ -371,14 +372,14 @@ class ChunkTimeline:
         """The order of the next chunk (decides whether it falls back)."""
         i = len(self.starts)
         self._start = self.end + self.timing.barrier
-        units = self.source.by_group[chunk.group].anchors.size
         if not self.scheduled or i == 0:
             fell = False
         elif self.forced is not None:
             fell = i in self.forced
         elif self.snoop:
-            fell = chunk.group != self._last.chunk.group or self._ready > self._start
+            fell = i in self._firsts or self._ready > self._start
         else:
+            units = self.source.by_group[chunk.group].anchors.size
             ready = self.pre_start + self.timing.prepass(units, self.params.entries)
             fell = ready > self._start
         if fell:
